@@ -1,0 +1,28 @@
+# Two commands a person needs: `make lab` and `make test`. Everything else is set up on the way.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# The CPU build of torch; a newer release would pull several GB of CUDA wheels.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e ".[test,lab]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -q
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,184 @@
+"""Tensor storages and NumPy arrays as raw typed bytes, kept outside the pickle stream.
+
+While pickling, each torch storage (on any device) and each large NumPy array is replaced by a
+small reference and its bytes are collected here; while unpickling, the reference is resolved
+to an array built directly on the verified bytes read from the store (no extra copy on CPU).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import RestoreError
+
+#: NumPy arrays smaller than this stay inside the pickle stream (no blob of their own).
+NUMPY_OUT_OF_BAND_BYTES = 64 * 1024
+
+
+def load_array(key: str, dtype: str | None = None) -> Any:
+    """Placeholder named in pickle streams; a jupyter-pause unpickler resolves it to real data."""
+    raise RestoreError(
+        "this pickle stream refers to arrays stored beside it; load it with jupyter_pause.resume()"
+    )
+
+
+@dataclass
+class Collected:
+    """One array found while pickling: where it came from and a view of its host bytes."""
+
+    kind: str
+    dtype: str
+    shape: list[int]
+    device: str
+    order: str
+    data: memoryview
+    keepalive: Any = None
+
+
+@dataclass
+class ArrayCollector:
+    """Collects arrays met by the pickler, each once, under a key unique to this checkpoint."""
+
+    found: dict[str, Collected] = field(default_factory=dict)
+    touched: list[str] = field(default_factory=list)
+    _by_identity: dict[int, str] = field(default_factory=dict)
+
+    def _key_for(self, identity: int) -> tuple[str, bool]:
+        key = self._by_identity.get(identity)
+        if key is not None:
+            return key, False
+        key = f"a{len(self._by_identity)}"
+        self._by_identity[identity] = key
+        return key, True
+
+    def reduce_torch_storage(self, storage: Any) -> tuple[Any, ...]:
+        """Reduce a ``TypedStorage`` / ``UntypedStorage`` to a reference; copy GPU bytes to host."""
+        import torch
+
+        typed = isinstance(storage, torch.storage.TypedStorage)
+        untyped = storage._untyped_storage if typed else storage
+        key, new = self._key_for(untyped._cdata)
+        if new:
+            device = str(untyped.device)
+            host = untyped if untyped.device.type == "cpu" else untyped.cpu()
+            size = host.nbytes()
+            if size:
+                flat = torch.empty(0, dtype=torch.uint8).set_(host, 0, (size,), (1,))
+                data = memoryview(flat.numpy())
+            else:
+                flat, data = None, memoryview(b"")
+            dtype = storage.dtype if typed else torch.uint8
+            itemsize = torch.empty(0, dtype=dtype).element_size()
+            self.found[key] = Collected(
+                "torch", str(dtype), [size // itemsize], device, "C", data, keepalive=(untyped, flat)
+            )
+        self.touched.append(key)
+        return (load_array, (key, str(storage.dtype) if typed else None))
+
+    def reduce_ndarray(self, array: np.ndarray) -> tuple[Any, ...] | Any:
+        """Reduce a large plain-data NumPy array to a reference; small ones pickle as usual."""
+        if array.dtype.hasobject or array.nbytes < NUMPY_OUT_OF_BAND_BYTES or array.dtype.itemsize == 0:
+            return NotImplemented
+        key, new = self._key_for(id(array))
+        if new:
+            if array.flags.c_contiguous:
+                flat, order = array.reshape(-1), "C"
+            elif array.flags.f_contiguous:
+                flat, order = array.T.reshape(-1), "F"
+            else:
+                flat, order = np.ascontiguousarray(array).reshape(-1), "C"
+            data = memoryview(flat.view(np.uint8))
+            dtype = np.lib.format.dtype_to_descr(array.dtype)
+            self.found[key] = Collected(
+                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=array
+            )
+        self.touched.append(key)
+        return (load_array, (key,))
+
+    def reducers(self) -> dict[type, Any]:
+        """Exact types this collector reduces, for the pickler's dispatch."""
+        table: dict[type, Any] = {np.ndarray: self.reduce_ndarray}
+        if "torch" in sys.modules:
+            import torch
+
+            table[torch.storage.TypedStorage] = self.reduce_torch_storage
+            table[torch.UntypedStorage] = self.reduce_torch_storage
+        return table
+
+
+def target_device(device: str, map_location: str) -> str:
+    """Where a storage saved on ``device`` goes back to under ``map_location`` (auto | cpu)."""
+    if device == "cpu" or map_location == "cpu":
+        return "cpu"
+    import torch
+
+    kind, _, index = device.partition(":")
+    if kind == "cuda":
+        available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index or 0) < available:
+            return device
+        raise RestoreError(
+            f"the checkpoint holds tensors on {device}, and this process sees "
+            f"{available} CUDA device(s); resume on a node with a GPU, or use "
+            "--map-location cpu to restore them into host memory"
+        )
+    raise RestoreError(
+        f"the checkpoint holds tensors on {device}, which this loader cannot place; "
+        "use --map-location cpu"
+    )
+
+
+class ArrayLoader:
+    """Builds arrays on verified bytes, each once, so shared storages stay shared."""
+
+    def __init__(self, records: dict[str, Any], blobs: dict[str, bytearray], map_location: str = "auto"):
+        self.records = records
+        self.blobs = blobs
+        self.map_location = map_location
+        self._built: dict[str, Any] = {}
+
+    def load(self, key: str, dtype: str | None = None) -> Any:
+        """The array or storage for ``key`` (typed by ``dtype`` for torch storages)."""
+        built = self._built.get(key)
+        if built is None:
+            built = self._built[key] = self._build(key)
+        if dtype is None:
+            return built
+        import torch
+
+        torch_dtype = getattr(torch, dtype.split(".", 1)[1])
+        return torch.storage.TypedStorage(wrap_storage=built, dtype=torch_dtype, _internal=True)
+
+    def _build(self, key: str) -> Any:
+        record = self.records.get(key)
+        if record is None:
+            raise RestoreError(f"array {key} is not recorded in the manifest")
+        blob = self.blobs.get(record.blob)
+        if blob is None:
+            raise RestoreError(f"array {key}: its blob {record.blob[:12]} is missing or damaged")
+        if record.kind == "torch":
+            import torch
+
+            if record.nbytes == 0:
+                flat = torch.empty(0, dtype=torch.uint8)
+            else:
+                flat = torch.frombuffer(blob, dtype=torch.uint8, count=record.nbytes, offset=record.offset)
+            device = target_device(record.device, self.map_location)
+            if device != "cpu":
+                flat = flat.to(device)
+            return flat.untyped_storage()
+        dtype = np.lib.format.descr_to_dtype(_literal(record.dtype))
+        count = record.nbytes // dtype.itemsize
+        flat = np.frombuffer(blob, dtype=dtype, count=count, offset=record.offset)
+        if record.order == "F":
+            return flat.reshape(record.shape[::-1]).T
+        return flat.reshape(record.shape)
+
+
+def _literal(text: str) -> Any:
+    return ast.literal_eval(text)

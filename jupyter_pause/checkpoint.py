@@ -1,0 +1,240 @@
+"""Taking a checkpoint: select, serialise, write data, then commit the manifest last."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import xxhash
+
+from . import fingerprint, lineage, rng
+from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
+from .config import PauseConfig
+from .context import make_context
+from .errors import SerializationError
+from .manifest import ArrayRecord, BlobRef, Manifest, SkippedRecord, VariableRecord
+from .notebook import read_notebook, relative_path
+from .pickler import DumpResult, dump_variables
+from .selection import select, type_name
+
+#: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
+OWN_BLOB_BYTES = 1 << 20
+#: Size at which a pack of small arrays is closed.
+PACK_BYTES = 16 << 20
+
+TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
+
+
+def digest(data: Any) -> str:
+    """Content key of a blob: xxh3-128 of its bytes, hex."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+@dataclass
+class CheckpointResult:
+    """What a checkpoint wrote, for the summary a person reads."""
+
+    manifest: Manifest
+    store_url: str
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def skipped(self) -> list[SkippedRecord]:
+        return self.manifest.skipped
+
+    def summary(self) -> str:
+        """A few lines: id, variables, bytes new vs reused, time, store, what was skipped."""
+        m, s = self.manifest, self.manifest.stats
+        lines = [
+            f"checkpoint {m.id} of session {m.session!r} -> {self.store_url}",
+            f"  saved {len(m.variables)} variable(s) in {self.seconds:.2f} s: "
+            f"{_size(s['bytes_total'])} ({_size(s['bytes_written'])} new, "
+            f"{_size(s['bytes_reused'])} reused)",
+        ]
+        lines += [f"  {note}" for note in self.notes]
+        if m.skipped:
+            lines.append(f"  skipped {len(m.skipped)}:")
+            lines += [f"    {r.name} ({r.type}): {r.reason}" for r in m.skipped]
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+def _kind(value: Any) -> str:
+    """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
+    try:
+        if callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None)):
+            if callable(getattr(value, "parameters", None)) and callable(getattr(value, "forward", None)):
+                return "module"
+            if hasattr(value, "param_groups"):
+                return "optimizer"
+            if hasattr(value, "optimizer") and hasattr(value, "last_epoch"):
+                return "scheduler"
+            if callable(getattr(value, "get_scale", None)):
+                return "scaler"
+            return "stateful"
+        if type(value).__module__ == "torch" and hasattr(value, "untyped_storage"):
+            return "tensor"
+    except Exception:  # an object that raises on attribute access is still saved; just unnamed
+        return "object"
+    return "object"
+
+
+def _plan_arrays(dump: DumpResult) -> tuple[dict[str, ArrayRecord], dict[str, Any]]:
+    """Give every collected array a blob: its own when large, a shared pack when small."""
+    records: dict[str, ArrayRecord] = {}
+    payloads: dict[str, Any] = {}
+    pack: list[tuple[str, memoryview]] = []
+    pack_size = 0
+
+    def close_pack() -> None:
+        nonlocal pack, pack_size
+        if not pack:
+            return
+        data = b"".join(view for _, view in pack)
+        key = digest(data)
+        payloads[key] = data
+        for array_key, _ in pack:
+            records[array_key].blob = key
+        pack, pack_size = [], 0
+
+    for array_key, found in dump.collector.found.items():
+        size = len(found.data)
+        record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
+        records[array_key] = record
+        if size >= OWN_BLOB_BYTES:
+            record.blob = digest(found.data)
+            payloads[record.blob] = found.data
+            continue
+        record.offset = pack_size
+        pack.append((array_key, found.data))
+        pack_size += size
+        if pack_size >= PACK_BYTES:
+            close_pack()
+    close_pack()
+    return records, payloads
+
+
+def checkpoint(
+    names: Iterable[str] | None = None,
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    exclude: Iterable[str] = (),
+    strict: bool = False,
+    tag: str | None = None,
+    trigger: str = "manual",
+    namespace: dict[str, Any] | None = None,
+    config: PauseConfig | None = None,
+) -> CheckpointResult:
+    """Save the notebook, selected variables, torch state and RNG state to the store.
+
+    Parameters
+    ----------
+    names
+        Variables to save; ``None`` saves the default selection (see ``selection.select``).
+    store, session
+        Override the configured store URL and session name.
+    exclude
+        Glob patterns of variable names to leave out.
+    strict
+        Fail, writing nothing, if any selected variable cannot be saved.
+    tag
+        Free text stored with the checkpoint.
+    trigger
+        Why the checkpoint was taken: one of ``TRIGGERS``.
+
+    Returns
+    -------
+    CheckpointResult
+        The committed manifest and a printable summary.
+    """
+    requested = time.time()
+    started = time.perf_counter()
+    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
+    if trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {trigger!r}; use one of {', '.join(TRIGGERS)}")
+    ctx.store.check()
+    chosen = select(ctx.namespace, names, exclude, ctx.hidden)
+    rng_state = rng.to_bytes(rng.capture())
+    dump = dump_variables(chosen.values)
+    failed = [SkippedRecord(n, type_name(chosen.values[n]), r) for n, r in dump.failed.items()]
+    uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
+    if strict and (failed or uninspectable):
+        listed = "; ".join(f"{r.name} ({r.type}): {r.reason}" for r in failed + uninspectable)
+        raise SerializationError(
+            f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
+            f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
+        )
+    serialised = time.time()
+
+    records, payloads = _plan_arrays(dump)
+    variables = []
+    for name, segment in dump.segments.items():
+        key = digest(segment.data)
+        payloads[key] = segment.data
+        value = chosen.values[name]
+        ref = BlobRef(key, len(segment.data))
+        variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler))
+    rng_ref = BlobRef(digest(rng_state), len(rng_state))
+    payloads[rng_ref.key] = rng_state
+    notes = []
+    notebook_bytes, note = read_notebook(ctx.notebook)
+    notes.append(note)
+    notebook = None
+    if notebook_bytes is not None and ctx.notebook:
+        nb_key = digest(notebook_bytes)
+        payloads[nb_key] = notebook_bytes
+        notebook = {"path": relative_path(ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
+
+    position = lineage.position(ctx.store.url, ctx.session)
+    catalog = Catalog(ctx.store)
+    manifest = Manifest(
+        id=new_checkpoint_id(requested),
+        session=ctx.session,
+        lineage=position.lineage,
+        parent=position.parent,
+        created=requested,
+        trigger=trigger,
+        node=ctx.config.node,
+        tag=tag,
+        notebook=notebook,
+        variables=variables,
+        skipped=chosen.skipped + failed,
+        arrays=records,
+        blobs={key: len(data) for key, data in payloads.items()},
+        rng=rng_ref,
+        environment=fingerprint.environment(ctx.config.node),
+        process=fingerprint.process_identity(),
+    )
+    if position.new:
+        others = {m.lineage for m in catalog.checkpoints(ctx.session)}
+        if others:
+            notes.append(
+                f"session {ctx.session!r} already holds {len(others)} other lineage(s); this "
+                f"checkpoint starts lineage {position.lineage} and keeps them"
+            )
+    existing = ctx.store.list(blob_prefix(ctx.session))
+    to_write = {
+        blob_key(ctx.session, key): data
+        for key, data in payloads.items()
+        if getattr(existing.get(blob_key(ctx.session, key)), "size", -1) != len(data)
+    }
+    catalog.write_pending(manifest, sorted(manifest.blobs))
+    ctx.store.write_many(to_write)
+    written = sum(len(d) for d in to_write.values())
+    total = sum(manifest.blobs.values())
+    manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
+    manifest.timings = {"requested": requested, "serialised": serialised, "committed": time.time()}
+    catalog.commit(manifest)
+    lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
+    return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - started, notes)

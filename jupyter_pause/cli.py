@@ -1,0 +1,193 @@
+"""``jupyter pause``: list, show, verify and clean up checkpoints from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from .catalog import Catalog, check_session
+from .config import PauseConfig
+from .errors import CheckpointNotFound, PauseError
+from .integrity import check, describe
+from .manifest import Manifest
+from .retention import DEFAULT_GRACE_SECONDS, collect
+from .storage import Store
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(text: str) -> float:
+    """Seconds from ``90s``, ``30m``, ``12h``, ``7d`` or ``2w``."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 90s, 30m, 12h, 7d")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch))
+
+
+def _size(n: int) -> str:
+    if n < 1000:
+        return f"{n} B"
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
+
+
+def _sessions(catalog: Catalog, session: str | None) -> list[str]:
+    return [check_session(session)] if session else catalog.sessions()
+
+
+def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
+    if session:
+        return catalog.resolve(session, ref)
+    for name in catalog.sessions():
+        try:
+            return catalog.resolve(name, ref)
+        except CheckpointNotFound:
+            continue
+    raise CheckpointNotFound(
+        f"no checkpoint {ref!r} in store {catalog.store.display_url}; see `jupyter pause list`"
+    )
+
+
+def cmd_list(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+    rows = []
+    for session in _sessions(catalog, args.session):
+        listing = catalog.listing(session)
+        for m in listing.checkpoints:
+            rows.append({
+                "session": session, "id": m.id, "created": m.created, "node": m.node,
+                "trigger": m.trigger, "lineage": m.lineage, "variables": len(m.variables),
+                "bytes": m.stats.get("bytes_total", 0), "tag": m.tag,
+                "notebook": (m.notebook or {}).get("path"),
+            })
+        for checkpoint_id in listing.pending:
+            rows.append({"session": session, "id": checkpoint_id, "incomplete": "never committed"})
+        for checkpoint_id, reason in listing.unreadable.items():
+            rows.append({"session": session, "id": checkpoint_id, "incomplete": reason})
+    lines = [f"{'SESSION':24} {'CHECKPOINT':24} {'TAKEN (UTC)':19}  {'NODE':12} {'TRIGGER':8} {'VARS':>4} {'SIZE':>10}  TAG"]
+    for r in rows:
+        if "incomplete" in r:
+            continue
+        lines.append(
+            f"{r['session']:24} {r['id']:24} {_when(r['created'])}  {r['node'][:12]:12} "
+            f"{r['trigger']:8} {r['variables']:>4} {_size(r['bytes']):>10}  {r['tag'] or ''}"
+        )
+    incomplete = [r for r in rows if "incomplete" in r]
+    if incomplete:
+        lines.append(f"{len(incomplete)} incomplete write(s), never listed as checkpoints (see `jupyter pause verify`)")
+    if len(lines) == 1:
+        lines = [f"no checkpoints in {catalog.store.display_url}"]
+    return rows, "\n".join(lines)
+
+
+def cmd_show(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+    m = _find(catalog, args.session, args.checkpoint)
+    lines = [
+        f"checkpoint {m.id}  session {m.session!r}  lineage {m.lineage}  parent {m.parent or '-'}",
+        f"taken {_when(m.created)} UTC on {m.node} ({m.trigger}){'  tag: ' + m.tag if m.tag else ''}",
+        f"size {_size(m.stats.get('bytes_total', 0))} ({_size(m.stats.get('bytes_written', 0))} written by it)",
+        f"notebook: {m.notebook['path'] if m.notebook else '-'}",
+        "variables:",
+    ]
+    for v in m.variables:
+        data = v.blob.size + sum(m.arrays[a].nbytes for a in v.arrays if a in m.arrays)
+        lines.append(f"  {v.name:20} {v.kind:10} {v.type:40} {_size(data):>10}")
+    for s in m.skipped:
+        lines.append(f"  skipped {s.name} ({s.type}): {s.reason}")
+    devices = ", ".join(sorted(m.devices())) or "-"
+    env = m.environment
+    lines.append(f"tensors on: {devices}   python {env.get('python')}   torch {env.get('packages', {}).get('torch', '-')}")
+    return asdict(m), "\n".join(lines)
+
+
+def cmd_verify(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+    results = []
+    for session in _sessions(catalog, args.session):
+        listing = catalog.listing(session)
+        chosen = listing.checkpoints
+        if args.checkpoint:
+            chosen = [catalog.resolve(session, args.checkpoint)]
+        for m in chosen:
+            problems = check(catalog.store, m)
+            results.append({"session": session, "id": m.id, "ok": not problems,
+                            "problems": describe(m, problems) if problems else ""})
+        for checkpoint_id in listing.pending:
+            results.append({"session": session, "id": checkpoint_id, "ok": False, "incomplete": True,
+                            "problems": "partial write: data without a manifest (not a checkpoint)"})
+        for checkpoint_id, reason in listing.unreadable.items():
+            results.append({"session": session, "id": checkpoint_id, "ok": False, "incomplete": True,
+                            "problems": reason})
+    lines = [
+        f"{'ok     ' if r['ok'] else ('partial' if r.get('incomplete') else 'DAMAGED')} {r['session']} {r['id']}"
+        + (f": {r['problems']}" if r["problems"] else "")
+        for r in results
+    ]
+    damaged = [r for r in results if not r["ok"] and not r.get("incomplete")]
+    lines.append(
+        f"{sum(r['ok'] for r in results)} verified, {len(damaged)} damaged, "
+        f"{sum(bool(r.get('incomplete')) for r in results)} incomplete (never committed)"
+    )
+    return results, "\n".join(lines)
+
+
+def cmd_gc(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+    reports = [
+        collect(catalog, session, keep=args.keep, older_than=args.older_than,
+                grace=args.grace, dry_run=args.dry_run)
+        for session in _sessions(catalog, args.session)
+    ]
+    return [asdict(r) for r in reports], "\n".join(r.summary() for r in reports) or "nothing to clean"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``jupyter pause`` argument parser."""
+    top = argparse.ArgumentParser(prog="jupyter pause", description="Inspect and manage jupyter-pause checkpoints.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="store URL or folder (default: JUPYTER_PAUSE_STORE or the local default)")
+    common.add_argument("--session", help="only this session (default: all sessions)")
+    common.add_argument("--json", action="store_true", help="print JSON for programs")
+    sub = top.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", parents=[common], help="sessions and their checkpoints").set_defaults(run=cmd_list)
+    show = sub.add_parser("show", parents=[common], help="one checkpoint in detail")
+    show.add_argument("checkpoint", help="checkpoint id, unique prefix, or 'latest' (with --session)")
+    show.set_defaults(run=cmd_show)
+    verify = sub.add_parser("verify", parents=[common], help="check every blob against its checksum")
+    verify.add_argument("checkpoint", nargs="?", help="just this checkpoint (default: all)")
+    verify.set_defaults(run=cmd_verify)
+    gc = sub.add_parser("gc", parents=[common], help="apply retention and remove unreferenced data")
+    gc.add_argument("--keep", type=int, help="keep the newest N checkpoints of each lineage")
+    gc.add_argument("--older-than", type=duration, help="remove checkpoints older than this (e.g. 7d)")
+    gc.add_argument("--grace", type=duration, default=DEFAULT_GRACE_SECONDS,
+                    help="leave unreferenced data younger than this alone (default 1h)")
+    gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    gc.set_defaults(run=cmd_gc)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``jupyter pause`` (and ``jupyter-pause``)."""
+    args = parser().parse_args(argv)
+    if args.command == "gc" and args.keep is None and args.older_than is None:
+        parser().error("gc needs --keep N and/or --older-than AGE")
+    try:
+        config = PauseConfig()
+        catalog = Catalog(Store(args.store or config.store, dict(config.storage_options)))
+        data, text = args.run(catalog, args)
+    except (PauseError, ValueError) as e:
+        print(f"jupyter pause {args.command}: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(data, indent=1, default=str) if args.json else text)
+    if args.command == "verify" and any(not r["ok"] and not r.get("incomplete") for r in data):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

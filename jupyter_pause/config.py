@@ -1,0 +1,81 @@
+"""Configuration: store URL, session and node names, storage options (traitlets + environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.paths import jupyter_data_dir
+from traitlets import Dict, Unicode, default
+from traitlets.config import Configurable
+
+from .errors import PauseError
+
+#: Environment variables that override configuration, by trait name.
+ENV_VARS = {
+    "store": "JUPYTER_PAUSE_STORE",
+    "session": "JUPYTER_PAUSE_SESSION",
+    "node": "JUPYTER_PAUSE_NODE",
+    "storage_options": "JUPYTER_PAUSE_STORAGE_OPTIONS",
+}
+
+
+def default_store_url() -> str:
+    """The local default store: a ``pause`` folder under the Jupyter data directory."""
+    return str(Path(jupyter_data_dir()) / "pause")
+
+
+def parse_storage_options(text: str, source: str = ENV_VARS["storage_options"]) -> dict[str, Any]:
+    """Parse a JSON object of fsspec storage options, with an error that names its source."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PauseError(
+            f"{source} is not valid JSON ({e.msg} at position {e.pos}); "
+            'give a JSON object such as {"anon": false}'
+        ) from e
+    if not isinstance(value, dict):
+        raise PauseError(f"{source} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+class PauseConfig(Configurable):
+    """Where checkpoints go and what they are called.
+
+    Precedence: explicit arguments, then ``JUPYTER_PAUSE_*`` environment variables, then traitlets
+    configuration (``c.PauseConfig.store = ...``), then the defaults.
+    """
+
+    store = Unicode(
+        help="fsspec URL or local folder of the checkpoint store (env JUPYTER_PAUSE_STORE)."
+    ).tag(config=True)
+    session = Unicode(
+        "",
+        help="Session name; empty derives it from the notebook path (env JUPYTER_PAUSE_SESSION).",
+    ).tag(config=True)
+    node = Unicode(help="Name of this node (env JUPYTER_PAUSE_NODE); default the hostname.").tag(
+        config=True
+    )
+    storage_options = Dict(
+        help="fsspec storage options for the store, as a dict "
+        "(env JUPYTER_PAUSE_STORAGE_OPTIONS, a JSON object)."
+    ).tag(config=True)
+
+    @default("store")
+    def _default_store(self) -> str:
+        return default_store_url()
+
+    @default("node")
+    def _default_node(self) -> str:
+        return socket.gethostname()
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for name, var in ENV_VARS.items():
+            if name in kwargs or not os.environ.get(var):
+                continue
+            raw = os.environ[var]
+            setattr(self, name, parse_storage_options(raw) if name == "storage_options" else raw)

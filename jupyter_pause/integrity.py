@@ -1,0 +1,78 @@
+"""Checking a checkpoint's bytes against its manifest before anything is unpickled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import xxhash
+
+from .catalog import blob_key
+from .manifest import Manifest
+from .storage import Store
+
+#: Bytes read at once when only checking (not keeping) a checkpoint's blobs.
+CHECK_BATCH_BYTES = 256 << 20
+
+
+def _problem(data: bytearray | BaseException, key: str, size: int) -> str | None:
+    if isinstance(data, FileNotFoundError):
+        return "missing"
+    if isinstance(data, BaseException):
+        return f"unreadable: {data}"
+    if len(data) != size:
+        return f"truncated or resized: {len(data)} of {size} bytes"
+    if xxhash.xxh3_128_hexdigest(data) != key:
+        return "checksum mismatch (bytes changed after writing)"
+    return None
+
+
+def fetch(store: Store, manifest: Manifest, keys: Iterable[str]) -> tuple[dict[str, bytearray], dict[str, str]]:
+    """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not."""
+    keys = list(dict.fromkeys(keys))
+    raw = store.read_many(blob_key(manifest.session, k) for k in keys)
+    good: dict[str, bytearray] = {}
+    bad: dict[str, str] = {}
+    for key in keys:
+        data = raw[blob_key(manifest.session, key)]
+        problem = _problem(data, key, manifest.blobs.get(key, -1))
+        if problem is None:
+            good[key] = data  # type: ignore[assignment]
+        else:
+            bad[key] = problem
+    return good, bad
+
+
+def check(store: Store, manifest: Manifest) -> dict[str, str]:
+    """Verify every blob of a checkpoint, a batch at a time; returns the problems found."""
+    problems: dict[str, str] = {}
+    batch: list[str] = []
+    batch_bytes = 0
+    for key, size in manifest.blobs.items():
+        batch.append(key)
+        batch_bytes += size
+        if batch_bytes >= CHECK_BATCH_BYTES:
+            problems.update(fetch(store, manifest, batch)[1])
+            batch, batch_bytes = [], 0
+    if batch:
+        problems.update(fetch(store, manifest, batch)[1])
+    return problems
+
+
+def describe(manifest: Manifest, problems: dict[str, str]) -> str:
+    """One line naming what is wrong with a checkpoint, by variable where possible."""
+    owners: dict[str, list[str]] = {}
+    for v in manifest.variables:
+        owners.setdefault(v.blob.key, []).append(f"variable {v.name}")
+        for a in v.arrays:
+            record = manifest.arrays.get(a)
+            if record is not None:
+                owners.setdefault(record.blob, []).append(f"array data of {v.name}")
+    if manifest.rng is not None:
+        owners.setdefault(manifest.rng.key, []).append("RNG state")
+    if manifest.notebook:
+        owners.setdefault(manifest.notebook["blob"], []).append("notebook")
+    parts = []
+    for key, problem in problems.items():
+        what = ", ".join(dict.fromkeys(owners.get(key, ["blob"])))
+        parts.append(f"blob {key[:12]} ({what}) {problem}")
+    return "; ".join(parts)

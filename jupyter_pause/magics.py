@@ -1,0 +1,71 @@
+"""``%checkpoint`` and ``%resume``: thin IPython magics over ``checkpoint()`` and ``resume()``."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .checkpoint import checkpoint
+from .config import PauseConfig
+from .errors import PauseError
+from .restore import MAP_LOCATIONS, resume
+
+
+@magics_class
+class PauseMagics(Magics):
+    """Checkpoint and resume the kernel's state."""
+
+    def __init__(self, shell: object) -> None:
+        super().__init__(shell)
+        self.config_object = PauseConfig(parent=shell)
+
+    @magic_arguments()
+    @argument("names", nargs="*", help="variables to save (default: the whole user namespace)")
+    @argument("--store", help="fsspec URL or folder of the store (default: configured store)")
+    @argument("--session", help="session name (default: derived from the notebook path)")
+    @argument("--exclude", nargs="+", default=[], metavar="PATTERN", help="names to leave out (globs)")
+    @argument("--strict", action="store_true", help="fail, saving nothing, if a variable cannot be saved")
+    @argument("--tag", help="free text stored with the checkpoint")
+    @line_magic
+    def checkpoint(self, line: str) -> None:
+        """Save the notebook, variables, torch state and RNG state to the store."""
+        args = parse_argstring(self.checkpoint, line)
+        try:
+            result = checkpoint(
+                args.names or None,
+                store=args.store,
+                session=args.session,
+                exclude=args.exclude,
+                strict=args.strict,
+                tag=args.tag,
+                config=self.config_object,
+                namespace=self.shell.user_ns,
+            )
+        except PauseError as e:
+            raise UsageError(str(e)) from e
+        print(result.summary())
+
+    @magic_arguments()
+    @argument("checkpoint", nargs="?", default="latest", help="checkpoint id or prefix (default: latest)")
+    @argument("--store", help="fsspec URL or folder of the store (default: configured store)")
+    @argument("--session", help="session name (default: derived from the notebook path)")
+    @argument("--only", nargs="+", metavar="NAME", help="restore just these variables")
+    @argument("--map-location", default="auto", choices=MAP_LOCATIONS, help="where tensors go back to")
+    @line_magic
+    def resume(self, line: str) -> None:
+        """Bring back a checkpoint's state into this kernel."""
+        args = parse_argstring(self.resume, line)
+        try:
+            result = resume(
+                args.checkpoint,
+                store=args.store,
+                session=args.session,
+                only=args.only,
+                map_location=args.map_location,
+                config=self.config_object,
+                namespace=self.shell.user_ns,
+            )
+        except PauseError as e:
+            raise UsageError(str(e)) from e
+        print(result.summary())

@@ -1,0 +1,128 @@
+"""The manifest: the one record that makes a checkpoint exist, written after all of its data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import xxhash
+
+from .errors import IntegrityError
+
+#: Version of the manifest layout; readers refuse layouts newer than they know.
+FORMAT = 1
+
+
+@dataclass
+class BlobRef:
+    """A content-addressed blob: its key (the xxh3-128 digest of its bytes) and its size."""
+
+    key: str
+    size: int
+
+
+@dataclass
+class ArrayRecord:
+    """A tensor storage or array kept outside pickle as raw typed bytes.
+
+    ``blob`` holds the bytes at ``offset`` (small arrays share one packed blob).
+    """
+
+    kind: str  # "torch" (an untyped storage) or "numpy"
+    dtype: str
+    shape: list[int]
+    device: str
+    blob: str
+    offset: int
+    nbytes: int
+    order: str = "C"
+
+
+@dataclass
+class VariableRecord:
+    """One saved variable: its pickled segment and what it is."""
+
+    name: str
+    type: str
+    kind: str
+    blob: BlobRef
+    arrays: list[str] = field(default_factory=list)
+    pickler: str = "pickle"  # "pickle" (shared memo, loaded in order) or "dill" (standalone)
+
+
+@dataclass
+class SkippedRecord:
+    """A variable that was not saved, and why."""
+
+    name: str
+    type: str
+    reason: str
+
+
+@dataclass
+class Manifest:
+    """Everything needed to find, verify and restore one checkpoint."""
+
+    id: str
+    session: str
+    lineage: str
+    parent: str | None
+    created: float
+    trigger: str
+    node: str
+    tag: str | None = None
+    format: int = FORMAT
+    hash: str = "xxh3_128"
+    notebook: dict[str, Any] | None = None
+    variables: list[VariableRecord] = field(default_factory=list)
+    skipped: list[SkippedRecord] = field(default_factory=list)
+    arrays: dict[str, ArrayRecord] = field(default_factory=dict)
+    blobs: dict[str, int] = field(default_factory=dict)
+    rng: BlobRef | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    process: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def devices(self) -> set[str]:
+        """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
+        return {a.device for a in self.arrays.values()}
+
+    def to_bytes(self) -> bytes:
+        """Serialise with a trailing checksum, so a torn or edited manifest is recognised."""
+        body = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        digest = xxhash.xxh3_128_hexdigest(body.encode())
+        return json.dumps({"manifest": json.loads(body), "checksum": digest}, indent=1).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray, where: str = "manifest") -> Manifest:
+        """Parse and check a manifest; a torn, edited or unknown one raises ``IntegrityError``."""
+        try:
+            outer = json.loads(bytes(data))
+            body = outer["manifest"]
+            checksum = outer["checksum"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise IntegrityError(f"{where} is incomplete or not a manifest ({e})") from e
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        if xxhash.xxh3_128_hexdigest(canonical.encode()) != checksum:
+            raise IntegrityError(f"{where} was changed after it was written (checksum mismatch)")
+        if body.get("format", 0) > FORMAT:
+            raise IntegrityError(
+                f"{where} has format {body.get('format')}, newer than this jupyter-pause "
+                f"understands ({FORMAT}); upgrade jupyter-pause to read it"
+            )
+        return _manifest_from_dict(body)
+
+
+def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
+    known = {f.name for f in fields(Manifest)}
+    data = {k: v for k, v in body.items() if k in known}
+    data["variables"] = [
+        VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])
+    ]
+    data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]
+    data["arrays"] = {k: ArrayRecord(**a) for k, a in data.get("arrays", {}).items()}
+    if data.get("rng"):
+        data["rng"] = BlobRef(**data["rng"])
+    return Manifest(**data)

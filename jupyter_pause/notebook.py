@@ -1,0 +1,71 @@
+"""The notebook behind a kernel: its path, the session name derived from it, its document."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_runtime_dir
+
+#: Session name used when the kernel knows of no notebook (a console, a script).
+DEFAULT_SESSION = "default"
+
+
+def notebook_path() -> str | None:
+    """Absolute path of the kernel's notebook, as jupyter-server passes it in ``JPY_SESSION_NAME``."""
+    path = os.environ.get("JPY_SESSION_NAME")
+    if not path:
+        return None
+    return os.path.abspath(path)
+
+
+def server_root() -> str | None:
+    """Root folder of the Jupyter server that started this kernel, if it can be found."""
+    parent = os.environ.get("JPY_PARENT_PID")
+    if not parent:
+        return None
+    info = Path(jupyter_runtime_dir()) / f"jpserver-{parent}.json"
+    try:
+        root = json.loads(info.read_text()).get("root_dir")
+    except (OSError, ValueError):
+        return None
+    return os.path.abspath(os.path.expanduser(root)) if root else None
+
+
+def relative_path(path: str, root: str | None = None) -> str:
+    """``path`` relative to the server root when it lies inside it, else its file name."""
+    root = root if root is not None else server_root()
+    if root:
+        try:
+            rel = os.path.relpath(path, root)
+        except ValueError:
+            rel = ""
+        if rel and not rel.startswith(".."):
+            return rel.replace(os.sep, "/")
+    return os.path.basename(path)
+
+
+def session_from_path(path: str) -> str:
+    """A session name from a notebook path: ``dir/Train 1.ipynb`` -> ``dir--Train-1``."""
+    stem = re.sub(r"\.ipynb$", "", path.strip("/"))
+    name = "--".join(re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-.") for part in stem.split("/"))
+    name = name.strip("-.")[:128] or DEFAULT_SESSION
+    return name if name[0].isalnum() else f"nb{name}"[:128]
+
+
+def default_session() -> str:
+    """The session name for this kernel: from its notebook's path, else ``default``."""
+    path = notebook_path()
+    return session_from_path(relative_path(path)) if path else DEFAULT_SESSION
+
+
+def read_notebook(path: str | None) -> tuple[bytes | None, str]:
+    """The notebook's bytes as on disk now, or None with a note saying why not."""
+    if not path:
+        return None, "no notebook: this kernel was not started for a notebook file"
+    try:
+        return Path(path).read_bytes(), f"notebook {os.path.basename(path)} saved as on disk"
+    except OSError as e:
+        return None, f"notebook {path} not saved: {e.strerror or e}"

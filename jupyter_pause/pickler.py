@@ -1,0 +1,231 @@
+"""Pickling a namespace fast and faithfully: C pickle, one shared memo, arrays out of band.
+
+Each variable becomes its own segment, but all segments are written by one pickler and read by one
+unpickler, so an object shared by two variables (a model's parameters inside an optimizer) is one
+object again after restore. Notebook-defined functions and classes go by value (``reducers``);
+tensor storages and large arrays go out of band (``arrays``). A variable the C pickler cannot
+handle gets a second chance with dill, as a standalone segment.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import dill
+
+from . import arrays, reducers
+from .arrays import ArrayCollector, ArrayLoader
+
+PROTOCOL = 5
+
+
+class SegmentWriter(io.RawIOBase):
+    """A write target whose bytes are taken out one segment at a time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._chunks: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._chunks.append(chunk)
+        return len(chunk)
+
+    def take(self) -> bytes:
+        """The bytes written since the last call."""
+        data = b"".join(self._chunks)
+        self._chunks.clear()
+        return data
+
+
+class SegmentReader:
+    """A read source that is fed one segment at a time (no read-ahead past a segment)."""
+
+    def __init__(self) -> None:
+        self._view = memoryview(b"")
+        self._pos = 0
+
+    def feed(self, data: bytes | bytearray) -> None:
+        self._view, self._pos = memoryview(data), 0
+
+    def read(self, n: int = -1) -> bytes:
+        end = len(self._view) if n < 0 else self._pos + n
+        chunk = self._view[self._pos : end]
+        self._pos += len(chunk)
+        return chunk.tobytes()
+
+    def readinto(self, buf: Any) -> int:
+        chunk = self._view[self._pos : self._pos + len(buf)]
+        buf[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+    def readline(self) -> bytes:
+        rest = self._view[self._pos :].tobytes()
+        cut = rest.find(b"\n")
+        line = rest if cut < 0 else rest[: cut + 1]
+        self._pos += len(line)
+        return line
+
+
+class _Reducing:
+    """The reducer_override shared by the C and the dill picklers."""
+
+    _table: dict[type, Callable[[Any], Any]]
+
+    def reducer_override(self, obj: Any) -> Any:
+        handler = self._table.get(type(obj))
+        if handler is not None:
+            return handler(obj)
+        return reducers.reduce_by_value(obj)
+
+
+class StatePickler(_Reducing, pickle.Pickler):
+    """C pickler with out-of-band arrays and by-value notebook code."""
+
+    def __init__(self, file: Any, collector: ArrayCollector) -> None:
+        super().__init__(file, protocol=PROTOCOL)
+        self._table = collector.reducers()
+
+
+class DillStatePickler(_Reducing, dill.Pickler):
+    """dill's pickler for what C pickle cannot handle; same array and code handling."""
+
+    def __init__(self, file: Any, collector: ArrayCollector) -> None:
+        super().__init__(file, protocol=PROTOCOL, recurse=True)
+        self._table = collector.reducers()
+
+
+class _Resolving:
+    """find_class that resolves jupyter-pause's placeholders to this restore's data."""
+
+    _loader: ArrayLoader
+    _namespace: dict[str, Any]
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == arrays.__name__ and name == "load_array":
+            return self._loader.load
+        if module == reducers.__name__ and name == "make_function":
+            return functools.partial(reducers.make_function, namespace=self._namespace)
+        return super().find_class(module, name)  # type: ignore[misc]
+
+
+class StateUnpickler(_Resolving, pickle.Unpickler):
+    """Reads segments written by ``StatePickler``, in order, with one shared memo."""
+
+    def __init__(self, file: Any, loader: ArrayLoader, namespace: dict[str, Any]) -> None:
+        super().__init__(file)
+        self._loader, self._namespace = loader, namespace
+
+
+class DillStateUnpickler(_Resolving, dill.Unpickler):
+    """Reads a standalone dill segment."""
+
+    def __init__(self, file: Any, loader: ArrayLoader, namespace: dict[str, Any]) -> None:
+        super().__init__(file)
+        self._loader, self._namespace = loader, namespace
+
+
+@dataclass
+class Segment:
+    """One variable's pickled bytes, the arrays it introduced, and which pickler wrote it."""
+
+    data: bytes
+    arrays: list[str]
+    pickler: str = "pickle"
+
+
+@dataclass
+class DumpResult:
+    """Segments in load order, the arrays they refer to, and the variables that failed."""
+
+    segments: dict[str, Segment] = field(default_factory=dict)
+    collector: ArrayCollector = field(default_factory=ArrayCollector)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _reason(error: BaseException) -> str:
+    text = str(error).strip() or "no message"
+    return f"{type(error).__name__}: {text}"
+
+
+def dump_variables(values: dict[str, Any]) -> DumpResult:
+    """Pickle each variable into its own segment, sharing one memo across all of them.
+
+    A variable that fails is dropped and the pass starts again without it, so no segment refers
+    to memo entries of a half-written one; failed variables then get one try with dill.
+    """
+    result = DumpResult()
+    while True:
+        writer = SegmentWriter()
+        pickler = StatePickler(writer, result.collector)
+        segments: dict[str, Segment] = {}
+        for name, value in values.items():
+            if name in result.failed:
+                continue
+            result.collector.touched = []
+            try:
+                pickler.dump(value)
+            except Exception as e:  # any __reduce__ may raise anything; the variable is reported
+                result.failed[name] = _reason(e)
+                break
+            segments[name] = Segment(writer.take(), list(dict.fromkeys(result.collector.touched)))
+        else:
+            break
+    result.segments = segments
+    for name in list(result.failed):
+        segment = _dump_with_dill(values[name], result.collector)
+        if isinstance(segment, Segment):
+            result.segments[name] = segment
+            del result.failed[name]
+        else:
+            result.failed[name] = f"{result.failed[name]} (dill: {segment})"
+    used = {key for segment in result.segments.values() for key in segment.arrays}
+    result.collector.found = {k: v for k, v in result.collector.found.items() if k in used}
+    return result
+
+
+def _dump_with_dill(value: Any, collector: ArrayCollector) -> Segment | str:
+    collector.touched = []
+    buffer = io.BytesIO()
+    try:
+        DillStatePickler(buffer, collector).dump(value)
+    except Exception as e:  # reported with the C pickler's reason
+        return _reason(e)
+    return Segment(buffer.getvalue(), list(dict.fromkeys(collector.touched)), pickler="dill")
+
+
+def load_variables(
+    segments: list[tuple[str, str, bytes | bytearray | None]],
+    loader: ArrayLoader,
+    namespace: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Unpickle ``(name, pickler, data)`` segments in order into a new dict.
+
+    ``data`` is None for a segment whose blob is missing. Returns the values that loaded and,
+    for the others, why not.
+    """
+    reader = SegmentReader()
+    unpickler = StateUnpickler(reader, loader, namespace)
+    values: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for name, kind, data in segments:
+        if data is None:
+            failed[name] = "its data blob is missing or damaged"
+            continue
+        try:
+            if kind == "dill":
+                values[name] = DillStateUnpickler(io.BytesIO(data), loader, namespace).load()
+            else:
+                reader.feed(data)
+                values[name] = unpickler.load()
+        except Exception as e:  # a damaged or dependent segment: reported by name, others go on
+            failed[name] = _reason(e)
+    return values, failed

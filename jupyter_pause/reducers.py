@@ -1,0 +1,232 @@
+"""By-value pickling of what only lives in the notebook: its functions, lambdas and classes.
+
+Plain pickle stores a function or class by reference (module + name); one defined in ``__main__``
+then fails to load in a new process. These reducers store it by value instead: a skeleton first
+(memoised, so cycles and shared references survive) and its state after. Functions are rebuilt
+with the restoring namespace as their globals, so after a resume they see the live notebook
+variables, as if their cells had just been run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import io
+import marshal
+import os
+import sys
+import types
+from typing import Any, Callable
+
+#: Marker for a closure cell that had no value yet.
+_EMPTY_CELL = "__jupyter_pause_empty_cell__"
+
+_MISSING = object()
+
+#: ``Py_TPFLAGS_HEAPTYPE``: set on classes made by Python code, the only ones rebuilt by value.
+_HEAPTYPE = 1 << 9
+
+#: Class dictionary entries rebuilt by ``type()`` itself.
+_CLASS_SKIP = frozenset({"__dict__", "__weakref__"})
+
+
+def is_dynamic(obj: Any) -> bool:
+    """True when ``obj`` cannot be found again by its module and qualified name elsewhere."""
+    module_name = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module_name or module_name == "__main__" or not qualname:
+        return True
+    module = sys.modules.get(module_name)
+    if module is None:
+        return True
+    target: Any = module
+    for part in qualname.split("."):
+        if part == "<locals>":
+            return True
+        target = getattr(target, part, _MISSING)
+        if target is _MISSING:
+            return True
+    return target is not obj
+
+
+# -- rebuilding (called while unpickling) ------------------------------------------------------
+
+
+def make_function(
+    code: types.CodeType,
+    globals_from: str,
+    name: str,
+    closure: tuple[types.CellType, ...] | None,
+    *,
+    namespace: dict[str, Any],
+) -> types.FunctionType:
+    """A function skeleton: code, globals and closure cells; the rest comes with its state."""
+    if globals_from == "__main__":
+        globals_ = namespace
+    else:
+        globals_ = vars(importlib.import_module(globals_from))
+    return types.FunctionType(code, globals_, name, None, closure)
+
+
+def set_function_state(func: types.FunctionType, state: dict[str, Any]) -> types.FunctionType:
+    """Fill in a function skeleton: defaults, annotations, attributes, names."""
+    for attr in ("__defaults__", "__kwdefaults__", "__qualname__", "__module__", "__doc__"):
+        setattr(func, attr, state[attr])
+    func.__annotations__ = state["__annotations__"]
+    func.__dict__.update(state["__dict__"])
+    return func
+
+
+def make_cell() -> types.CellType:
+    """An empty closure cell; its contents are set with its state."""
+    return types.CellType()
+
+
+def set_cell_state(cell: types.CellType, contents: Any) -> types.CellType:
+    """Set a closure cell's contents (an empty cell stays empty)."""
+    if not (isinstance(contents, str) and contents == _EMPTY_CELL):
+        cell.cell_contents = contents
+    return cell
+
+
+def make_class(metaclass: type, name: str, bases: tuple[type, ...], skeleton: dict[str, Any]) -> type:
+    """A class skeleton: name, bases, metaclass, slots; methods come with its state."""
+    return types.new_class(name, bases, {"metaclass": metaclass}, lambda ns: ns.update(skeleton))
+
+
+def set_class_state(cls: type, state: dict[str, Any]) -> type:
+    """Fill in a class skeleton's attributes."""
+    for key, value in state.items():
+        if key not in ("__doc__",) or value is not None:
+            setattr(cls, key, value)
+    return cls
+
+
+def make_mappingproxy(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
+    """A read-only view of ``mapping`` (as found in dataclass field metadata)."""
+    return types.MappingProxyType(mapping)
+
+
+def load_code(data: bytes) -> types.CodeType:
+    """A code object from its marshalled bytes."""
+    return marshal.loads(data)
+
+
+def make_cached_property(func: Callable[..., Any], attrname: str | None) -> functools.cached_property:
+    """A ``functools.cached_property`` around ``func`` (its lock is not saved, a new one is made)."""
+    prop = functools.cached_property(func)
+    prop.attrname = attrname
+    return prop
+
+
+# -- reducing (called while pickling) ----------------------------------------------------------
+
+
+def reduce_function(func: types.FunctionType) -> tuple[Any, ...]:
+    """Reduce a dynamic function to a skeleton plus state."""
+    module = func.__module__ or "__main__"
+    globals_from = "__main__" if module == "__main__" or module not in sys.modules else module
+    if globals_from != "__main__" and vars(sys.modules[module]) is not func.__globals__:
+        globals_from = "__main__"
+    state = {
+        "__defaults__": func.__defaults__,
+        "__kwdefaults__": func.__kwdefaults__,
+        "__qualname__": func.__qualname__,
+        "__module__": func.__module__,
+        "__doc__": func.__doc__,
+        "__annotations__": dict(func.__annotations__),
+        "__dict__": dict(func.__dict__),
+    }
+    args = (func.__code__, globals_from, func.__name__, func.__closure__)
+    return (make_function, args, state, None, None, set_function_state)
+
+
+def reduce_cell(cell: types.CellType) -> tuple[Any, ...]:
+    """Reduce a closure cell to an empty cell plus its contents."""
+    try:
+        contents = cell.cell_contents
+    except ValueError:
+        contents = _EMPTY_CELL
+    return (make_cell, (), contents, None, None, set_cell_state)
+
+
+def reduce_class(cls: type) -> tuple[Any, ...]:
+    """Reduce a dynamic class to a skeleton (name, bases, slots) plus its attributes."""
+    namespace = dict(vars(cls))
+    slots = namespace.get("__slots__")
+    skeleton: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    if slots is not None:
+        skeleton["__slots__"] = slots
+        slot_names = [slots] if isinstance(slots, str) else list(slots)
+        for slot in slot_names:
+            namespace.pop(slot, None)
+    for key in _CLASS_SKIP | set(skeleton) | {"__slots__"}:
+        namespace.pop(key, None)
+    args = (type(cls), cls.__name__, cls.__bases__, skeleton)
+    return (make_class, args, namespace, None, None, set_class_state)
+
+
+def reduce_module(module: types.ModuleType) -> tuple[Any, ...]:
+    """A module is saved by name and imported again on load."""
+    if module.__name__ == "__main__":
+        raise TypeError("the notebook's own __main__ module is not saved; save its variables instead")
+    return (importlib.import_module, (module.__name__,))
+
+
+def refuse_file(obj: io.IOBase) -> tuple[Any, ...]:
+    """Open files are never saved: restoring one could truncate or move the file on disk."""
+    name = getattr(obj, "name", None)
+    raise TypeError(
+        f"open file {name!r} is not saved (restoring a handle can change the file); reopen it after resume"
+    )
+
+
+def refuse_environ(obj: Any) -> tuple[Any, ...]:
+    """``os.environ`` is never saved: it holds credentials."""
+    raise TypeError("os.environ is not saved (it holds credentials); name the values you need instead")
+
+
+def reduce_descriptor(obj: Any) -> tuple[Any, ...]:
+    """staticmethod / classmethod / property objects found in a dynamic class."""
+    if isinstance(obj, property):
+        return (property, (obj.fget, obj.fset, obj.fdel, obj.__doc__))
+    if isinstance(obj, functools.cached_property):
+        return (make_cached_property, (obj.func, obj.attrname))
+    return (type(obj), (obj.__func__,))
+
+
+def reduce_dataclass_sentinel(obj: Any) -> tuple[Any, ...]:
+    """Dataclass field markers are module singletons; identity checks in ``dataclasses`` need them."""
+    return (getattr, (dataclasses, obj.name))
+
+
+REDUCERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
+    types.CellType: reduce_cell,
+    types.CodeType: lambda code: (load_code, (marshal.dumps(code),)),
+    types.ModuleType: reduce_module,
+    staticmethod: reduce_descriptor,
+    classmethod: reduce_descriptor,
+    property: reduce_descriptor,
+    functools.cached_property: reduce_descriptor,
+    types.MappingProxyType: lambda proxy: (make_mappingproxy, (dict(proxy),)),
+    dataclasses._MISSING_TYPE: lambda _: (getattr, (dataclasses, "MISSING")),  # type: ignore[attr-defined]
+    type(os.environ): refuse_environ,
+    dataclasses._FIELD_BASE: reduce_dataclass_sentinel,  # type: ignore[attr-defined]
+}
+
+
+def reduce_by_value(obj: Any) -> tuple[Any, ...] | Any:
+    """The reduction for ``obj`` if it needs one here, else ``NotImplemented`` (plain pickle)."""
+    kind = type(obj)
+    reducer = REDUCERS.get(kind)
+    if reducer is not None:
+        return reducer(obj)
+    if kind is types.FunctionType:
+        return reduce_function(obj) if is_dynamic(obj) else NotImplemented
+    if isinstance(obj, type):
+        heap = obj.__flags__ & _HEAPTYPE
+        return reduce_class(obj) if heap and is_dynamic(obj) else NotImplemented
+    if isinstance(obj, io.IOBase):
+        return refuse_file(obj)
+    return NotImplemented

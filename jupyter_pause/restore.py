@@ -1,0 +1,169 @@
+"""Resuming: pick the newest checkpoint that verifies, check it, then restore it into the namespace."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import fingerprint, lineage, rng
+from .arrays import ArrayLoader, target_device
+from .catalog import Catalog
+from .config import PauseConfig
+from .context import make_context
+from .errors import CheckpointNotFound, RestoreError, SelectionError
+from .integrity import describe, fetch
+from .manifest import Manifest
+from .pickler import load_variables
+
+MAP_LOCATIONS = ("auto", "cpu")
+
+
+@dataclass
+class ResumeResult:
+    """What a resume brought back, what it could not, and from where."""
+
+    manifest: Manifest
+    store_url: str
+    restored: list[str]
+    seconds: float
+    skipped: dict[str, str] = field(default_factory=dict)
+    damaged: dict[str, str] = field(default_factory=dict)
+    environment: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """True when every saved variable came back."""
+        return not self.skipped
+
+    def summary(self) -> str:
+        """A few lines: which checkpoint (node, time), what came back, what did not, and why."""
+        m = self.manifest
+        taken = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.created))
+        lines = [
+            f"checkpoint {i} is damaged: {r}; "
+            + ("restoring what verifies" if i == m.id else f"resuming from {m.id} instead")
+            for i, r in self.damaged.items()
+        ]
+        lines.append(
+            f"resumed checkpoint {m.id} of session {m.session!r} (taken on {m.node} at {taken}) "
+            f"from {self.store_url} in {self.seconds:.2f} s"
+        )
+        lines.append(f"  restored {len(self.restored)} variable(s): {', '.join(self.restored) or '-'}")
+        for name, reason in self.skipped.items():
+            lines.append(f"  not restored: {name}: {reason}")
+        for record in m.skipped:
+            lines.append(f"  not in checkpoint: {record.name} ({record.type}): {record.reason}")
+        if self.environment:
+            lines.append("  environment differs from the checkpoint's:")
+            lines += [f"    {d}" for d in self.environment]
+        lines += [f"  {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def _needed_blobs(manifest: Manifest) -> list[str]:
+    keys = [v.blob.key for v in manifest.variables]
+    keys += [a.blob for a in manifest.arrays.values()]
+    if manifest.rng is not None:
+        keys.append(manifest.rng.key)
+    return keys
+
+
+def _choose(
+    catalog: Catalog, session: str, ref: str
+) -> tuple[Manifest, dict[str, bytearray], dict[str, str], dict[str, str]]:
+    """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
+    if ref not in ("latest", ""):
+        manifest = catalog.resolve(session, ref)
+        good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+        return manifest, good, bad, {}
+    candidates = catalog.checkpoints(session)
+    if not candidates:
+        catalog.resolve(session, "latest")  # raises the "no checkpoint" error
+    damaged: dict[str, str] = {}
+    for manifest in candidates:
+        good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+        if not bad:
+            return manifest, good, bad, damaged
+        damaged[manifest.id] = describe(manifest, bad)
+    # Nothing verifies: bring back what can be from the newest, and say so.
+    manifest = candidates[0]
+    good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+    return manifest, good, bad, {k: v for k, v in damaged.items() if k != manifest.id}
+
+
+def resume(
+    checkpoint: str = "latest",
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    only: Iterable[str] | None = None,
+    map_location: str = "auto",
+    namespace: dict[str, Any] | None = None,
+    config: PauseConfig | None = None,
+) -> ResumeResult:
+    """Restore a checkpoint's variables, torch state and RNG state into the namespace.
+
+    Parameters
+    ----------
+    checkpoint
+        ``latest`` (the newest checkpoint that verifies), an id, or a unique prefix of one.
+    store, session
+        Override the configured store URL and session name.
+    only
+        Restore just these variables (RNG state is then left as it is).
+    map_location
+        ``auto`` puts tensors back on the device they were saved from; ``cpu`` puts all on the CPU.
+
+    Returns
+    -------
+    ResumeResult
+        What was restored, skipped or found damaged, and a printable summary.
+    """
+    started = time.perf_counter()
+    if map_location not in MAP_LOCATIONS:
+        raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
+    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
+    catalog = Catalog(ctx.store)
+    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest")
+    saved = [v.name for v in manifest.variables]
+    wanted = list(dict.fromkeys(only)) if only is not None else saved
+    unknown = [n for n in wanted if n not in saved]
+    if unknown:
+        raise SelectionError(
+            f"checkpoint {manifest.id} holds no variable named {', '.join(unknown)}; "
+            f"it holds: {', '.join(saved) or 'none'}"
+        )
+    for device in sorted(manifest.devices()):
+        target_device(device, map_location)  # raises before the namespace is touched
+
+    loader = ArrayLoader(manifest.arrays, blobs, map_location)
+    segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
+    values, failed = load_variables(segments, loader, ctx.namespace)
+    if bad:
+        damaged.setdefault(manifest.id, describe(manifest, bad))
+    restored = [n for n in wanted if n in values]
+    for name in restored:
+        ctx.namespace[name] = values[name]
+    notes = []
+    if only is None and manifest.rng is not None:
+        if manifest.rng.key in blobs:
+            state = rng.from_bytes(blobs[manifest.rng.key])
+            notes += rng.restore(state)
+            notes.append(f"RNG state restored: {', '.join(state)}")
+        else:
+            notes.append("RNG state NOT restored: its blob is missing or damaged")
+    lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
+    current = fingerprint.environment(ctx.config.node)
+    return ResumeResult(
+        manifest=manifest,
+        store_url=ctx.store.display_url,
+        restored=restored,
+        seconds=time.perf_counter() - started,
+        skipped={n: failed[n] for n in wanted if n in failed},
+        damaged=damaged,
+        environment=fingerprint.differences(manifest.environment, current),
+        notes=notes,
+    )

@@ -1,0 +1,111 @@
+"""Which variables a checkpoint saves: the default selection, named selections, exclusions."""
+
+from __future__ import annotations
+
+import fnmatch
+import types
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from .errors import SelectionError
+from .manifest import SkippedRecord
+
+#: Names that look like secrets; saved only when named explicitly.
+SECRET_PATTERNS = (
+    "*password*",
+    "*passwd*",
+    "*secret*",
+    "*token*",
+    "*api_key*",
+    "*apikey*",
+    "*credential*",
+    "*private_key*",
+)
+
+#: Names IPython and ipykernel put into every namespace.
+IPYTHON_NAMES = frozenset(
+    {"In", "Out", "get_ipython", "exit", "quit", "open", "display", "__session__", "__builtins__"}
+)
+
+
+def type_name(value: Any) -> str:
+    """``module.Qualname`` of a value's type, never raising (dead proxies raise on access)."""
+    kind = type(value)
+    module = getattr(kind, "__module__", "?")
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a variable name looks like it holds a credential."""
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_PATTERNS)
+
+
+@dataclass
+class Selection:
+    """Variables chosen for a checkpoint, and those left out with the reason."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    skipped: list[SkippedRecord] = field(default_factory=list)
+
+
+def _is_module(value: Any) -> bool | None:
+    try:
+        return isinstance(value, types.ModuleType)
+    except Exception:  # an object whose type check raises (a dead weakref.proxy): reported
+        return None
+
+
+def select(
+    namespace: dict[str, Any],
+    names: Iterable[str] | None = None,
+    exclude: Iterable[str] = (),
+    hidden: Iterable[str] = (),
+) -> Selection:
+    """Choose what to save from ``namespace``.
+
+    Parameters
+    ----------
+    namespace
+        The user's namespace.
+    names
+        Exactly these names (secret-looking ones included); ``None`` means the default selection:
+        everything but private names, IPython's own, modules and secret-looking names.
+    exclude
+        Glob patterns of names to leave out.
+    hidden
+        Further names to leave out silently (IPython's ``user_ns_hidden``).
+    """
+    excluded = list(exclude)
+    selection = Selection()
+    if names is not None:
+        names = list(dict.fromkeys(names))
+        missing = [n for n in names if n not in namespace]
+        if missing:
+            raise SelectionError(
+                f"no variable named {', '.join(missing)} in the namespace; "
+                "check the spelling, or run the cell that defines it first"
+            )
+        for name in names:
+            if not any(fnmatch.fnmatchcase(name, p) for p in excluded):
+                selection.values[name] = namespace[name]
+        return selection
+    hidden_names = set(hidden) | IPYTHON_NAMES
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or name in hidden_names:
+            continue
+        if any(fnmatch.fnmatchcase(name, p) for p in excluded):
+            continue
+        module = _is_module(value)
+        if module:
+            continue
+        if module is None:
+            reason = "cannot be inspected (it raises on access; a dead weak proxy?)"
+            selection.skipped.append(SkippedRecord(name, type_name(value), reason))
+            continue
+        if looks_secret(name):
+            reason = "looks like a secret; name it explicitly to save it"
+            selection.skipped.append(SkippedRecord(name, type_name(value), reason))
+            continue
+        selection.values[name] = value
+    return selection

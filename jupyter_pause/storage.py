@@ -1,0 +1,209 @@
+"""One small interface over fsspec: write, read, list and delete keys under a store's root."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from .errors import StoreError
+
+#: Blobs in flight at once when writing or reading many keys.
+PARALLELISM = 8
+
+_CREDENTIALS_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
+
+
+def redact(url: str) -> str:
+    """A URL fit for printing: user and password parts replaced by ``***``."""
+    return _CREDENTIALS_IN_URL.sub(r"\g<scheme>***@", url)
+
+
+def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """fsspec options, plus the S3 endpoint from ``AWS_ENDPOINT_URL`` when none is given."""
+    options = dict(options)
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if protocol in ("s3", "s3a") and endpoint:
+        client_kwargs = options.get("client_kwargs", {})
+        if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
+            options["endpoint_url"] = endpoint
+    return options
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A key found in the store, with its size in bytes and modification time (epoch seconds)."""
+
+    key: str
+    size: int
+    mtime: float | None
+
+
+def _mtime(info: dict[str, Any]) -> float | None:
+    for field in ("mtime", "LastModified", "created", "updated"):
+        value = info.get(field)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class Store:
+    """A folder of keys (``a/b/c``) on any filesystem fsspec opens.
+
+    Writes are whole-object puts: object stores have no rename, so nothing here relies on one.
+    On a local folder every write is flushed to disk (fsync) before it returns.
+    """
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+        if not url or not isinstance(url, str):
+            raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
+        self.url = url
+        self.display_url = redact(url)
+        try:
+            self.fs, root = fsspec.url_to_fs(url, **_storage_options(url, storage_options or {}))
+        except (ImportError, ValueError, TypeError, OSError) as e:
+            raise StoreError(
+                f"cannot open store {self.display_url}: {e}; check the URL scheme and install "
+                "the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
+            ) from e
+        self.root = root.rstrip("/")
+        self.local = isinstance(self.fs, LocalFileSystem)
+
+    def __repr__(self) -> str:
+        return f"Store({self.display_url!r})"
+
+    def path(self, key: str) -> str:
+        """The filesystem path of a key."""
+        return f"{self.root}/{key}" if self.root else key
+
+    def _fail(self, action: str, key: str, error: BaseException) -> StoreError:
+        reason = str(error) or type(error).__name__
+        return StoreError(
+            f"cannot {action} {key!r} in store {self.display_url}: {redact(reason)}; "
+            "check that the store is reachable and writable, then try again"
+        )
+
+    def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Put ``data`` at ``key`` in one piece (durable on disk for local stores)."""
+        path = self.path(key)
+        try:
+            if self.local:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+            else:
+                with self.fs.open(path, "wb") as f:
+                    f.write(data)
+        except Exception as e:  # fsspec backends raise their own types; all mean the same here
+            raise self._fail("write", key, e) from e
+
+    def read(self, key: str) -> bytearray:
+        """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy)."""
+        path = self.path(key)
+        try:
+            if self.local:
+                size = os.path.getsize(path)
+                buf = bytearray(size)
+                with open(path, "rb", buffering=0) as f:
+                    view, done = memoryview(buf), 0
+                    while done < size:
+                        n = f.readinto(view[done:])
+                        if not n:
+                            break
+                        done += n
+                return buf if done == size else buf[:done]
+            with self.fs.open(path, "rb") as f:
+                return bytearray(f.read())
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise self._fail("read", key, e) from e
+
+    def read_many(self, keys: Iterable[str]) -> dict[str, bytearray | BaseException]:
+        """Read keys in parallel; a key that fails maps to its exception instead of its bytes."""
+
+        def one(key: str) -> bytearray | BaseException:
+            try:
+                return self.read(key)
+            except (FileNotFoundError, StoreError) as e:
+                return e
+
+        keys = list(dict.fromkeys(keys))
+        with ThreadPoolExecutor(PARALLELISM) as pool:
+            return dict(zip(keys, pool.map(one, keys)))
+
+    def write_many(self, items: dict[str, bytes | bytearray | memoryview]) -> None:
+        """Write keys in parallel; the first failure is raised once all writes have stopped."""
+        with ThreadPoolExecutor(PARALLELISM) as pool:
+            for future in [pool.submit(self.write, key, data) for key, data in items.items()]:
+                future.result()
+
+    def list(self, prefix: str) -> dict[str, Entry]:
+        """Every key under ``prefix`` (recursive), with sizes and times; empty if none."""
+        base = self.path(prefix).rstrip("/")
+        try:
+            if not self.fs.exists(base):
+                return {}
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        except Exception as e:
+            raise self._fail("list", prefix, e) from e
+        root = self.root.strip("/")
+        entries = {}
+        for path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            path = path.strip("/")
+            key = path[len(root) + 1 :] if root else path
+            entries[key] = Entry(key, int(info.get("size") or 0), _mtime(info))
+        return entries
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` exists."""
+        try:
+            return bool(self.fs.exists(self.path(key)))
+        except Exception as e:
+            raise self._fail("look up", key, e) from e
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete keys; keys already gone are ignored."""
+        paths = [self.path(key) for key in keys]
+        if not paths:
+            return
+        try:
+            self.fs.rm(paths)
+        except FileNotFoundError:
+            for path in paths:
+                try:
+                    self.fs.rm(path)
+                except FileNotFoundError:
+                    continue
+        except Exception as e:
+            raise self._fail("delete", paths[0], e) from e
+
+    def check(self) -> None:
+        """Raise ``StoreError`` unless the store's root can be listed (created if missing)."""
+        try:
+            if self.local:
+                os.makedirs(self.root, exist_ok=True)
+            self.fs.ls(self.root or "", detail=False)
+        except FileNotFoundError:
+            return
+        except Exception as e:
+            raise self._fail("reach", "", e) from e
