@@ -209,6 +209,7 @@ def checkpoint(
         tag=tag,
         notebook=notebook,
         variables=variables,
+        imports=chosen.imports,
         skipped=chosen.skipped + failed,
         arrays=records,
         blobs={key: len(data) for key, data in payloads.items()},

@@ -76,6 +76,7 @@ class Manifest:
     hash: str = "xxh3_128"
     notebook: dict[str, Any] | None = None
     variables: list[VariableRecord] = field(default_factory=list)
+    imports: dict[str, str] = field(default_factory=dict)
     skipped: list[SkippedRecord] = field(default_factory=list)
     arrays: dict[str, ArrayRecord] = field(default_factory=dict)
     blobs: dict[str, int] = field(default_factory=dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class ResumeResult:
     store_url: str
     restored: list[str]
     seconds: float
+    imported: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     damaged: dict[str, str] = field(default_factory=dict)
     environment: list[str] = field(default_factory=list)
@@ -52,6 +54,8 @@ class ResumeResult:
             f"from {self.store_url} in {self.seconds:.2f} s"
         )
         lines.append(f"  restored {len(self.restored)} variable(s): {', '.join(self.restored) or '-'}")
+        if self.imported:
+            lines.append(f"  imported again: {', '.join(self.imported)}")
         for name, reason in self.skipped.items():
             lines.append(f"  not restored: {name}: {reason}")
         for record in m.skipped:
@@ -61,6 +65,19 @@ class ResumeResult:
             lines += [f"    {d}" for d in self.environment]
         lines += [f"  {note}" for note in self.notes]
         return "\n".join(lines)
+
+
+def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[str, str]) -> list[str]:
+    """Import the modules the session had imported, under the same names."""
+    done = []
+    for name, module in imports.items():
+        try:
+            namespace[name] = importlib.import_module(module)
+        except Exception as e:  # a module missing on this node: reported, the rest goes on
+            failed[name] = f"import {module} failed here: {type(e).__name__}: {e}"
+            continue
+        done.append(name)
+    return done
 
 
 def _needed_blobs(manifest: Manifest) -> list[str]:
@@ -148,6 +165,9 @@ def resume(
     for name in restored:
         ctx.namespace[name] = values[name]
     notes = []
+    imported: list[str] = []
+    if only is None:
+        imported = _reimport(manifest.imports, ctx.namespace, failed)
     if only is None and manifest.rng is not None:
         if manifest.rng.key in blobs:
             state = rng.from_bytes(blobs[manifest.rng.key])
@@ -161,8 +181,9 @@ def resume(
         manifest=manifest,
         store_url=ctx.store.display_url,
         restored=restored,
+        imported=imported,
         seconds=time.perf_counter() - started,
-        skipped={n: failed[n] for n in wanted if n in failed},
+        skipped={n: r for n, r in failed.items() if n in wanted or n in manifest.imports},
         damaged=damaged,
         environment=fingerprint.differences(manifest.environment, current),
         notes=notes,

@@ -47,6 +47,7 @@ class Selection:
 
     values: dict[str, Any] = field(default_factory=dict)
     skipped: list[SkippedRecord] = field(default_factory=list)
+    imports: dict[str, str] = field(default_factory=dict)
 
 
 def _is_module(value: Any) -> bool | None:
@@ -70,7 +71,8 @@ def select(
         The user's namespace.
     names
         Exactly these names (secret-looking ones included); ``None`` means the default selection:
-        everything but private names, IPython's own, modules and secret-looking names.
+        everything but private names, IPython's own, modules and secret-looking names. Modules
+        are not saved; their names are kept in ``imports`` so a resume imports them again.
     exclude
         Glob patterns of names to leave out.
     hidden
@@ -98,6 +100,8 @@ def select(
             continue
         module = _is_module(value)
         if module:
+            if value.__name__ != "__main__":
+                selection.imports[name] = value.__name__
             continue
         if module is None:
             reason = "cannot be inspected (it raises on access; a dead weak proxy?)"

@@ -198,12 +198,17 @@ class Store:
             raise self._fail("delete", paths[0], e) from e
 
     def check(self) -> None:
-        """Raise ``StoreError`` unless the store's root can be listed (created if missing)."""
+        """Raise ``StoreError`` unless the store can be used (a local folder is created)."""
         try:
             if self.local:
                 os.makedirs(self.root, exist_ok=True)
+                if not os.access(self.root, os.W_OK | os.X_OK):
+                    raise PermissionError(f"no write permission on {self.root}")
+                return
             self.fs.ls(self.root or "", detail=False)
-        except FileNotFoundError:
-            return
+        except FileNotFoundError as e:
+            if self.local:
+                raise self._fail("reach", "", e) from e
+            # An object-store prefix with nothing under it yet is fine.
         except Exception as e:
             raise self._fail("reach", "", e) from e

@@ -1,0 +1,132 @@
+"""Real IPython kernels for tests: start in a chosen folder, run cells, kill with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+from typing import Any, Iterator
+
+import pytest
+from jupyter_client.manager import KernelManager
+
+
+@dataclass
+class CellResult:
+    """What a cell printed and the error it raised, if any."""
+
+    stdout: str = ""
+    error: str | None = None
+    ename: str | None = None
+    data: list[dict[str, Any]] = field(default_factory=list)
+
+    def ok(self) -> CellResult:
+        assert self.error is None, f"cell failed: {self.ename}: {self.error}\n{self.stdout}"
+        return self
+
+
+class Kernel:
+    """One running kernel process and a blocking client for it."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(cwd=str(cwd), env=env)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    @property
+    def pid(self) -> int:
+        return self.manager.provisioner.process.pid  # type: ignore[union-attr]
+
+    def send(self, code: str) -> str:
+        """Start a cell without waiting for it (to kill the kernel mid-cell)."""
+        return self.client.execute(code)
+
+    def run(self, code: str, timeout: float = 120) -> CellResult:
+        """Run a cell and collect its output."""
+        msg_id = self.client.execute(code)
+        result = CellResult()
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=timeout)
+            except Empty as e:
+                raise TimeoutError(f"cell did not finish in {timeout} s:\n{code}") from e
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                result.stdout += content["text"]
+            elif kind == "error":
+                result.ename = content["ename"]
+                result.error = content["evalue"]
+            elif kind in ("execute_result", "display_data"):
+                result.data.append(content["data"])
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        while True:
+            reply = self.client.get_shell_msg(timeout=timeout)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
+        if reply["content"]["status"] == "error" and result.ename is None:
+            result.ename = reply["content"].get("ename")
+            result.error = reply["content"].get("evalue")
+        return result
+
+    def value(self, expr: str) -> Any:
+        """Evaluate ``expr`` in the kernel and return it (via JSON)."""
+        import json
+
+        out = self.run(f"import json as _j; print(_j.dumps({expr}))").ok().stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    def kill(self) -> None:
+        """SIGKILL the kernel process: no cleanup, no atexit, like a preempted machine."""
+        os.kill(self.pid, signal.SIGKILL)
+        self.manager.provisioner.process.wait(timeout=30)  # type: ignore[union-attr]
+        self.close()
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        if self.manager.has_kernel:
+            self.manager.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Private Jupyter and IPython folders for this test, in the environment."""
+    dirs = {
+        "JUPYTER_CONFIG_DIR": tmp_path / "jupyter-config",
+        "JUPYTER_DATA_DIR": tmp_path / "jupyter-data",
+        "JUPYTER_RUNTIME_DIR": tmp_path / "jupyter-runtime",
+        "IPYTHONDIR": tmp_path / "ipython",
+    }
+    env = {}
+    for name, path in dirs.items():
+        path.mkdir()
+        monkeypatch.setenv(name, str(path))
+        env[name] = str(path)
+    for name in ("JUPYTER_PAUSE_STORE", "JUPYTER_PAUSE_SESSION", "JPY_SESSION_NAME", "JPY_PARENT_PID"):
+        monkeypatch.delenv(name, raising=False)
+    return env
+
+
+@pytest.fixture
+def start_kernel(jupyter_dirs: dict[str, str]) -> Iterator[Any]:
+    """``start_kernel(cwd, **env)``: a real kernel in ``cwd``; all are shut down after the test."""
+    started: list[Kernel] = []
+
+    def start(cwd: Path, **env: str) -> Kernel:
+        full = {**os.environ, **jupyter_dirs, **env}
+        kernel = Kernel(cwd, full)
+        started.append(kernel)
+        return kernel
+
+    yield start
+    for kernel in started:
+        try:
+            kernel.close()
+        except Exception:  # already killed: nothing left to close
+            continue
