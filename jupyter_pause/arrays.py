@@ -8,6 +8,8 @@ to an array built directly on the verified bytes read from the store (no extra c
 from __future__ import annotations
 
 import ast
+import dataclasses
+import gc
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,6 +143,8 @@ class ArrayLoader:
         self.blobs = blobs
         self.map_location = map_location
         self._built: dict[str, Any] = {}
+        #: Keys whose bytes were missing: built as zeros so loading can go on, never restored.
+        self.missing: set[str] = set()
 
     def load(self, key: str, dtype: str | None = None) -> Any:
         """The array or storage for ``key`` (typed by ``dtype`` for torch storages)."""
@@ -160,7 +164,10 @@ class ArrayLoader:
             raise RestoreError(f"array {key} is not recorded in the manifest")
         blob = self.blobs.get(record.blob)
         if blob is None:
-            raise RestoreError(f"array {key}: its blob {record.blob[:12]} is missing or damaged")
+            # Zeros stand in so the other variables of this stream still load; every variable
+            # that reaches them is reported as not restored (see ``poisoned``).
+            self.missing.add(key)
+            blob, record = bytearray(record.nbytes), _replace(record, offset=0)
         if record.kind == "torch":
             import torch
 
@@ -178,6 +185,35 @@ class ArrayLoader:
         if record.order == "F":
             return flat.reshape(record.shape[::-1]).T
         return flat.reshape(record.shape)
+
+
+    def poisoned(self, value: Any, limit: int = 1_000_000) -> bool:
+        """Whether ``value`` reaches a stand-in for missing bytes (walks at most ``limit`` objects)."""
+        if not self.missing:
+            return False
+        bad_ids = {id(self._built[k]) for k in self.missing}
+        bad_storages = {getattr(self._built[k], "_cdata", None) for k in self.missing} - {None}
+        torch = sys.modules.get("torch")
+        seen: set[int] = set()
+        todo = [value]
+        while todo and len(seen) < limit:
+            obj = todo.pop()
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            if id(obj) in bad_ids:
+                return True
+            if torch is not None and isinstance(obj, torch.Tensor):
+                if obj.untyped_storage()._cdata in bad_storages:
+                    return True
+            elif isinstance(obj, np.ndarray) and obj.base is not None:
+                todo.append(obj.base)
+            todo.extend(gc.get_referents(obj))
+        return False
+
+
+def _replace(record: Any, **changes: Any) -> Any:
+    return dataclasses.replace(record, **changes)
 
 
 def _literal(text: str) -> Any:

@@ -228,4 +228,14 @@ def load_variables(
                 values[name] = unpickler.load()
         except Exception as e:  # a damaged or dependent segment: reported by name, others go on
             failed[name] = _reason(e)
+            # A failed load leaves the unpickler's stack dirty; go on with a clean one, same memo.
+            memo = unpickler.memo.copy()
+            unpickler = StateUnpickler(reader, loader, namespace)
+            unpickler.memo = memo
+    for name in [n for n in values if loader.poisoned(values[n])]:
+        del values[name]
+        failed[name] = "its array data is missing or damaged in the store"
+    for name, reason in failed.items():
+        if "Memo value not found" in reason:
+            failed[name] = "it shares objects with a variable that could not be restored"
     return values, failed

@@ -90,9 +90,10 @@ class Store:
         return f"{self.root}/{key}" if self.root else key
 
     def _fail(self, action: str, key: str, error: BaseException) -> StoreError:
-        reason = str(error) or type(error).__name__
+        reason = redact(str(error) or type(error).__name__)
+        where = f"{key!r} in store {self.display_url}" if key else f"store {self.display_url}"
         return StoreError(
-            f"cannot {action} {key!r} in store {self.display_url}: {redact(reason)}; "
+            f"cannot {action} {where}: {reason}; "
             "check that the store is reachable and writable, then try again"
         )
 

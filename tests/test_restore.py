@@ -1,0 +1,193 @@
+"""Resume choices: the newest checkpoint that verifies, damaged ones named, partial restores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import jupyter_pause as jp
+from jupyter_pause import lineage
+from jupyter_pause.catalog import Catalog, blob_key
+from jupyter_pause.errors import RestoreError, SelectionError
+from jupyter_pause.storage import Store
+
+
+@pytest.fixture(autouse=True)
+def new_process():
+    """Each test starts like a fresh kernel: no lineage position."""
+    lineage.forget()
+    yield
+    lineage.forget()
+
+
+def _blob_path(store: Path, manifest, key: str) -> Path:
+    return store / blob_key(manifest.session, key)
+
+
+def _two_checkpoints(store: Path):
+    ns = {"w": torch.arange(300_000, dtype=torch.float32), "step": 1, "arr": np.ones(20_000)}
+    first = jp.checkpoint(store=str(store), session="s", namespace=ns).manifest
+    ns["w"].add_(1)
+    ns["step"] = 2
+    second = jp.checkpoint(store=str(store), session="s", namespace=ns).manifest
+    lineage.forget()
+    return first, second
+
+
+def _array_blob(manifest, name: str) -> str:
+    record = next(v for v in manifest.variables if v.name == name)
+    return manifest.arrays[record.arrays[0]].blob
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
+def test_damaged_newest_is_named_and_previous_is_used(tmp_path, damage):
+    first, second = _two_checkpoints(tmp_path)
+    path = _blob_path(tmp_path, second, _array_blob(second, "w"))
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(data)
+    elif damage == "truncate":
+        path.write_bytes(data[:-100])
+    else:
+        path.unlink()
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=ns)
+    assert result.manifest.id == first.id
+    assert second.id in result.damaged and "array data of w" in result.damaged[second.id]
+    assert f"checkpoint {second.id} is damaged" in result.summary()
+    assert f"resuming from {first.id} instead" in result.summary()
+    assert ns["step"] == 1 and torch.equal(ns["w"], torch.arange(300_000, dtype=torch.float32))
+
+
+def test_explicit_damaged_checkpoint_restores_only_what_verifies(tmp_path):
+    _, second = _two_checkpoints(tmp_path)
+    _blob_path(tmp_path, second, _array_blob(second, "w")).unlink()
+    ns: dict = {}
+    result = jp.resume(second.id, store=str(tmp_path), session="s", namespace=ns)
+    assert "w" not in ns and ns["step"] == 2 and ns["arr"].sum() == 20_000
+    assert not result.complete and "w" in result.skipped
+    assert "not restored: w" in result.summary()
+
+
+def test_nothing_touches_the_namespace_before_checks_pass(tmp_path):
+    ns = {"t": torch.ones(3)}
+    jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    target = {"t": "untouched"}
+    with pytest.raises(SelectionError, match="holds no variable named nope"):
+        jp.resume(store=str(tmp_path), session="s", only=["t", "nope"], namespace=target)
+    with pytest.raises(SelectionError, match="map-location"):
+        jp.resume(store=str(tmp_path), session="s", map_location="gpu", namespace=target)
+    assert target == {"t": "untouched"}
+
+
+def test_cuda_checkpoint_on_cpu_node_needs_map_location(tmp_path):
+    ns = {"t": torch.ones(3), "n": 5}
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    # Rewrite the manifest as if the tensor had lived on a GPU (no GPU here to make a real one).
+    key = f"sessions/s/checkpoints/{manifest.id}.json"
+    for record in manifest.arrays.values():
+        record.device = "cuda:0"
+    (tmp_path / key).write_bytes(manifest.to_bytes())
+    target: dict = {}
+    if not torch.cuda.is_available():
+        with pytest.raises(RestoreError, match="--map-location cpu"):
+            jp.resume(store=str(tmp_path), session="s", namespace=target)
+        assert target == {}
+    jp.resume(store=str(tmp_path), session="s", namespace=target, map_location="cpu")
+    assert target["t"].device.type == "cpu" and target["n"] == 5
+
+
+def test_only_restores_named_variables_and_leaves_rng(tmp_path):
+    ns = {"a": 1, "b": [2]}
+    jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    torch.manual_seed(123)
+    expected = torch.rand(1)
+    torch.manual_seed(123)
+    target: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", only=["b"], namespace=target)
+    assert target == {"b": [2]} and result.restored == ["b"]
+    assert torch.equal(torch.rand(1), expected)
+
+
+class _Explodes(Exception):
+    pass
+
+
+def test_interrupted_commit_leaves_nothing_visible(tmp_path, monkeypatch):
+    """Killed between data and manifest: the earlier checkpoint stays the one resumed."""
+    ns = {"v": 1}
+    first = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    ns["v"] = 2
+    real_write_many = Store.write_many
+
+    def write_half(self, items):
+        real_write_many(self, dict(list(items.items())[:1]))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "write_many", write_half)
+    with pytest.raises(KeyboardInterrupt):
+        jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    monkeypatch.undo()
+    listing = Catalog(Store(str(tmp_path))).listing("s")
+    assert [m.id for m in listing.checkpoints] == [first.id]
+    assert len(listing.pending) == 1  # visible to cleanup, never as a checkpoint
+    lineage.forget()
+    target: dict = {}
+    assert jp.resume(store=str(tmp_path), session="s", namespace=target).manifest.id == first.id
+    assert target["v"] == 1
+
+
+def test_new_lineage_never_replaces_old(tmp_path):
+    jp.checkpoint(store=str(tmp_path), session="shared", namespace={"who": "notebook-a"})
+    lineage.forget()  # another kernel, another notebook, same session name
+    result = jp.checkpoint(store=str(tmp_path), session="shared", namespace={"who": "notebook-b"})
+    assert any("starts lineage" in note for note in result.notes)
+    checkpoints = Catalog(Store(str(tmp_path))).checkpoints("shared")
+    assert len(checkpoints) == 2 and len({m.lineage for m in checkpoints}) == 2
+    assert result.manifest.parent is None
+
+
+def test_resume_continues_lineage(tmp_path):
+    first = jp.checkpoint(store=str(tmp_path), session="s", namespace={"x": 1}).manifest
+    lineage.forget()
+    jp.resume(store=str(tmp_path), session="s", namespace={})
+    second = jp.checkpoint(store=str(tmp_path), session="s", namespace={"x": 2}).manifest
+    assert second.lineage == first.lineage and second.parent == first.id
+
+
+def test_environment_differences_are_reported(tmp_path):
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace={"x": 1}).manifest
+    manifest.environment["python"] = "3.9.0"
+    manifest.environment["packages"]["torch"] = "1.0.0"
+    (tmp_path / f"sessions/s/checkpoints/{manifest.id}.json").write_bytes(manifest.to_bytes())
+    result = jp.resume(store=str(tmp_path), session="s", namespace={})
+    summary = result.summary()
+    assert "python: 3.9.0 at checkpoint" in summary and "torch: 1.0.0 at checkpoint" in summary
+
+
+def test_unchanged_data_is_not_written_again(tmp_path):
+    ns = {"big": torch.randn(2_000_000), "small": torch.arange(5), "n": 0}
+    first = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    ns["n"] = 1
+    second = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    assert first.stats["bytes_written"] > 8_000_000
+    assert second.stats["bytes_written"] < 20_000
+    assert second.stats["bytes_reused"] >= 8_000_000
+
+
+def test_variable_sharing_lost_data_is_not_restored(tmp_path):
+    """An optimizer whose model weights are gone must not come back holding zeros."""
+    model = torch.nn.Linear(600, 600)
+    ns = {"model": model, "opt": torch.optim.SGD(model.parameters(), lr=0.1), "epoch": 7}
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    weight_blob = _array_blob(manifest, "model")
+    _blob_path(tmp_path, manifest, weight_blob).unlink()
+    lineage.forget()
+    target: dict = {}
+    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
+    assert set(result.skipped) == {"model", "opt"}
+    assert target == {"epoch": 7}
