@@ -1,0 +1,104 @@
+"""``jupyter pause list | show | verify | gc``: readable output, JSON for programs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import jupyter_pause as jp
+from jupyter_pause import lineage
+from jupyter_pause.catalog import blob_key
+from jupyter_pause.cli import main
+
+
+@pytest.fixture
+def store(tmp_path):
+    lineage.forget()
+    ns = {"model": torch.nn.Linear(200, 200), "note": "hello", "api_key": "k"}
+    first = jp.checkpoint(store=str(tmp_path), session="exp", namespace=ns, tag="baseline").manifest
+    ns["note"] = "changed"
+    second = jp.checkpoint(store=str(tmp_path), session="exp", namespace=ns).manifest
+    lineage.forget()
+    return tmp_path, first, second
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_jupyter_pause_is_a_jupyter_subcommand(store):
+    path, first, second = store
+    bindir = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+    done = subprocess.run(
+        [os.path.join(bindir, "jupyter"), "pause", "list", "--store", str(path)],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert first.id in done.stdout and second.id in done.stdout and "baseline" in done.stdout
+
+
+def test_list_json_and_text(store, capsys):
+    path, first, second = store
+    code, out, _ = _run(capsys, "list", "--store", str(path), "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["id"] for r in rows] == [second.id, first.id]
+    assert rows[1]["tag"] == "baseline" and rows[0]["variables"] == 2
+    code, out, _ = _run(capsys, "list", "--store", str(path), "--session", "exp")
+    assert code == 0 and "SESSION" in out.splitlines()[0] and out.count("exp ") == 2
+
+
+def test_show_names_variables_and_skips(store, capsys):
+    path, first, _ = store
+    code, out, _ = _run(capsys, "show", first.id[:17], "--store", str(path))
+    assert code == 0 and f"checkpoint {first.id}" in out
+    assert "model" in out and "module" in out and "torch.nn.modules.linear.Linear" in out
+    assert "skipped api_key (str): looks like a secret" in out
+
+
+def test_verify_reports_damage_with_exit_code(store, capsys):
+    path, first, second = store
+    code, out, _ = _run(capsys, "verify", "--store", str(path))
+    assert code == 0 and "2 verified, 0 damaged" in out
+    weights = second.arrays[next(v for v in second.variables if v.name == "model").arrays[0]].blob
+    blob = path / blob_key("exp", weights)
+    blob.write_bytes(blob.read_bytes()[:-1] + b"\x00")
+    code, out, _ = _run(capsys, "verify", "--store", str(path))
+    assert code == 1 and "DAMAGED" in out and "array data of model" in out
+    assert "checksum mismatch" in out or "truncated" in out
+
+
+def test_gc_keeps_newest(store, capsys):
+    path, first, second = store
+    code, out, _ = _run(capsys, "gc", "--keep", "1", "--grace", "0", "--store", str(path))
+    assert code == 0 and "removed 1 checkpoint(s)" in out
+    code, out, _ = _run(capsys, "list", "--store", str(path), "--json")
+    assert [r["id"] for r in json.loads(out)] == [second.id]
+
+
+def test_bad_arguments_are_clear(store, capsys):
+    path, _, _ = store
+    code, _, err = _run(capsys, "show", "nope", "--store", str(path))
+    assert code == 2 and "no checkpoint 'nope'" in err
+    code, _, err = _run(capsys, "list", "--store", str(path), "--session", "../../etc")
+    assert code == 2 and "invalid session name" in err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gc", "--store", str(path)])
+    assert exit_info.value.code == 2
+    assert "--keep N and/or --older-than" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["gc", "--older-than", "soon", "--store", str(path)])
+    assert "not a duration" in capsys.readouterr().err
+
+
+def test_empty_store(tmp_path, capsys):
+    code, out, _ = _run(capsys, "list", "--store", str(tmp_path / "empty"))
+    assert code == 0 and "no checkpoints in" in out

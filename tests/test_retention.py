@@ -1,0 +1,94 @@
+"""Retention and cleanup: last N per lineage, unreferenced blobs, abandoned partial writes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+import jupyter_pause as jp
+from jupyter_pause import lineage
+from jupyter_pause.catalog import Catalog, blob_prefix
+from jupyter_pause.retention import collect
+from jupyter_pause.storage import Store
+
+
+@pytest.fixture(autouse=True)
+def new_process():
+    lineage.forget()
+    yield
+    lineage.forget()
+
+
+def _series(store: str, count: int, session: str = "s") -> list[str]:
+    ids = []
+    ns = {"t": torch.zeros(100_000)}
+    for i in range(count):
+        ns["t"] = torch.full((100_000,), float(i))
+        ids.append(jp.checkpoint(store=store, session=session, namespace=ns).manifest.id)
+    return ids
+
+
+def test_keep_last_n_removes_old_checkpoints_and_their_data(tmp_path):
+    store = Store(str(tmp_path))
+    ids = _series(str(tmp_path), 4)
+    before = sum(e.size for e in store.list(blob_prefix("s")).values())
+    report = collect(Catalog(store), "s", keep=2, grace=0)
+    remaining = [m.id for m in Catalog(store).checkpoints("s")]
+    assert remaining == ids[:1:-1]  # the two newest, newest first
+    assert sorted(report.removed) == sorted(ids[:2]) and report.blobs_removed >= 2
+    after = sum(e.size for e in store.list(blob_prefix("s")).values())
+    assert before - after == report.bytes_freed >= 800_000
+    target: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=target)
+    assert float(target["t"][0]) == 3.0
+    assert not jp.integrity.check(store, Catalog(store).checkpoints("s")[-1])
+
+
+def test_retention_is_per_lineage(tmp_path):
+    _series(str(tmp_path), 3)
+    lineage.forget()  # another notebook under the same name
+    _series(str(tmp_path), 1)
+    collect(Catalog(Store(str(tmp_path))), "s", keep=1, grace=0)
+    assert len({m.lineage for m in Catalog(Store(str(tmp_path))).checkpoints("s")}) == 2
+
+
+def test_older_than_never_removes_the_newest(tmp_path):
+    ids = _series(str(tmp_path), 2)
+    report = collect(Catalog(Store(str(tmp_path))), "s", older_than=1, grace=0, now=time.time() + 3600)
+    assert report.removed == [ids[0]] and report.kept == [ids[1]]
+
+
+def test_dry_run_removes_nothing(tmp_path):
+    _series(str(tmp_path), 3)
+    report = collect(Catalog(Store(str(tmp_path))), "s", keep=1, grace=0, dry_run=True)
+    assert len(report.removed) == 2 and "would remove" in report.summary()
+    assert len(Catalog(Store(str(tmp_path))).checkpoints("s")) == 3
+
+
+def test_abandoned_partial_write_is_cleaned_after_grace(tmp_path, monkeypatch):
+    store = Store(str(tmp_path))
+    _series(str(tmp_path), 1)
+
+    def fail_midway(self, items):
+        Store.write(self, *next(iter(items.items())))
+        raise OSError("connection lost")
+
+    monkeypatch.setattr(Store, "write_many", fail_midway)
+    with pytest.raises(OSError):
+        jp.checkpoint(store=str(tmp_path), session="s", namespace={"t": torch.ones(300_000)})
+    monkeypatch.undo()
+    listing = Catalog(store).listing("s")
+    assert len(listing.pending) == 1
+    fresh = collect(Catalog(store), "s", keep=5)  # within the grace period: left alone
+    assert fresh.abandoned == [] and fresh.blobs_removed == 0
+    later = collect(Catalog(store), "s", keep=5, now=time.time() + 7200)
+    assert later.abandoned == list(listing.pending) and later.blobs_removed == 1
+    assert Catalog(store).listing("s").pending == {}
+    assert len(Catalog(store).checkpoints("s")) == 1
+
+
+def test_keep_must_be_positive(tmp_path):
+    with pytest.raises(ValueError, match="at least 1"):
+        collect(Catalog(Store(str(tmp_path))), "s", keep=0)
