@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml Makefile
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
 
+# JupyterLab refuses to run as root unless told; a container shell often is root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
