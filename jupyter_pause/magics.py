@@ -40,7 +40,6 @@ class PauseMagics(Magics):
                 strict=args.strict,
                 tag=args.tag,
                 config=self.config_object,
-                namespace=self.shell.user_ns,
             )
         except PauseError as e:
             raise UsageError(str(e)) from e
@@ -64,7 +63,6 @@ class PauseMagics(Magics):
                 only=args.only,
                 map_location=args.map_location,
                 config=self.config_object,
-                namespace=self.shell.user_ns,
             )
         except PauseError as e:
             raise UsageError(str(e)) from e
