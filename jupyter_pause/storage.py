@@ -25,6 +25,27 @@ def redact(url: str) -> str:
     return _CREDENTIALS_IN_URL.sub(r"\g<scheme>***@", url)
 
 
+def _secrets(url: str, options: dict[str, Any]) -> list[str]:
+    """Strings that must never be printed: URL credentials and secret-looking option values."""
+    found = []
+    match = re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<userinfo>[^/@\s]+)@", url)
+    if match:
+        userinfo = match.group("userinfo")
+        found += [userinfo, *userinfo.split(":", 1)]
+    stack: list[Any] = [options]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for name, value in item.items():
+                if isinstance(value, (dict, list)):
+                    stack.append(value)
+                elif isinstance(value, str) and re.search(r"key|secret|token|password|credential", str(name), re.I):
+                    found.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
+
+
 def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
     """fsspec options, plus the S3 endpoint from ``AWS_ENDPOINT_URL`` when none is given."""
     options = dict(options)
@@ -72,12 +93,17 @@ class Store:
             raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
         self.url = url
         self.display_url = redact(url)
+        self._secrets = _secrets(url, storage_options or {})
+        options = _storage_options(url, storage_options or {})
+        if "://" in url and not url.startswith(("file://", "local://")):
+            # A new client per store, so credentials changed in the environment take effect.
+            options.setdefault("skip_instance_cache", True)
         try:
-            self.fs, root = fsspec.url_to_fs(url, **_storage_options(url, storage_options or {}))
+            self.fs, root = fsspec.url_to_fs(url, **options)
         except (ImportError, ValueError, TypeError, OSError) as e:
             raise StoreError(
-                f"cannot open store {self.display_url}: {e}; check the URL scheme and install "
-                "the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
+                f"cannot open store {self.display_url}: {self.scrub(str(e))}; check the URL "
+                "scheme and install the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
             ) from e
         self.root = root.rstrip("/")
         self.local = isinstance(self.fs, LocalFileSystem)
@@ -89,8 +115,15 @@ class Store:
         """The filesystem path of a key."""
         return f"{self.root}/{key}" if self.root else key
 
+    def scrub(self, text: str) -> str:
+        """``text`` with this store's credentials replaced by ``***``."""
+        text = redact(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
     def _fail(self, action: str, key: str, error: BaseException) -> StoreError:
-        reason = redact(str(error) or type(error).__name__)
+        reason = self.scrub(str(error) or type(error).__name__)
         where = f"{key!r} in store {self.display_url}" if key else f"store {self.display_url}"
         return StoreError(
             f"cannot {action} {where}: {reason}; "
@@ -131,7 +164,7 @@ class Store:
             with self.fs.open(path, "rb") as f:
                 return bytearray(f.read())
         except FileNotFoundError:
-            raise
+            raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:
             raise self._fail("read", key, e) from e
 
@@ -184,6 +217,7 @@ class Store:
 
     def delete(self, keys: Iterable[str]) -> None:
         """Delete keys; keys already gone are ignored."""
+        keys = list(keys)
         paths = [self.path(key) for key in keys]
         if not paths:
             return
@@ -196,7 +230,7 @@ class Store:
                 except FileNotFoundError:
                     continue
         except Exception as e:
-            raise self._fail("delete", paths[0], e) from e
+            raise self._fail("delete", keys[0], e) from e
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the store can be used (a local folder is created)."""
@@ -210,6 +244,9 @@ class Store:
         except FileNotFoundError as e:
             if self.local:
                 raise self._fail("reach", "", e) from e
-            # An object-store prefix with nothing under it yet is fine.
+            # An object-store prefix with nothing under it yet is fine; a missing bucket is not.
+            bucket = self.root.split("/", 1)[0]
+            if bucket and not self.root.startswith("/") and not self.fs.exists(bucket):
+                raise self._fail("reach", "", FileNotFoundError(f"bucket {bucket!r} does not exist")) from e
         except Exception as e:
             raise self._fail("reach", "", e) from e

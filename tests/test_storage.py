@@ -1,0 +1,380 @@
+"""The storage layer (``jupyter_pause.storage.Store``) on memory, a local folder and real S3.
+
+The S3 backend is the SeaweedFS server of ``tests/s3_server.py``, configured only through the
+standard AWS variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``),
+as a user would configure it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+
+import fsspec
+import numpy as np
+import pytest
+import torch
+
+import jupyter_pause
+from jupyter_pause import lineage
+from jupyter_pause.config import ENV_VARS
+from jupyter_pause.errors import StoreError
+from jupyter_pause.storage import Store, redact
+from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
+
+BACKENDS = ["memory", "local", pytest.param("s3", marks=pytest.mark.s3)]
+#: A payload above the 5 MiB multipart threshold of most S3 clients.
+BIG = os.urandom(5 * 1024 * 1024 + 17)
+#: Storage options that make an unreachable S3 endpoint fail fast.
+FAST_FAIL = {"config_kwargs": {"connect_timeout": 1, "read_timeout": 2, "retries": {"max_attempts": 1}}}
+#: Seconds within which an unreachable store must be reported.
+FAIL_WITHIN = 20.0
+
+
+@pytest.fixture(autouse=True)
+def _no_pause_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep a developer's JUPYTER_PAUSE_* settings out of these tests."""
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """A fresh, empty store URL on each backend."""
+    if request.param == "memory":
+        url = f"memory://pause-{uuid.uuid4().hex}"
+        yield url
+        fs = fsspec.filesystem("memory")
+        root = url[len("memory:/") :]
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    elif request.param == "local":
+        yield str(tmp_path / "store")
+    else:
+        yield request.getfixturevalue("s3_env")
+
+
+@pytest.fixture
+def store(store_url: str) -> Store:
+    return Store(store_url)
+
+
+@pytest.fixture
+def dead_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """AWS variables pointing at a port on 127.0.0.1 that refuses connections; yields the endpoint.
+
+    The port stays bound (not listening) for the test, so nothing else can take it.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        use_aws_env(
+            monkeypatch,
+            {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET},
+        )
+        yield endpoint
+
+
+# --- bytes in, bytes out ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"hello", bytes(range(256)) * 3, BIG],
+    ids=["empty", "small", "binary", "5MB"],
+)
+def test_write_then_read_returns_same_bytes(store: Store, data: bytes) -> None:
+    store.write("a/b/blob", data)
+    back = store.read("a/b/blob")
+    assert isinstance(back, bytearray), "read must give a writable buffer for zero-copy arrays"
+    assert len(back) == len(data)
+    assert back == data
+
+
+def test_write_accepts_memoryview_and_rewrite_replaces(store: Store) -> None:
+    payload = np.arange(1000, dtype=np.int32)
+    store.write("k", memoryview(payload).cast("B"))
+    assert store.read("k") == payload.tobytes()
+    store.write("k", b"shorter")
+    assert store.read("k") == b"shorter"
+
+
+def test_read_of_missing_key_raises_file_not_found(store: Store) -> None:
+    with pytest.raises(FileNotFoundError):
+        store.read("no/such/key")
+
+
+# --- listing ------------------------------------------------------------------------------
+
+
+def test_list_gives_relative_keys_sizes_and_times_under_prefix_only(store: Store) -> None:
+    inside = {"x/1": b"a", "x/sub/2": b"bb", "x/empty": b""}
+    outside = {"xy/3": b"ccc", "y/4": b"dddd"}
+    before = time.time()
+    for key, data in {**inside, **outside}.items():
+        store.write(key, data)
+    after = time.time()
+
+    for prefix in ("x/", "x"):
+        listed = store.list(prefix)
+        assert sorted(listed) == sorted(inside), f"list({prefix!r}) went outside its prefix"
+        for key, entry in listed.items():
+            assert entry.key == key
+            assert entry.size == len(inside[key])
+            assert entry.mtime is not None, f"no modification time for {key}"
+            # S3 keeps whole seconds: allow a little slack either side.
+            assert before - 2 <= entry.mtime <= after + 2, (key, entry.mtime, before, after)
+
+    everything = store.list("")
+    assert sorted(everything) == sorted({**inside, **outside})
+    assert everything["y/4"].size == 4
+
+
+def test_list_of_absent_prefix_is_empty(store: Store) -> None:
+    assert store.list("nothing/here/") == {}
+    store.write("somewhere/else", b"1")
+    assert store.list("nothing/") == {}
+    assert list(store.list("somewhere/")) == ["somewhere/else"]
+
+
+def test_list_does_not_show_deleted_keys(store: Store) -> None:
+    store.write("p/keep", b"1")
+    store.write("p/drop", b"2")
+    assert sorted(store.list("p/")) == ["p/drop", "p/keep"]
+    store.delete(["p/drop"])
+    assert sorted(store.list("p/")) == ["p/keep"]
+
+
+# --- many keys at once --------------------------------------------------------------------
+
+
+def test_write_many_then_read_many(store: Store) -> None:
+    items = {f"many/{i:02d}": f"payload {i}".encode() * (i + 1) for i in range(20)}
+    items["many/empty"] = b""
+    store.write_many(items)
+
+    found = store.read_many([*items, "many/missing", "many/00"])
+    assert set(found) == {*items, "many/missing"}
+    for key, data in items.items():
+        assert found[key] == data, key
+    assert isinstance(found["many/missing"], FileNotFoundError)
+    assert sorted(store.list("many/")) == sorted(items)
+
+
+# --- delete and exists --------------------------------------------------------------------
+
+
+def test_exists(store: Store) -> None:
+    assert not store.exists("e/key")
+    store.write("e/key", b"v")
+    assert store.exists("e/key")
+    assert not store.exists("e/other")
+
+
+def test_delete_present_and_absent_keys(store: Store) -> None:
+    store.write_many({"d/a": b"1", "d/b": b"2", "d/c": b"3"})
+
+    store.delete(["d/a"])
+    assert not store.exists("d/a")
+    with pytest.raises(FileNotFoundError):
+        store.read("d/a")
+    assert store.read("d/b") == b"2"
+
+    store.delete(["d/a"])  # already gone: no error
+    store.delete(["d/b", "d/never-written"])  # a mix: the present one still goes
+    assert not store.exists("d/b")
+    store.delete([])
+    assert sorted(store.list("d/")) == ["d/c"]
+
+
+# --- reachability -------------------------------------------------------------------------
+
+
+def test_check_passes_on_a_good_store_and_it_is_usable(store: Store) -> None:
+    store.check()
+    store.write("after-check", b"ok")
+    store.check()
+    assert store.read("after-check") == b"ok"
+
+
+def test_check_creates_a_missing_local_folder(tmp_path) -> None:
+    root = tmp_path / "not" / "yet"
+    Store(str(root)).check()
+    assert root.is_dir()
+
+
+def test_unknown_scheme_raises_store_error_naming_the_store() -> None:
+    with pytest.raises(StoreError) as info:
+        Store("nosuch://x/y")
+    message = str(info.value)
+    assert "nosuch://x/y" in message
+    assert "scheme" in message
+
+
+def test_empty_url_raises_store_error() -> None:
+    with pytest.raises(StoreError, match="no store URL"):
+        Store("")
+
+
+@pytest.mark.parametrize("action", ["write", "check", "read", "list", "exists"])
+def test_unreachable_s3_raises_store_error_quickly(dead_s3: str, action: str) -> None:
+    store = Store(f"s3://{BUCKET}/p", FAST_FAIL)
+    started = time.monotonic()
+    with pytest.raises(StoreError) as info:
+        if action == "write":
+            store.write("k", b"data")
+        elif action == "check":
+            store.check()
+        elif action == "read":
+            store.read("k")  # must not look like a missing key
+        elif action == "list":
+            store.list("sessions/")
+        else:
+            store.exists("k")
+    elapsed = time.monotonic() - started
+    assert elapsed < FAIL_WITHIN, f"{action} took {elapsed:.1f} s to report an unreachable store"
+    assert f"s3://{BUCKET}/p" in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+# --- secrets ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("s3://AKID:hunter2@bucket/x", "s3://***@bucket/x"),
+        ("https://user:hunter2@example.org/a/b", "https://***@example.org/a/b"),
+        ("gs://token@bucket", "gs://***@bucket"),
+        ("s3://bucket/a@b", "s3://bucket/a@b"),
+        ("/plain/local/path", "/plain/local/path"),
+    ],
+)
+def test_redact_hides_user_and_password(url: str, shown: str) -> None:
+    assert redact(url) == shown
+    assert "hunter2" not in redact(url)
+
+
+def test_store_repr_hides_url_credentials(dead_s3: str) -> None:
+    store = Store(f"s3://AKID:hunter2@{BUCKET}/x", FAST_FAIL)
+    assert "hunter2" not in repr(store)
+    assert "hunter2" not in store.display_url
+
+
+def test_store_error_on_open_never_shows_url_secret() -> None:
+    with pytest.raises(StoreError) as info:
+        Store("nosuch://user:hunter2@host/x")
+    assert "hunter2" not in str(info.value)
+    assert "nosuch://***@host/x" in str(info.value)
+
+
+@pytest.mark.parametrize("action", ["write", "check"])
+def test_store_error_on_use_never_shows_url_secret(dead_s3: str, action: str) -> None:
+    store = Store(f"s3://AKID:hunter2@{BUCKET}/x", FAST_FAIL)
+    with pytest.raises(StoreError) as info:
+        store.write("k", b"1") if action == "write" else store.check()
+    assert "hunter2" not in str(info.value)
+
+
+# --- S3 configuration ---------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_s3_store_takes_its_endpoint_from_aws_endpoint_url(s3_env: str, s3_server: S3Server) -> None:
+    store = Store(s3_env)  # no storage options: the environment alone says where S3 is
+    store.write("proof/key", b"on the test server")
+    direct = s3_server.filesystem()
+    assert direct.cat_file(f"{s3_env[len('s3://'):]}/proof/key") == b"on the test server"
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("action", ["write", "check", "read"])
+def test_s3_wrong_secret_raises_store_error(s3_env: str, monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    # A fresh client: fsspec would otherwise reuse one made earlier with the right secret.
+    store = Store(s3_env, {"skip_instance_cache": True})
+    with pytest.raises(StoreError) as info:
+        if action == "write":
+            store.write("k", b"1")
+        elif action == "check":
+            store.check()
+        else:
+            store.read("k")  # refused, not "missing"
+    assert s3_env in str(info.value)
+    assert "not-the-secret" not in str(info.value)
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("where", ["endpoint_url", "client_kwargs"])
+def test_s3_endpoint_in_storage_options_wins_over_environment(
+    s3_env: str, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as dead:
+        dead.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{dead.getsockname()[1]}")
+        options = {**FAST_FAIL}
+        if where == "endpoint_url":
+            options["endpoint_url"] = s3_server.endpoint
+        else:
+            options["client_kwargs"] = {"endpoint_url": s3_server.endpoint}
+        store = Store(s3_env, options)
+        store.write("k", b"explicit endpoint")
+        assert store.read("k") == b"explicit endpoint"
+
+
+# --- end to end through the public API ----------------------------------------------------
+
+
+def _namespace() -> dict:
+    torch.manual_seed(1234)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).pow(2).sum().backward()
+        opt.step()
+    table = np.random.default_rng(7).standard_normal((100, 100))  # 80 KB
+    return {"model": model, "opt": opt, "table": table}
+
+
+def test_checkpoint_and_resume_round_trip(store_url: str) -> None:
+    ns = _namespace()
+    first = jupyter_pause.checkpoint(store=store_url, session="s3test", namespace=ns)
+    assert sorted(v.name for v in first.manifest.variables) == ["model", "opt", "table"]
+    assert first.manifest.stats["bytes_written"] >= ns["table"].nbytes
+
+    second = jupyter_pause.checkpoint(store=store_url, session="s3test", namespace=ns)
+    assert second.manifest.id != first.manifest.id
+    # Nothing changed: the data blobs are already in the store and are not written again.
+    assert second.manifest.stats["bytes_written"] < first.manifest.stats["bytes_written"] / 10
+    assert second.manifest.stats["bytes_reused"] >= ns["table"].nbytes
+
+    lineage.forget()  # as if a new process
+    ns2: dict = {}
+    result = jupyter_pause.resume(store=store_url, session="s3test", namespace=ns2)
+    assert result.manifest.id == second.manifest.id
+    assert result.complete, result.summary()
+    assert sorted(result.restored) == ["model", "opt", "table"]
+
+    np.testing.assert_array_equal(ns2["table"], ns["table"])
+    assert ns2["table"].dtype == ns["table"].dtype
+    saved, back = ns["model"].state_dict(), ns2["model"].state_dict()
+    assert saved.keys() == back.keys()
+    for name in saved:
+        assert torch.equal(saved[name], back[name]), name
+    saved_opt, back_opt = ns["opt"].state_dict(), ns2["opt"].state_dict()
+    assert saved_opt["param_groups"] == back_opt["param_groups"]
+    for index, state in saved_opt["state"].items():
+        for name, value in state.items():
+            assert torch.equal(torch.as_tensor(value), torch.as_tensor(back_opt["state"][index][name]))
+    # The optimizer still drives the restored model's own parameters.
+    assert ns2["opt"].param_groups[0]["params"][0] is next(ns2["model"].parameters())
+
+
+@pytest.mark.s3
+def test_s3_missing_bucket_fails_the_check(s3_env: str) -> None:
+    with pytest.raises(StoreError, match="bucket 'no-such-bucket-zz' does not exist"):
+        Store("s3://no-such-bucket-zz/prefix").check()
