@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import gc
 import sys
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,8 +188,12 @@ class ArrayLoader:
         return flat.reshape(record.shape)
 
 
-    def poisoned(self, value: Any, limit: int = 1_000_000) -> bool:
-        """Whether ``value`` reaches a stand-in for missing bytes (walks at most ``limit`` objects)."""
+    def poisoned(self, value: Any, namespace: dict[str, Any] | None = None, limit: int = 1_000_000) -> bool:
+        """Whether ``value`` reaches a stand-in for missing bytes (walks at most ``limit`` objects).
+
+        The walk follows containers and instances, not modules, classes or function globals
+        (those lead to the whole interpreter, not to this variable's data).
+        """
         if not self.missing:
             return False
         bad_ids = {id(self._built[k]) for k in self.missing}
@@ -203,6 +208,11 @@ class ArrayLoader:
             seen.add(id(obj))
             if id(obj) in bad_ids:
                 return True
+            if obj is namespace or isinstance(obj, (types.ModuleType, type)):
+                continue
+            if isinstance(obj, types.FunctionType):
+                todo.extend((obj.__defaults__, obj.__kwdefaults__, obj.__closure__, obj.__dict__))
+                continue
             if torch is not None and isinstance(obj, torch.Tensor):
                 if obj.untyped_storage()._cdata in bad_storages:
                     return True

@@ -232,7 +232,7 @@ def load_variables(
             memo = unpickler.memo.copy()
             unpickler = StateUnpickler(reader, loader, namespace)
             unpickler.memo = memo
-    for name in [n for n in values if loader.poisoned(values[n])]:
+    for name in [n for n in values if loader.poisoned(values[n], namespace)]:
         del values[name]
         failed[name] = "its array data is missing or damaged in the store"
     for name, reason in failed.items():
