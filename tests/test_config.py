@@ -1,0 +1,97 @@
+"""jupyter_pause.config: explicit arguments > JUPYTER_PAUSE_* environment > traitlets config > default."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from traitlets.config import Config
+
+from jupyter_pause.config import ENV_VARS, PauseConfig, default_store_url, parse_storage_options
+from jupyter_pause.errors import PauseError
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+    data_dir = tmp_path / "jupyter-data"
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data_dir))
+    return data_dir
+
+
+def traitlets_config() -> Config:
+    c = Config()
+    c.PauseConfig.store = "s3://from-config/pause"
+    c.PauseConfig.session = "config-session"
+    c.PauseConfig.node = "config-node"
+    c.PauseConfig.storage_options = {"source": "config"}
+    return c
+
+
+def test_defaults(clean_env: Path) -> None:
+    config = PauseConfig()
+    assert config.store == str(clean_env / "pause") == default_store_url()
+    assert config.session == ""
+    assert config.node == socket.gethostname()
+    assert config.storage_options == {}
+
+
+def test_traitlets_config_overrides_defaults() -> None:
+    config = PauseConfig(config=traitlets_config())
+    assert config.store == "s3://from-config/pause"
+    assert config.session == "config-session"
+    assert config.node == "config-node"
+    assert config.storage_options == {"source": "config"}
+
+
+def test_environment_overrides_traitlets_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_STORE", "gs://from-env/pause")
+    monkeypatch.setenv("JUPYTER_PAUSE_SESSION", "env-session")
+    monkeypatch.setenv("JUPYTER_PAUSE_NODE", "env-node")
+    monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", '{"source": "env", "anon": false}')
+    config = PauseConfig(config=traitlets_config())
+    assert config.store == "gs://from-env/pause"
+    assert config.session == "env-session"
+    assert config.node == "env-node"
+    assert config.storage_options == {"source": "env", "anon": False}
+
+
+def test_explicit_arguments_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_STORE", "gs://from-env/pause")
+    monkeypatch.setenv("JUPYTER_PAUSE_SESSION", "env-session")
+    monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", '{"source": "env"}')
+    config = PauseConfig(
+        config=traitlets_config(), store="/explicit/store", session="explicit", storage_options={}
+    )
+    assert config.store == "/explicit/store"
+    assert config.session == "explicit"
+    assert config.storage_options == {}
+    assert config.node == "config-node"  # not given explicitly, not in the environment
+
+
+def test_empty_environment_variable_is_ignored(monkeypatch: pytest.MonkeyPatch, clean_env: Path) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_STORE", "")
+    monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", "")
+    config = PauseConfig()
+    assert config.store == str(clean_env / "pause")
+    assert config.storage_options == {}
+
+
+def test_invalid_json_storage_options_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", "{anon: true}")
+    with pytest.raises(PauseError, match="JUPYTER_PAUSE_STORAGE_OPTIONS is not valid JSON"):
+        PauseConfig()
+
+
+def test_json_list_storage_options_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", '["anon", true]')
+    with pytest.raises(PauseError, match="JUPYTER_PAUSE_STORAGE_OPTIONS must be a JSON object, not list"):
+        PauseConfig()
+
+
+def test_parse_storage_options_names_its_source() -> None:
+    assert parse_storage_options('{"key": "v"}', "--storage-options") == {"key": "v"}
+    with pytest.raises(PauseError, match="--storage-options"):
+        parse_storage_options("nope", "--storage-options")
