@@ -188,38 +188,51 @@ class ArrayLoader:
         return flat.reshape(record.shape)
 
 
-    def poisoned(self, value: Any, namespace: dict[str, Any] | None = None, limit: int = 1_000_000) -> bool:
-        """Whether ``value`` reaches a stand-in for missing bytes (walks at most ``limit`` objects).
+    def poisoned(
+        self, value: Any, namespace: dict[str, Any] | None = None, extra: tuple[Any, ...] = (), limit: int = 5_000_000
+    ) -> bool:
+        """Whether ``value`` reaches a stand-in for missing bytes, or one of ``extra``.
 
-        The walk follows containers and instances, not modules, classes or function globals
-        (those lead to the whole interpreter, not to this variable's data).
+        The walk follows containers, instances and notebook-defined classes, not modules,
+        importable classes or function globals (those lead to the whole interpreter, not to this
+        variable's data). A value too large to walk within ``limit`` objects counts as reached.
         """
-        if not self.missing:
+        if not self.missing and not extra:
             return False
-        bad_ids = {id(self._built[k]) for k in self.missing}
+        bad_ids = {id(self._built[k]) for k in self.missing} | {id(x) for x in extra}
         bad_storages = {getattr(self._built[k], "_cdata", None) for k in self.missing} - {None}
         torch = sys.modules.get("torch")
         seen: set[int] = set()
         todo = [value]
-        while todo and len(seen) < limit:
+        while todo:
             obj = todo.pop()
-            if id(obj) in seen:
+            if obj is None or isinstance(obj, _ATOMIC) or id(obj) in seen:
                 continue
+            if len(seen) >= limit:
+                return True
             seen.add(id(obj))
             if id(obj) in bad_ids:
                 return True
-            if obj is namespace or isinstance(obj, (types.ModuleType, type)):
+            if obj is namespace or isinstance(obj, types.ModuleType):
+                continue
+            if isinstance(obj, type):
+                if obj.__module__ == "__main__":
+                    todo.extend(vars(obj).values())
                 continue
             if isinstance(obj, types.FunctionType):
                 todo.extend((obj.__defaults__, obj.__kwdefaults__, obj.__closure__, obj.__dict__))
                 continue
             if torch is not None and isinstance(obj, torch.Tensor):
-                if obj.untyped_storage()._cdata in bad_storages:
+                if bad_storages and obj.untyped_storage()._cdata in bad_storages:
                     return True
             elif isinstance(obj, np.ndarray) and obj.base is not None:
                 todo.append(obj.base)
             todo.extend(gc.get_referents(obj))
         return False
+
+
+#: Values that hold no references: never walked.
+_ATOMIC = (int, float, complex, str, bytes, bool)
 
 
 def _replace(record: Any, **changes: Any) -> Any:

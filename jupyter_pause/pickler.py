@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import pickletools
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,7 +22,22 @@ import dill
 from . import arrays, reducers
 from .arrays import ArrayCollector, ArrayLoader
 
-PROTOCOL = 5
+#: Protocol 3 writes each memo index explicitly (BINPUT n). Protocol 4+ numbers entries
+#: implicitly by count, so one segment that fails to load would shift every later reference.
+PROTOCOL = 3
+
+
+class Lost:
+    """Stands in for objects of a segment that failed to load; whatever reaches it is not restored."""
+
+    def __repr__(self) -> str:
+        return "<lost: part of a variable that could not be restored>"
+
+
+LOST = Lost()
+
+#: Objects complete the moment they are memoised: safe to keep from a segment that failed later.
+_COMPLETE_ON_PUT = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, str, bytes, int, float, tuple)
 
 
 class SegmentWriter(io.RawIOBase):
@@ -228,14 +245,35 @@ def load_variables(
                 values[name] = unpickler.load()
         except Exception as e:  # a damaged or dependent segment: reported by name, others go on
             failed[name] = _reason(e)
-            # A failed load leaves the unpickler's stack dirty; go on with a clean one, same memo.
-            memo = unpickler.memo.copy()
-            unpickler = StateUnpickler(reader, loader, namespace)
-            unpickler.memo = memo
-    for name in [n for n in values if loader.poisoned(values[n], namespace)]:
+            if kind != "dill":
+                unpickler = _after_failure(unpickler, data, reader, loader, namespace)
+    extra = (LOST,) if any(kind != "dill" for n, kind, _ in segments if n in failed) else ()
+    for name in [n for n in values if loader.poisoned(values[n], namespace, extra)]:
         del values[name]
-        failed[name] = "its array data is missing or damaged in the store"
+        failed[name] = "it holds data that is missing or damaged in the store"
     for name, reason in failed.items():
-        if "Memo value not found" in reason:
+        if "Memo value not found" in reason or "lost: part of a variable" in reason:
             failed[name] = "it shares objects with a variable that could not be restored"
     return values, failed
+
+
+def _after_failure(
+    unpickler: StateUnpickler, data: bytes | bytearray, reader: SegmentReader, loader: ArrayLoader, namespace: dict[str, Any]
+) -> StateUnpickler:
+    """A clean unpickler after a failed segment: same memo, the segment's unfinished objects lost.
+
+    A failed load leaves the unpickler's stack dirty, and objects the segment memoised before it
+    failed may be half-built (an empty list whose items never came). Those entries are replaced
+    by ``LOST`` so later variables that refer to them are reported, never restored half-built.
+    """
+    memo = unpickler.memo.copy()
+    try:
+        indices = [arg for op, arg, _ in pickletools.genops(bytes(data)) if "PUT" in op.name]
+    except Exception:  # a truncated stream: everything it memoised is suspect
+        indices = [i for i in memo if not isinstance(memo[i], _COMPLETE_ON_PUT)]
+    for index in indices:
+        if not isinstance(memo.get(index), _COMPLETE_ON_PUT):
+            memo[index] = LOST
+    fresh = StateUnpickler(reader, loader, namespace)
+    fresh.memo = memo
+    return fresh

@@ -696,12 +696,6 @@ def test_a_variable_failing_to_load_does_not_take_later_ones_with_it(tmp_path: P
     assert report["out"] == [[1], {"a": 1}, [2, 3]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pickler.load_variables: a segment that fails part-way leaves the memo short of the "
-    "entries it would have made; protocol-5 MEMOIZE numbers entries by len(memo), so every later "
-    "segment's memo indices shift and BINGET returns the wrong objects, silently",
-)
 def test_a_load_failure_does_not_corrupt_later_variables() -> None:
     inner = [1, 2]
     values = {
