@@ -9,7 +9,9 @@ variables, as if their cells had just been run.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import enum
 import functools
 import importlib
 import io
@@ -55,14 +57,20 @@ def is_dynamic(obj: Any) -> bool:
 
 def make_function(
     code: types.CodeType,
-    globals_from: str,
+    globals_from: str | dict[str, Any],
     name: str,
     closure: tuple[types.CellType, ...] | None,
     *,
     namespace: dict[str, Any],
 ) -> types.FunctionType:
-    """A function skeleton: code, globals and closure cells; the rest comes with its state."""
-    if globals_from == "__main__":
+    """A function skeleton: code, globals and closure cells; the rest comes with its state.
+
+    ``globals_from`` is ``"__main__"`` (the restoring namespace), a module name (that module's
+    globals), or a dict of the few globals a generated function had of its own.
+    """
+    if isinstance(globals_from, dict):
+        globals_ = {"__builtins__": builtins, **globals_from}
+    elif globals_from == "__main__":
         globals_ = namespace
     else:
         globals_ = vars(importlib.import_module(globals_from))
@@ -123,12 +131,31 @@ def make_cached_property(func: Callable[..., Any], attrname: str | None) -> func
 # -- reducing (called while pickling) ----------------------------------------------------------
 
 
+def _code_names(code: types.CodeType) -> set[str]:
+    """Global names a code object (and the code nested in it) may look up."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _globals_source(func: types.FunctionType) -> str | dict[str, Any]:
+    """Where a rebuilt function takes its globals from (see ``make_function``)."""
+    found = func.__globals__
+    module_name = found.get("__name__")
+    if module_name == "__main__":
+        return "__main__"
+    module = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    if module is not None and vars(module) is found:
+        return module_name
+    # Generated code (namedtuple's __new__, exec'd helpers) has private globals: keep what it uses.
+    return {name: found[name] for name in sorted(_code_names(func.__code__)) if name in found}
+
+
 def reduce_function(func: types.FunctionType) -> tuple[Any, ...]:
     """Reduce a dynamic function to a skeleton plus state."""
-    module = func.__module__ or "__main__"
-    globals_from = "__main__" if module == "__main__" or module not in sys.modules else module
-    if globals_from != "__main__" and vars(sys.modules[module]) is not func.__globals__:
-        globals_from = "__main__"
+    globals_from = _globals_source(func)
     state = {
         "__defaults__": func.__defaults__,
         "__kwdefaults__": func.__kwdefaults__,
@@ -167,6 +194,47 @@ def reduce_class(cls: type) -> tuple[Any, ...]:
     return (make_class, args, namespace, None, None, set_class_state)
 
 
+_ENUM_INTERNALS = frozenset({"_generate_next_value_", "__new__", "_new_member_", "__module__", "__qualname__", "__doc__"})
+
+
+def make_enum(metaclass: type, name: str, bases: tuple[type, ...], members: dict[str, Any], qualname: str, module: str) -> type:
+    """An Enum class with its members; methods come with its state."""
+    classdict = metaclass.__prepare__(name, bases)  # type: ignore[attr-defined]
+    for member, value in members.items():
+        classdict[member] = value
+    classdict["__module__"] = module
+    classdict["__qualname__"] = qualname
+    return metaclass.__new__(metaclass, name, bases, classdict)  # type: ignore[call-overload, no-any-return]
+
+
+def reduce_enum(cls: type[enum.Enum]) -> tuple[Any, ...]:
+    """Reduce a notebook Enum: members go into the skeleton (an Enum cannot gain them later)."""
+    members = {name: member._value_ for name, member in cls.__members__.items()}
+    methods = {
+        key: value
+        for key, value in vars(cls).items()
+        if key not in members
+        and key not in _ENUM_INTERNALS
+        and not (key.startswith("_") and key.endswith("_") and not key.startswith("__"))
+        and isinstance(value, (types.FunctionType, staticmethod, classmethod, property))
+    }
+    args = (type(cls), cls.__name__, cls.__bases__, members, cls.__qualname__, cls.__module__)
+    return (make_enum, args, methods, None, None, set_class_state)
+
+
+def make_lru_cache(func: Callable[..., Any], maxsize: int | None, typed: bool) -> Any:
+    """``functools.lru_cache`` around a rebuilt function (the cache itself starts empty)."""
+    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
+
+
+def reduce_lru_cache(wrapper: Any) -> tuple[Any, ...] | Any:
+    """A notebook ``@lru_cache`` function: its wrapped function by value, a new empty cache."""
+    if not is_dynamic(wrapper):
+        return NotImplemented
+    params = wrapper.cache_parameters()
+    return (make_lru_cache, (wrapper.__wrapped__, params["maxsize"], params["typed"]))
+
+
 def reduce_module(module: types.ModuleType) -> tuple[Any, ...]:
     """A module is saved by name and imported again on load."""
     if module.__name__ == "__main__":
@@ -203,6 +271,7 @@ def reduce_dataclass_sentinel(obj: Any) -> tuple[Any, ...]:
 
 REDUCERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
     types.CellType: reduce_cell,
+    functools._lru_cache_wrapper: reduce_lru_cache,  # type: ignore[attr-defined]
     types.CodeType: lambda code: (load_code, (marshal.dumps(code),)),
     types.ModuleType: reduce_module,
     staticmethod: reduce_descriptor,
@@ -225,8 +294,9 @@ def reduce_by_value(obj: Any) -> tuple[Any, ...] | Any:
     if kind is types.FunctionType:
         return reduce_function(obj) if is_dynamic(obj) else NotImplemented
     if isinstance(obj, type):
-        heap = obj.__flags__ & _HEAPTYPE
-        return reduce_class(obj) if heap and is_dynamic(obj) else NotImplemented
+        if not (obj.__flags__ & _HEAPTYPE and is_dynamic(obj)):
+            return NotImplemented
+        return reduce_enum(obj) if isinstance(obj, enum.EnumMeta) else reduce_class(obj)
     if isinstance(obj, io.IOBase):
         return refuse_file(obj)
     return NotImplemented

@@ -410,12 +410,6 @@ def test_dataclass_fields_replace_and_default_factory_work(tmp_path: Path) -> No
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reducers.reduce_function chooses globals by func.__module__; dataclasses' "
-    "_recursive_repr wrapper has __module__ '__main__' (copied by functools.wraps) but needs "
-    "dataclasses' globals, so repr() of a restored dataclass raises NameError: '_thread'",
-)
 def test_dataclass_repr_works_after_restore(tmp_path: Path) -> None:
     ns = notebook(DATACLASSES)
     out = resume_elsewhere(pick(ns, "Config cfg"), "out = [repr(cfg), str(Config())]", tmp_path)
@@ -425,12 +419,6 @@ def test_dataclass_repr_works_after_restore(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="same cause as the dataclass repr: contextlib's helper wrapper gets __module__ "
-    "'__main__' from functools.wraps, is rebuilt with the notebook namespace as globals, and "
-    "raises NameError: '_GeneratorContextManager'",
-)
 def test_notebook_contextmanager_works_after_restore(tmp_path: Path) -> None:
     ns = notebook(
         """
@@ -444,12 +432,6 @@ def test_notebook_contextmanager_works_after_restore(tmp_path: Path) -> None:
     assert out == "FIT"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reducers has no reducer for functools._lru_cache_wrapper: a notebook @lru_cache "
-    "function is pickled by reference as __main__.<name>, which a new kernel does not have "
-    "while loading: AttributeError",
-)
 def test_notebook_lru_cached_function_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     main = types.ModuleType("__main__")  # as in a kernel: the notebook namespace is __main__'s
     exec(
@@ -469,12 +451,6 @@ def test_notebook_lru_cached_function_restores(tmp_path: Path, monkeypatch: pyte
     assert out == [8, 8, 1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reducers.reduce_class rebuilds an Enum as an empty skeleton (types.new_class) and "
-    "sets members afterwards; the members in its state unpickle as Color(value) against the "
-    "empty skeleton: 'TypeError: <enum 'Color'> has no members defined'",
-)
 def test_notebook_enum_restores(tmp_path: Path) -> None:
     ns = notebook(
         """
@@ -493,12 +469,6 @@ def test_notebook_enum_restores(tmp_path: Path) -> None:
     assert out == [True, "GREEN", "RED", 2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reducers.reduce_function rebinds every dynamic function's globals to the restore "
-    "namespace; namedtuple's generated __new__ needs its own globals (_tuple_new), so "
-    "rebuilding a notebook namedtuple raises NameError",
-)
 def test_notebook_namedtuple_restores(tmp_path: Path) -> None:
     ns = notebook(
         """
