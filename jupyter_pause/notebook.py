@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -48,10 +49,18 @@ def relative_path(path: str, root: str | None = None) -> str:
 
 
 def session_from_path(path: str) -> str:
-    """A session name from a notebook path: ``dir/Train 1.ipynb`` -> ``dir--Train-1``."""
+    """A session name from a notebook path: ``dir/Train 1.ipynb`` -> ``dir--Train-1``.
+
+    Characters outside ASCII letters, digits, ``.``, ``_`` and ``-`` become ``-``; when that loses
+    letters of another script (``实验.ipynb``), a short hash of the path keeps names apart.
+    """
     stem = re.sub(r"\.ipynb$", "", path.strip("/"))
     name = "--".join(re.sub(r"[^A-Za-z0-9._-]+", "-", part).strip("-.") for part in stem.split("/"))
-    name = name.strip("-.")[:128] or DEFAULT_SESSION
+    name = name.strip("-.")
+    if not stem.isascii() or not name:
+        digest = hashlib.sha1(stem.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        name = f"{name[:119]}-{digest}" if name else f"nb-{digest}"
+    name = name[:128]
     return name if name[0].isalnum() else f"nb{name}"[:128]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import types
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -10,17 +11,11 @@ from typing import Any, Iterable
 from .errors import SelectionError
 from .manifest import SkippedRecord
 
-#: Names that look like secrets; saved only when named explicitly.
-SECRET_PATTERNS = (
-    "*password*",
-    "*passwd*",
-    "*secret*",
-    "*token*",
-    "*api_key*",
-    "*apikey*",
-    "*credential*",
-    "*private_key*",
-)
+#: Name fragments that mark a secret wherever they appear in a name.
+SECRET_FRAGMENTS = ("password", "passwd", "secret", "api_key", "apikey", "credential", "private_key")
+
+#: Whole name parts that mark a secret (``hf_token``, ``AuthToken``; not ``tokenizer``).
+SECRET_PARTS = frozenset({"token", "pwd", "passphrase"})
 
 #: Names IPython and ipykernel put into every namespace.
 IPYTHON_NAMES = frozenset(
@@ -36,9 +31,17 @@ def type_name(value: Any) -> str:
 
 
 def looks_secret(name: str) -> bool:
-    """Whether a variable name looks like it holds a credential."""
+    """Whether a variable name looks like it holds a credential.
+
+    Fragments (``*password*``, ``*secret*``, ``*api_key*``, ``*credential*`` ...) match anywhere;
+    ``token`` matches as a whole part of the name, so ``api_token`` is a secret and ``tokenizer``
+    or ``max_new_tokens`` are not.
+    """
     lowered = name.lower()
-    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_PATTERNS)
+    if any(fragment in lowered for fragment in SECRET_FRAGMENTS):
+        return True
+    parts = re.split(r"[^a-z0-9]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())
+    return any(part in SECRET_PARTS for part in parts)
 
 
 @dataclass

@@ -88,11 +88,6 @@ def test_ordinary_names_do_not_look_secret(name: str) -> None:
     assert not looks_secret(name)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="selection.SECRET_PATTERNS has '*token*', so tokenizer / max_new_tokens / num_tokens "
-    "(ordinary ML notebook variables) are skipped as secrets by default",
-)
 def test_tokenizer_and_token_counts_are_saved_by_default() -> None:
     ns = {"tokenizer": object(), "max_new_tokens": 256, "num_tokens": 1024, "hf_token": "hf_x"}
     selection = select(ns)
