@@ -57,8 +57,9 @@ def test_list_json_and_text(store, capsys):
 
 
 def test_show_names_variables_and_skips(store, capsys):
-    path, first, _ = store
-    code, out, _ = _run(capsys, "show", first.id[:17], "--store", str(path))
+    path, first, second = store
+    prefix = next(first.id[:n] for n in range(8, 23) if not second.id.startswith(first.id[:n]))
+    code, out, _ = _run(capsys, "show", prefix, "--store", str(path))
     assert code == 0 and f"checkpoint {first.id}" in out
     assert "model" in out and "module" in out and "torch.nn.modules.linear.Linear" in out
     assert "skipped api_key (str): looks like a secret" in out
