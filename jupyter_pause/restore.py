@@ -13,7 +13,7 @@ from .arrays import ArrayLoader, target_device
 from .catalog import Catalog
 from .config import PauseConfig
 from .context import make_context
-from .errors import CheckpointNotFound, RestoreError, SelectionError
+from .errors import SelectionError
 from .integrity import describe, fetch
 from .manifest import Manifest
 from .pickler import load_variables
@@ -105,7 +105,8 @@ def _choose(
         if not bad:
             return manifest, good, bad, damaged
         damaged[manifest.id] = describe(manifest, bad)
-    # Nothing verifies: bring back what can be from the newest, and say so.
+    # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
+    # than held from the first pass, so a damaged newest never doubles memory while searching.)
     manifest = candidates[0]
     good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
     return manifest, good, bad, {k: v for k, v in damaged.items() if k != manifest.id}

@@ -7,30 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import xxhash
 
 from jupyter_pause.arrays import NUMPY_OUT_OF_BAND_BYTES, ArrayLoader, target_device
 from jupyter_pause.errors import RestoreError
-from jupyter_pause.manifest import ArrayRecord
 from jupyter_pause.pickler import DumpResult, dump_variables, load_variables
+from tests.dumping import dump
 
 torch = pytest.importorskip("torch")
-
-
-def dump(values: dict[str, Any]) -> tuple[DumpResult, list, dict[str, ArrayRecord], dict[str, bytearray]]:
-    """Dump ``values`` and lay the result out as a checkpoint would: segments, records, blobs."""
-    result = dump_variables(values)
-    records: dict[str, ArrayRecord] = {}
-    blobs: dict[str, bytearray] = {}
-    for key, found in result.collector.found.items():
-        data = bytes(found.data)
-        digest = xxhash.xxh3_128_hexdigest(data)
-        blobs[digest] = bytearray(data)
-        records[key] = ArrayRecord(
-            found.kind, found.dtype, found.shape, found.device, digest, 0, len(data), found.order
-        )
-    segments = [(name, seg.pickler, seg.data) for name, seg in result.segments.items()]
-    return result, segments, records, blobs
 
 
 def roundtrip(values: dict[str, Any], map_location: str = "auto") -> tuple[DumpResult, dict[str, Any]]:

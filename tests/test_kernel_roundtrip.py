@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 BUILD_STATE = r'''
 %load_ext jupyter_pause

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import xxhash
 
 from jupyter_pause.arrays import ArrayLoader
-from jupyter_pause.manifest import ArrayRecord
-from jupyter_pause.pickler import DumpResult, dump_variables, load_variables
+from jupyter_pause.pickler import DumpResult, load_variables
+from tests.dumping import dump
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,22 +41,6 @@ def notebook(code: str) -> dict[str, Any]:
 
 def pick(ns: dict[str, Any], names: str) -> dict[str, Any]:
     return {name: ns[name] for name in names.split()}
-
-
-def dump(values: dict[str, Any]) -> tuple[DumpResult, list[tuple[str, str, bytes]], dict, dict]:
-    """Dump ``values`` and lay the result out as a checkpoint would: segments, records, blobs."""
-    result = dump_variables(values)
-    records: dict[str, ArrayRecord] = {}
-    blobs: dict[str, bytearray] = {}
-    for key, found in result.collector.found.items():
-        data = bytes(found.data)
-        digest = xxhash.xxh3_128_hexdigest(data)
-        blobs[digest] = bytearray(data)
-        records[key] = ArrayRecord(
-            found.kind, found.dtype, found.shape, found.device, digest, 0, len(data), found.order
-        )
-    segments = [(name, seg.pickler, seg.data) for name, seg in result.segments.items()]
-    return result, segments, records, blobs
 
 
 def roundtrip(values: dict[str, Any]) -> tuple[DumpResult, dict[str, Any], dict[str, str]]:
