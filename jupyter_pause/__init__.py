@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .checkpoint import CheckpointResult, checkpoint
+from .cycle import Cycle, resume_and_verify
 from .errors import (
     CheckpointNotFound,
     IntegrityError,
@@ -15,12 +16,14 @@ from .errors import (
     StoreError,
 )
 from .restore import ResumeResult, resume
+from .verdict import Verdict, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CheckpointNotFound",
     "CheckpointResult",
+    "Cycle",
     "IntegrityError",
     "PauseError",
     "RestoreError",
@@ -28,9 +31,12 @@ __all__ = [
     "SelectionError",
     "SerializationError",
     "StoreError",
+    "Verdict",
     "checkpoint",
     "load_ipython_extension",
     "resume",
+    "resume_and_verify",
+    "verify",
 ]
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import xxhash
 
-from . import fingerprint, lineage, rng
+from . import fingerprint, lineage, modelcheck, probe, rng
+from .digests import value_digest
 from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
 from .config import PauseConfig
 from .context import make_context
@@ -23,6 +25,10 @@ from .selection import select, type_name
 OWN_BLOB_BYTES = 1 << 20
 #: Size at which a pack of small arrays is closed.
 PACK_BYTES = 16 << 20
+
+#: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
+#: still cover them); digesting a huge object graph in Python would cost more than saving it.
+DIGEST_MAX_SEGMENT_BYTES = 4 << 20
 
 TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
 
@@ -71,10 +77,12 @@ def _size(n: int) -> str:
 
 def _kind(value: Any) -> str:
     """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
+    if isinstance(value, type):
+        return "class"
     try:
+        if modelcheck.is_module(value):
+            return "module"
         if callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None)):
-            if callable(getattr(value, "parameters", None)) and callable(getattr(value, "forward", None)):
-                return "module"
             if hasattr(value, "param_groups"):
                 return "optimizer"
             if hasattr(value, "optimizer") and hasattr(value, "last_epoch"):
@@ -87,6 +95,15 @@ def _kind(value: Any) -> str:
     except Exception:  # an object that raises on attribute access is still saved; just unnamed
         return "object"
     return "object"
+
+
+def _checks(probe_value: str, modules: dict[str, Any]) -> bytes:
+    """The checks blob: the probe value and, per module, its recorded forward pass (or why none)."""
+    models: dict[str, Any] = {}
+    for name, module in modules.items():
+        check = modelcheck.record(module)
+        models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
+    return pickle.dumps({"probe": probe_value, "models": models}, protocol=4)
 
 
 def _plan_arrays(dump: DumpResult) -> tuple[dict[str, ArrayRecord], dict[str, Any]]:
@@ -184,9 +201,15 @@ def checkpoint(
         payloads[key] = segment.data
         value = chosen.values[name]
         ref = BlobRef(key, len(segment.data))
-        variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler))
+        check = value_digest(value) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
+        kind = _kind(value)
+        variables.append(VariableRecord(name, type_name(value), kind, ref, segment.arrays, segment.pickler, check))
     rng_ref = BlobRef(digest(rng_state), len(rng_state))
     payloads[rng_ref.key] = rng_state
+    probe_value = probe.new_probe()
+    checks = _checks(probe_value, {v.name: chosen.values[v.name] for v in variables if v.kind == "module"})
+    checks_ref = BlobRef(digest(checks), len(checks))
+    payloads[checks_ref.key] = checks
     notes = []
     notebook_bytes, note = read_notebook(ctx.notebook)
     notes.append(note)
@@ -214,6 +237,8 @@ def checkpoint(
         arrays=records,
         blobs={key: len(data) for key, data in payloads.items()},
         rng=rng_ref,
+        checks=checks_ref,
+        probe=probe.fingerprint(probe_value),
         environment=fingerprint.environment(ctx.config.node),
         process=fingerprint.process_identity(),
     )
@@ -237,5 +262,6 @@ def checkpoint(
     manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
     manifest.timings = {"requested": requested, "serialised": serialised, "committed": time.time()}
     catalog.commit(manifest)
+    probe.remember(manifest.id, probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - started, notes)

@@ -9,7 +9,9 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from .checkpoint import checkpoint
 from .config import PauseConfig
 from .errors import PauseError
-from .restore import MAP_LOCATIONS, resume
+from .cycle import resume_and_verify
+from .restore import MAP_LOCATIONS
+from .verdict import verify
 
 
 @magics_class
@@ -51,12 +53,17 @@ class PauseMagics(Magics):
     @argument("--session", help="session name (default: derived from the notebook path)")
     @argument("--only", nargs="+", metavar="NAME", help="restore just these variables")
     @argument("--map-location", default="auto", choices=MAP_LOCATIONS, help="where tensors go back to")
+    @argument("--check", action="store_true", help="only run the restore test and print its verdict")
     @line_magic
     def resume(self, line: str) -> None:
-        """Bring back a checkpoint's state into this kernel."""
+        """Bring back a checkpoint's state into this kernel, then prove it (the restore test)."""
         args = parse_argstring(self.resume, line)
+        checkpoint = None if args.check and args.checkpoint == "latest" else args.checkpoint
         try:
-            result = resume(
+            if args.check:
+                print(verify(checkpoint, store=args.store, session=args.session, config=self.config_object))
+                return
+            cycle = resume_and_verify(
                 args.checkpoint,
                 store=args.store,
                 session=args.session,
@@ -66,4 +73,5 @@ class PauseMagics(Magics):
             )
         except PauseError as e:
             raise UsageError(str(e)) from e
-        print(result.summary())
+        print(cycle.result.summary())
+        print(cycle.verdict.summary())

@@ -49,6 +49,7 @@ class VariableRecord:
     blob: BlobRef
     arrays: list[str] = field(default_factory=list)
     pickler: str = "pickle"  # "pickle" (shared memo, loaded in order) or "dill" (standalone)
+    digest: str | None = None  # value digest (see ``digests``); None when too large to take
 
 
 @dataclass
@@ -81,6 +82,8 @@ class Manifest:
     arrays: dict[str, ArrayRecord] = field(default_factory=dict)
     blobs: dict[str, int] = field(default_factory=dict)
     rng: BlobRef | None = None
+    checks: BlobRef | None = None  # the probe value and model checks (see ``verdict``)
+    probe: str | None = None  # sha256 of the probe value: proves a kernel got it from here
     environment: dict[str, Any] = field(default_factory=dict)
     process: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -124,6 +127,7 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     ]
     data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]
     data["arrays"] = {k: ArrayRecord(**a) for k, a in data.get("arrays", {}).items()}
-    if data.get("rng"):
-        data["rng"] = BlobRef(**data["rng"])
+    for name in ("rng", "checks"):
+        if data.get(name):
+            data[name] = BlobRef(**data[name])
     return Manifest(**data)

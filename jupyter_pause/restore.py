@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import pickle
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fingerprint, lineage, rng
+from . import fingerprint, lineage, probe, rng
+from .digests import value_digest
 from .arrays import ArrayLoader, target_device
 from .catalog import Catalog
 from .config import PauseConfig
@@ -83,8 +85,9 @@ def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[s
 def _needed_blobs(manifest: Manifest) -> list[str]:
     keys = [v.blob.key for v in manifest.variables]
     keys += [a.blob for a in manifest.arrays.values()]
-    if manifest.rng is not None:
-        keys.append(manifest.rng.key)
+    for ref in (manifest.rng, manifest.checks):
+        if ref is not None:
+            keys.append(ref.key)
     return keys
 
 
@@ -176,6 +179,10 @@ def resume(
             notes.append(f"RNG state restored: {', '.join(state)}")
         else:
             notes.append("RNG state NOT restored: its blob is missing or damaged")
+    if manifest.checks is not None and manifest.checks.key in blobs:
+        probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
+    digests = {v.name: value_digest(values[v.name]) for v in manifest.variables if v.name in restored and v.digest}
+    probe.record_restore(manifest.id, digests, failed)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)
     return ResumeResult(

@@ -1,0 +1,59 @@
+"""What this kernel process holds of a session: probe values and the state as it was restored.
+
+The probe is a random value made when a checkpoint is taken. It lives in the memory of the
+kernel that took it and in the checkpoint, and nowhere else: no notebook, no output. A kernel that
+holds it for checkpoint C either took C or resumed it; a kernel that re-ran the notebook's cells
+cannot have it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+_probes: dict[str, str] = {}
+_as_restored: dict[str, dict[str, str | None]] = {}
+_restore_failures: dict[str, dict[str, str]] = {}
+
+
+def new_probe() -> str:
+    """A fresh probe value."""
+    return secrets.token_hex(16)
+
+
+def fingerprint(value: str) -> str:
+    """What the manifest records of a probe: its sha256, never the value."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def remember(checkpoint_id: str, value: str) -> None:
+    """This process now holds ``value`` as the probe of ``checkpoint_id``."""
+    _probes[checkpoint_id] = value
+
+
+def held(checkpoint_id: str) -> str | None:
+    """The probe of ``checkpoint_id`` this process holds, if any."""
+    return _probes.get(checkpoint_id)
+
+
+def record_restore(checkpoint_id: str, digests: dict[str, str | None], failures: dict[str, str]) -> None:
+    """Remember each variable as restored (its digest) and what failed, for later checks."""
+    _as_restored[checkpoint_id] = dict(digests)
+    _restore_failures[checkpoint_id] = dict(failures)
+
+
+def as_restored(checkpoint_id: str) -> dict[str, str | None]:
+    """Digests of the variables as ``checkpoint_id`` restored them in this process (empty if not)."""
+    return _as_restored.get(checkpoint_id, {})
+
+
+def restore_failures(checkpoint_id: str) -> dict[str, str]:
+    """Variables ``checkpoint_id`` could not restore in this process, and why."""
+    return _restore_failures.get(checkpoint_id, {})
+
+
+def forget() -> None:
+    """Hold nothing (what a new process starts with; a test helper)."""
+    _probes.clear()
+    _as_restored.clear()
+    _restore_failures.clear()

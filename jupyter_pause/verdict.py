@@ -1,0 +1,177 @@
+"""The restore test: is this kernel really holding a checkpoint's state, and how much of it?
+
+Four verdicts:
+
+- ``restored``: another process than the one that checkpointed, holding the probe value, every
+  variable matching its recorded digest, and every recorded model check reproducing;
+- ``partial``: the probe is back but some state is missing or differs (named, with why);
+- ``fresh``: the kernel holds none of the checkpoint's state, whatever files it has open;
+- ``live``: the very process that took the checkpoint: nothing was released.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import fingerprint, lineage, modelcheck, probe
+from .catalog import Catalog
+from .config import PauseConfig
+from .context import make_context
+from .digests import value_digest
+from .errors import IntegrityError
+from .integrity import fetch
+from .manifest import Manifest
+
+KINDS = ("restored", "partial", "fresh", "live")
+
+
+@dataclass
+class Verdict:
+    """The outcome of a restore test, with what it is based on."""
+
+    kind: str
+    checkpoint: str
+    session: str
+    details: list[str] = field(default_factory=list)
+    variables: dict[str, str] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    changed: dict[str, str] = field(default_factory=dict)
+    probe: bool = False
+
+    def summary(self) -> str:
+        """The verdict word, then the evidence a person checks it against."""
+        lines = [f"verdict: {self.kind} (checkpoint {self.checkpoint} of session {self.session!r})"]
+        lines += [f"  {d}" for d in self.details]
+        for name, status in self.variables.items():
+            if status != "matches":
+                lines.append(f"  {name}: {status}")
+        for name, status in self.models.items():
+            lines.append(f"  model check {name}: {status}")
+        for name, what in self.changed.items():
+            lines.append(f"  {name}: {what} (not a restore problem)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _same_process(manifest: Manifest) -> bool:
+    saved, now = manifest.process, fingerprint.process_identity()
+    return all(saved.get(k) == now[k] for k in ("pid", "start", "host", "token"))
+
+
+def _variable_status(manifest: Manifest, namespace: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """Per variable: ``matches`` or what is wrong; and what the user changed since the resume."""
+    restored = probe.as_restored(manifest.id)
+    failures = probe.restore_failures(manifest.id)
+    status: dict[str, str] = {}
+    changed: dict[str, str] = {}
+    for record in manifest.variables:
+        name = record.name
+        if name not in namespace:
+            if name in restored:
+                changed[name] = "deleted since the resume"
+            else:
+                status[name] = f"missing ({failures[name]})" if name in failures else "missing"
+            continue
+        if record.digest is None:
+            status[name] = "matches" if name in restored else "present, too large to compare"
+            continue
+        now = value_digest(namespace[name])
+        if now == record.digest:
+            status[name] = "matches"
+        elif name in restored and restored[name] == record.digest:
+            changed[name] = "changed since the resume"
+        else:
+            status[name] = "differs from the checkpoint"
+    return status, changed
+
+
+def _model_status(manifest: Manifest, checks: dict[str, Any], namespace: dict[str, Any], changed: dict[str, str]) -> dict[str, str]:
+    results: dict[str, str] = {}
+    for name, recorded in checks.get("models", {}).items():
+        if "none" in recorded:
+            results[name] = f"not possible: {recorded['none']}"
+            continue
+        if name in changed or name not in namespace:
+            continue
+        ok, how = modelcheck.reproduce(namespace[name], modelcheck.ModelCheck(**recorded))
+        results[name] = ("reproduces: " if ok else "FAILED: ") + how
+    return results
+
+
+def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None) -> Manifest:
+    if checkpoint not in (None, "", "latest"):
+        return catalog.resolve(session, checkpoint)  # type: ignore[arg-type]
+    position = lineage.position(store_url, session)
+    if not position.new and position.parent:
+        return catalog.resolve(session, position.parent)
+    return catalog.resolve(session, "latest")
+
+
+def verify(
+    checkpoint: str | None = None,
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    namespace: dict[str, Any] | None = None,
+    config: PauseConfig | None = None,
+) -> Verdict:
+    """Tell whether this kernel holds a checkpoint's state.
+
+    Parameters
+    ----------
+    checkpoint
+        The checkpoint to test against; default: the one this process took or resumed last,
+        else the session's newest.
+    store, session
+        Override the configured store URL and session name.
+
+    Returns
+    -------
+    Verdict
+        ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
+    """
+    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
+    catalog = Catalog(ctx.store)
+    manifest = _target(catalog, ctx.store.url, ctx.session, checkpoint)
+    verdict = Verdict("fresh", manifest.id, ctx.session)
+    if _same_process(manifest):
+        verdict.kind = "live"
+        verdict.details.append(
+            f"this is the kernel process that took the checkpoint (pid {manifest.process.get('pid')}); "
+            "nothing was released: pause it to give its resources back"
+        )
+        return verdict
+    held = probe.held(manifest.id)
+    verdict.probe = held is not None and probe.fingerprint(held) == manifest.probe
+    if not verdict.probe:
+        present = [v.name for v in manifest.variables if v.name in ctx.namespace]
+        verdict.details.append(
+            "the probe value of the paused kernel is not in this kernel: it holds none of the "
+            "checkpoint's state" + (f" (its {len(present)} variable(s) of the same names were made here)" if present else "")
+        )
+        verdict.details.append(f"run %resume {manifest.id} (or jupyter_pause.resume()) to bring the session back")
+        return verdict
+    checks: dict[str, Any] = {}
+    if manifest.checks is not None:
+        good, bad = fetch(ctx.store, manifest, [manifest.checks.key])
+        if bad:
+            raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
+        checks = pickle.loads(bytes(good[manifest.checks.key]))
+    verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace)
+    verdict.models = _model_status(manifest, checks, ctx.namespace, verdict.changed)
+    wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", "present, too large to compare")}
+    failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
+    matched = sum(s == "matches" for s in verdict.variables.values())
+    verdict.details.append(f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) match their digests")
+    if wrong or failed_models:
+        verdict.kind = "partial"
+        verdict.details.append(
+            "not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models])
+        )
+    else:
+        verdict.kind = "restored"
+    return verdict
