@@ -207,7 +207,8 @@ def checkpoint(
     rng_ref = BlobRef(digest(rng_state), len(rng_state))
     payloads[rng_ref.key] = rng_state
     probe_value = probe.new_probe()
-    checks = _checks(probe_value, {v.name: chosen.values[v.name] for v in variables if v.kind == "module"})
+    modules = {v.name: chosen.values[v.name] for v in variables if v.kind == "module"}
+    checks = _checks(probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
     checks_ref = BlobRef(digest(checks), len(checks))
     payloads[checks_ref.key] = checks
     notes = []

@@ -10,7 +10,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from . import report as reports
 from .catalog import Catalog, check_session
+from .drill import run_drill
 from .config import PauseConfig
 from .errors import CheckpointNotFound, PauseError
 from .integrity import check, describe
@@ -39,6 +41,11 @@ def _size(n: int) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
 
 
+def _catalog(args: argparse.Namespace) -> Catalog:
+    config = PauseConfig()
+    return Catalog(Store(args.store or config.store, dict(config.storage_options)))
+
+
 def _sessions(catalog: Catalog, session: str | None) -> list[str]:
     return [check_session(session)] if session else catalog.sessions()
 
@@ -56,7 +63,8 @@ def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
     )
 
 
-def cmd_list(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
     rows = []
     for session in _sessions(catalog, args.session):
         listing = catalog.listing(session)
@@ -87,7 +95,8 @@ def cmd_list(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
     return rows, "\n".join(lines)
 
 
-def cmd_show(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
     m = _find(catalog, args.session, args.checkpoint)
     lines = [
         f"checkpoint {m.id}  session {m.session!r}  lineage {m.lineage}  parent {m.parent or '-'}",
@@ -107,7 +116,8 @@ def cmd_show(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
     return asdict(m), "\n".join(lines)
 
 
-def cmd_verify(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
     results = []
     for session in _sessions(catalog, args.session):
         listing = catalog.listing(session)
@@ -137,13 +147,35 @@ def cmd_verify(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
     return results, "\n".join(lines)
 
 
-def cmd_gc(catalog: Catalog, args: argparse.Namespace) -> tuple[Any, str]:
+def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
     reports = [
         collect(catalog, session, keep=args.keep, older_than=args.older_than,
                 grace=args.grace, dry_run=args.dry_run)
         for session in _sessions(catalog, args.session)
     ]
     return [asdict(r) for r in reports], "\n".join(r.summary() for r in reports) or "nothing to clean"
+
+
+def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
+    data, blocks = [], []
+    for session in _sessions(catalog, args.session):
+        runs = reports.load(catalog.store, session)
+        if not runs:
+            continue
+        paused = sum(r.durations()["paused"] or 0 for r in runs)
+        data += [r.to_dict() for r in runs]
+        blocks.append("\n".join(r.text() for r in runs) + f"\n  {session}: {len(runs)} resume(s), paused {paused / 60:.1f} min in all")
+    return data, "\n".join(blocks) or f"no run reports in {catalog.store.display_url}"
+
+
+def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
+    echo = (lambda *_: None) if args.json else print
+    result = run_drill(args.notebook, store=args.store, session=args.session, kill=args.kill,
+                       report_file=args.report, timeout=args.timeout, echo=echo)
+    args.exit_code = 0 if result.passed else 1
+    return result.report, ""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -168,6 +200,13 @@ def parser() -> argparse.ArgumentParser:
                     help="leave unreferenced data younger than this alone (default 1h)")
     gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     gc.set_defaults(run=cmd_gc)
+    sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(run=cmd_report)
+    drill = sub.add_parser("drill", parents=[common], help="pause and resume a notebook end to end, and prove it")
+    drill.add_argument("notebook", help="the .ipynb file to drill")
+    drill.add_argument("--report", metavar="FILE", help="also write the run report (JSON) here")
+    drill.add_argument("--kill", action="store_true", help="stop the first kernel with SIGKILL, as a preemption would")
+    drill.add_argument("--timeout", type=duration, default=600.0, help="limit for each cell (default 10m)")
+    drill.set_defaults(run=cmd_drill)
     return top
 
 
@@ -176,17 +215,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "gc" and args.keep is None and args.older_than is None:
         parser().error("gc needs --keep N and/or --older-than AGE")
+    args.exit_code = 0
     try:
-        config = PauseConfig()
-        catalog = Catalog(Store(args.store or config.store, dict(config.storage_options)))
-        data, text = args.run(catalog, args)
+        data, text = args.run(args)
     except (PauseError, ValueError) as e:
         print(f"jupyter pause {args.command}: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(data, indent=1, default=str) if args.json else text)
+    if args.json or text:
+        print(json.dumps(data, indent=1, default=str) if args.json else text)
     if args.command == "verify" and any(not r["ok"] and not r.get("incomplete") for r in data):
         return 1
-    return 0
+    return int(args.exit_code)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,204 @@
+"""The drill: pause and resume a real notebook end to end, and prove the resume.
+
+Start a kernel, run every cell, plant a probe value that exists only in that kernel's memory,
+checkpoint, stop the kernel (SIGKILL with ``kill``), start a new kernel in another working
+directory, resume, run the restore test and a check cell, and write the run report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Empty
+from typing import Any
+
+from .errors import PauseError
+from .notebook import session_from_path
+
+
+class DrillError(PauseError):
+    """The drill could not run to its end (a cell failed, a kernel died, bad input)."""
+
+
+@dataclass
+class DrillResult:
+    """What the drill found: the verdict, the checks, the report."""
+
+    verdict: str
+    checkpoint: str
+    probe_back: bool
+    check_cell: str
+    report: dict[str, Any]
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "restored" and self.probe_back and self.check_cell in ("passed", "none")
+
+
+def load_notebook(path: Path) -> list[str]:
+    """The code cells of a notebook file, or a clear error if it is none."""
+    import nbformat
+
+    if not path.exists():
+        raise DrillError(f"{path}: no such file; give the path of a .ipynb notebook")
+    if path.is_dir():
+        raise DrillError(f"{path} is a folder; give the path of a .ipynb notebook")
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as e:  # nbformat raises several types for bytes that are not a notebook
+        raise DrillError(f"{path} is not a notebook ({type(e).__name__}: {e})") from e
+    return ["".join(c.source) for c in nb.cells if c.cell_type == "code" and "".join(c.source).strip()]
+
+
+class _Kernel:
+    """A kernel for the drill, with a blocking way to run code."""
+
+    def __init__(self, cwd: Path, env: dict[str, str], timeout: float) -> None:
+        from jupyter_client.manager import KernelManager
+
+        self.timeout = timeout
+        self.manager = KernelManager(kernel_name="python3")
+        # The kernel's own start-up chatter would bury the drill's report; its failures still
+        # reach the drill as error messages.
+        self.manager.start_kernel(cwd=str(cwd), env=env, stderr=subprocess.DEVNULL)
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=timeout)
+
+    def run(self, code: str, what: str) -> str:
+        """Run ``code``; its printed output, or a DrillError naming ``what`` failed."""
+        msg_id = self.client.execute(code, store_history=False)
+        out, error = [], None
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=self.timeout)
+            except Empty as e:
+                raise DrillError(f"{what} did not finish within {self.timeout:.0f} s") from e
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                out.append(content["text"])
+            elif kind == "error":
+                error = f"{content['ename']}: {content['evalue']}"
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        if error is None:
+            reply = self.client.get_shell_msg(timeout=self.timeout)
+            if reply["content"].get("status") == "error":
+                error = f"{reply['content'].get('ename')}: {reply['content'].get('evalue')}"
+        if error:
+            raise DrillError(f"{what} failed: {error}")
+        return "".join(out)
+
+    def stop(self, kill: bool) -> None:
+        if kill:
+            process = self.manager.provisioner.process  # type: ignore[union-attr]
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=self.timeout)
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=kill)
+
+
+def _last_json(output: str) -> Any:
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def _check_cell(cells: list[str]) -> str | None:
+    """The cell re-run after the resume to show the state is usable: the last plain-code cell."""
+    for cell in reversed(cells):
+        if not any(line.lstrip().startswith(("%", "!")) for line in cell.splitlines()):
+            return cell
+    return None
+
+
+def run_drill(
+    notebook: str | Path,
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    kill: bool = False,
+    report_file: str | Path | None = None,
+    timeout: float = 600,
+    echo: Any = print,
+) -> DrillResult:
+    """Run the pause/resume drill on ``notebook``; see the module docstring for the steps."""
+    from .config import PauseConfig
+
+    path = Path(notebook).resolve()
+    cells = load_notebook(path)
+    config = PauseConfig()
+    store_url = store or config.store
+    session = session or f"drill-{session_from_path(path.name)}"[:128]
+    env = {**os.environ, "JUPYTER_PAUSE_STORE": store_url, "JUPYTER_PAUSE_SESSION": session}
+    env.pop("JPY_SESSION_NAME", None)
+    moments: dict[str, float | None] = {}
+    token = secrets.token_hex(16)
+
+    echo(f"drill: {path.name} -> session {session!r}")
+    first = _Kernel(path.parent, {**env, "JPY_SESSION_NAME": str(path)}, timeout)
+    try:
+        for index, cell in enumerate(cells, 1):
+            first.run(cell, f"cell {index} ({cell.strip().splitlines()[0][:60]!r})")
+        echo(f"  ran {len(cells)} cell(s)")
+        first.run(f"pause_drill_probe = {token!r}", "planting the probe")
+        moments["checkpoint_requested"] = time.time()
+        out = first.run(
+            "import json as _json, jupyter_pause as _jp\n"
+            "_c = _jp.checkpoint(trigger='drill')\n"
+            "print(_c.summary())\nprint(_json.dumps(_c.manifest.id))",
+            "the checkpoint",
+        )
+        checkpoint = _last_json(out)
+        echo("  " + "\n  ".join(out.strip().splitlines()[:-1]))
+    finally:
+        first.stop(kill)
+    moments["kernel_stopped"] = time.time()
+    echo(f"  stopped the kernel ({'SIGKILL' if kill else 'shutdown'})")
+
+    moments["resume_requested"] = time.time()
+    moments["resources_available"] = moments["resume_requested"]
+    with tempfile.TemporaryDirectory(prefix="pause-drill-") as elsewhere:
+        second = _Kernel(Path(elsewhere), env, timeout)
+        moments["kernel_ready"] = time.time()
+        try:
+            out = second.run(
+                "import json as _json, jupyter_pause as _jp\n"
+                f"_cy = _jp.resume_and_verify({checkpoint!r}, moments={moments!r})\n"
+                "print(_cy.result.summary())\nprint(_cy.verdict.summary())\n"
+                "print(_json.dumps(_cy.report.to_dict()))",
+                "the resume",
+            )
+            report = _last_json(out)
+            echo("  " + "\n  ".join(out.strip().splitlines()[:-1]))
+            probe_back = _last_json(second.run(
+                f"print(_json.dumps(globals().get('pause_drill_probe') == {token!r}))", "the probe check"
+            ))
+            cell = _check_cell(cells)
+            check = "none"
+            if cell is not None:
+                try:
+                    second.run(cell, "the check cell")
+                    check = "passed"
+                except DrillError as e:
+                    check = f"failed: {e}"
+        finally:
+            second.stop(kill=False)
+
+    result = DrillResult(report["verdict"], checkpoint, probe_back, check, report)
+    result.report["drill"] = {"probe_back": probe_back, "check_cell": check, "kill": kill, "notebook": str(path)}
+    if report_file is not None:
+        Path(report_file).write_text(json.dumps(result.report, indent=1))
+    echo(f"verdict: {result.verdict}   probe: {'back' if probe_back else 'MISSING'}   check cell: {check}")
+    for name, seconds in report["durations"].items():
+        if seconds is not None:
+            echo(f"  {name.replace('_', ' '):24} {seconds:.2f} s")
+    return result
