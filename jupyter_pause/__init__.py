@@ -40,6 +40,11 @@ __all__ = [
 ]
 
 
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """Where jupyter-server finds the extension."""
+    return [{"module": "jupyter_pause.server"}]
+
+
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext jupyter_pause``: register ``%checkpoint`` and ``%resume``."""
     from .magics import PauseMagics

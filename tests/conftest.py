@@ -2,3 +2,5 @@
 
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.s3_server import s3_env, s3_server  # noqa: F401
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]

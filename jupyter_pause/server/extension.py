@@ -1,0 +1,44 @@
+"""Loading the server extension: settings, the pause manager, routes and watchers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..config import ENV_VARS, PauseConfig
+from .handlers import routes
+from .orchestrator import PauseManager
+from .settings import PauseServer
+from .watchers import start_watchers
+
+
+def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
+    """Kernels this server starts get its store and node, so ``%checkpoint`` there agrees with it.
+
+    The server's own environment is left alone; only the environment it hands to kernels grows.
+    """
+    exported = {ENV_VARS["store"]: config.store, ENV_VARS["node"]: config.node}
+    if config.storage_options:
+        exported[ENV_VARS["storage_options"]] = json.dumps(config.storage_options)
+    sessions = serverapp.session_manager
+    original = sessions.get_kernel_env
+
+    def get_kernel_env(path: Any, name: Any = None) -> dict[str, str]:
+        env = original(path, name)
+        for key, value in exported.items():
+            env.setdefault(key, value)
+        return env
+
+    sessions.get_kernel_env = get_kernel_env
+
+
+def load(serverapp: Any) -> None:
+    """Called by jupyter-server when the extension is enabled."""
+    settings = PauseServer(parent=serverapp)
+    config = PauseConfig(parent=serverapp)
+    manager = PauseManager(serverapp, settings, config)
+    serverapp.web_app.settings["jupyter_pause"] = manager
+    serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
+    _export_to_kernels(serverapp, config)
+    start_watchers(manager)
+    serverapp.log.info("jupyter-pause: store %s, node %s", manager.store.display_url, config.node)

@@ -1,0 +1,101 @@
+"""REST handlers: ``/jupyter-pause/api/{pause,resume,status,sessions,pull}``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from .orchestrator import PauseManager
+
+AUTH_RESOURCE = "jupyter_pause"
+
+
+class _Base(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def pause(self) -> PauseManager:
+        return self.settings["jupyter_pause"]
+
+    def body(self) -> dict[str, Any]:
+        data = self.get_json_body()  # 400 on malformed JSON
+        if not isinstance(data, dict):
+            raise web.HTTPError(400, "the request body must be a JSON object")
+        return data
+
+    def reply(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.finish(json.dumps(data))
+
+
+class PauseHandler(_Base):
+    """POST ``{"path"}``: checkpoint the notebook's kernel, then shut it down."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body()
+        status = await self.pause.pause(body.get("path"), trigger="button")
+        self.reply(status.public(), 202)
+
+
+class ResumeHandler(_Base):
+    """POST ``{"path", "checkpoint", "map_location"}``: wait for resources, start, restore, verify."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body()
+        status = await self.pause.resume(
+            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location")
+        )
+        self.reply(status.public(), 202)
+
+
+class StatusHandler(_Base):
+    """GET ``?path=``: the session's state, detail, checkpoint, verdict, time of the last change."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        status = await self.pause.status(self.get_query_argument("path", ""))
+        self.reply(status.public())
+
+
+class SessionsHandler(_Base):
+    """GET: every session in the store, paused ones from other nodes too."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply({"sessions": await self.pause.sessions(), "node": self.pause.config.node})
+
+
+class PullHandler(_Base):
+    """POST ``{"session", "path"?, "overwrite"?}``: copy a paused session's notebook here."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body()
+        overwrite = body.get("overwrite", False)
+        if not isinstance(overwrite, bool):
+            raise web.HTTPError(400, '"overwrite" must be true or false')
+        self.reply(await self.pause.pull(body.get("session"), body.get("path"), overwrite))
+
+
+def routes(base_url: str) -> list[tuple[str, type[APIHandler]]]:
+    """URL patterns of the extension under the server's base URL."""
+    api = url_path_join(base_url, "jupyter-pause", "api")
+    return [
+        (url_path_join(api, "pause"), PauseHandler),
+        (url_path_join(api, "resume"), ResumeHandler),
+        (url_path_join(api, "status"), StatusHandler),
+        (url_path_join(api, "sessions"), SessionsHandler),
+        (url_path_join(api, "pull"), PullHandler),
+    ]

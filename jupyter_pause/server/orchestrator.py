@@ -1,0 +1,295 @@
+"""Pause and resume of notebook sessions on a Jupyter server, with their states.
+
+Pause: wait for the running cell, checkpoint inside the kernel, then shut the kernel down so its
+GPU goes back. Resume: take the session's lease, wait for the resources the checkpoint needs,
+start a kernel for the notebook, restore, run the restore test, release the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from tornado import web
+
+from ..catalog import Catalog
+from ..config import PauseConfig
+from ..errors import CheckpointNotFound, PauseError
+from ..notebook import session_from_path
+from ..storage import Store
+from . import kernelrun, lease, resources
+from .settings import PauseServer
+from .status import Status, StatusBoard
+
+BUSY_STATES = ("checkpointing", "waiting", "restoring")
+
+
+class PauseManager:
+    """What the REST handlers, the idle policy and the preemption watcher ask to be done."""
+
+    def __init__(self, serverapp: Any, settings: PauseServer, config: PauseConfig) -> None:
+        self.serverapp = serverapp
+        self.settings = settings
+        self.config = config
+        self.store = Store(config.store, dict(config.storage_options))
+        self.catalog = Catalog(self.store)
+        self.board = StatusBoard(self.store, config.node)
+        self.holder = f"server pid {os.getpid()}"
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    @property
+    def contents(self) -> Any:
+        return self.serverapp.contents_manager
+
+    @property
+    def sessions_manager(self) -> Any:
+        return self.serverapp.session_manager
+
+    @property
+    def kernels(self) -> Any:
+        return self.serverapp.kernel_manager
+
+    @staticmethod
+    def session_name(path: str) -> str:
+        """The session a notebook path is paused under: the same name its kernel derives."""
+        return session_from_path(path)
+
+    async def notebook(self, path: Any) -> str:
+        """Check ``path`` names a notebook inside the server root; return it normalised."""
+        if not isinstance(path, str) or not path.strip():
+            raise web.HTTPError(400, "give the notebook's path, relative to the server root, as \"path\"")
+        path = path.strip("/")
+        model = await _maybe(self.contents.get(path, content=False))
+        if model.get("type") != "notebook":
+            raise web.HTTPError(400, f"{path} is a {model.get('type')}, not a notebook")
+        return path
+
+    async def kernel_session(self, path: str) -> dict[str, Any] | None:
+        """The server session (with its kernel) open on ``path``, if any."""
+        for model in await _maybe(self.sessions_manager.list_sessions()):
+            if model.get("path") == path and model.get("kernel"):
+                return model
+        return None
+
+    def _busy(self, session: str) -> Status | None:
+        status = self.board.local.get(session)
+        return status if status is not None and status.state in BUSY_STATES else None
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- pause -----------------------------------------------------------------------------
+
+    async def pause(self, path: str, trigger: str = "button") -> Status:
+        """Start pausing the notebook at ``path``; returns its ``checkpointing`` status."""
+        path = await self.notebook(path)
+        session = self.session_name(path)
+        model = await self.kernel_session(path)
+        if model is None:
+            raise web.HTTPError(409, f"{path} has no running kernel: there is nothing to pause")
+        busy = self._busy(session)
+        if busy is not None:
+            raise web.HTTPError(409, f"{path} is already {busy.state}: {busy.detail}")
+        status = self.board.set(session, "checkpointing", "waiting for the running cell to finish",
+                                path=path, verdict=None)
+        self._spawn(self._pause(path, session, model, trigger))
+        return status
+
+    async def _pause(self, path: str, session: str, model: dict[str, Any], trigger: str) -> None:
+        kernel_id = model["kernel"]["id"]
+        moments: dict[str, float] = {"pause_requested": time.time()}
+        try:
+            await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout)
+            self.board.set(session, "checkpointing", "checkpointing the kernel")
+            code = (
+                "import json as _pause_json, jupyter_pause as _pause\n"
+                f"_pause_result = _pause.checkpoint(session={session!r}, trigger={trigger!r})\n"
+                "print(_pause_json.dumps(_pause_result.manifest.id))\n"
+                "del _pause_result, _pause_json, _pause"
+            )
+            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
+            checkpoint = kernelrun.last_json(output)
+        except (PauseError, ValueError) as e:
+            previous = self._newest(session)
+            tail = f"; checkpoint {previous} stays the newest" if previous else ""
+            self.board.set(session, "failed", f"pause failed: {e}{tail}; the kernel keeps running")
+            return
+        moments["checkpoint_committed"] = time.time()
+        await _maybe(self.sessions_manager.delete_session(model["id"]))
+        moments["kernel_stopped"] = time.time()
+        self.board.set(session, "paused", f"kernel shut down; checkpoint {checkpoint}",
+                       checkpoint=checkpoint, moments=moments)
+
+    def _newest(self, session: str) -> str | None:
+        checkpoints = self.catalog.checkpoints(session)
+        return checkpoints[0].id if checkpoints else None
+
+    # -- resume ----------------------------------------------------------------------------
+
+    async def resume(self, path: str, checkpoint: str = "latest", map_location: str | None = None) -> Status:
+        """Start resuming ``path``: take the lease now (409 if held), do the rest in the background."""
+        path = await self.notebook(path)
+        session = self.session_name(path)
+        if map_location not in (None, "auto", "cpu"):
+            raise web.HTTPError(400, f'"map_location" must be "auto" or "cpu", not {map_location!r}')
+        if not isinstance(checkpoint, str) or not checkpoint:
+            raise web.HTTPError(400, '"checkpoint" must be "latest" or a checkpoint id')
+        running = await self.kernel_session(path)
+        if running is not None:
+            raise web.HTTPError(409, f"{path} already has a running kernel ({running['kernel']['id']}); pause it first")
+        busy = self._busy(session)
+        if busy is not None:
+            raise web.HTTPError(409, f"{path} is already {busy.state} here: {busy.detail}")
+        try:
+            manifest = await asyncio.to_thread(self.catalog.resolve, session, checkpoint)
+        except CheckpointNotFound as e:
+            raise web.HTTPError(404, str(e)) from e
+        try:
+            held = await lease.acquire(self.store, session, self.holder, self.config.node, "resumed",
+                                       self.settings.lease_seconds, self.settings.lease_settle)
+        except lease.LeaseHeld as e:
+            raise web.HTTPError(409, str(e)) from e
+        location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
+        status = self.board.set(session, "waiting", "checking resources", path=path,
+                                checkpoint=manifest.id, verdict=None)
+        self._spawn(self._resume(path, session, manifest, location, held))
+        return status
+
+    async def _resume(self, path: str, session: str, manifest: Any, location: str, held: lease.Lease) -> None:
+        previous = self.board.get(session)
+        moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
+        moments["resume_requested"] = time.time()
+        try:
+            deadline = time.monotonic() + self.settings.resource_wait_timeout
+            while (lack := resources.missing(manifest, self.settings.cuda_devices, location)) is not None:
+                if time.monotonic() > deadline:
+                    raise PauseError(
+                        f"gave up after {self.settings.resource_wait_timeout:.0f} s: {lack}; resume on a node "
+                        "that has it, or with map_location \"cpu\""
+                    )
+                self.board.set(session, "waiting", lack)
+                await asyncio.sleep(self.settings.resource_poll_interval)
+            moments["resources_available"] = time.time()
+            self.board.set(session, "restoring", "starting a kernel")
+            model = await _maybe(self.sessions_manager.create_session(
+                path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
+            ))
+            kernel_id = model["kernel"]["id"]
+            moments["kernel_ready"] = time.time()
+            self.board.set(session, "restoring", f"restoring checkpoint {manifest.id}")
+            code = (
+                "import json as _pause_json, jupyter_pause as _pause\n"
+                f"_pause_cycle = _pause.resume_and_verify({manifest.id!r}, session={session!r}, "
+                f"map_location={location!r}, moments={_known(moments)!r})\n"
+                "print(_pause_cycle.result.summary())\nprint(_pause_cycle.verdict.summary())\n"
+                "print(_pause_json.dumps({'verdict': _pause_cycle.verdict.kind, "
+                "'detail': _pause_cycle.verdict.details[-1] if _pause_cycle.verdict.details else ''}))\n"
+                "del _pause_cycle, _pause_json, _pause"
+            )
+            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
+            outcome = kernelrun.last_json(output)
+            self.board.set(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
+                           checkpoint=manifest.id, verdict=outcome["verdict"])
+        except (PauseError, ValueError, KeyError) as e:
+            self.board.set(session, "failed", f"resume failed: {e}")
+        finally:
+            await asyncio.to_thread(lease.release, self.store, session, held)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def status(self, path: str) -> Status:
+        """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
+        if not isinstance(path, str) or not path.strip():
+            raise web.HTTPError(400, "give the notebook's path as ?path=")
+        path = path.strip("/")
+        session = self.session_name(path)
+        status = await asyncio.to_thread(self.board.get, session)
+        return status or Status(session, "ready", "not paused", path=path, node=self.config.node)
+
+    async def sessions(self) -> list[dict[str, Any]]:
+        """Every session in the store (from any node) with its state and newest checkpoint."""
+        return await asyncio.to_thread(self._sessions)
+
+    def _sessions(self) -> list[dict[str, Any]]:
+        rows = []
+        for session in self.catalog.sessions():
+            checkpoints = self.catalog.checkpoints(session)
+            status = self.board.get(session)
+            newest = checkpoints[0] if checkpoints else None
+            rows.append({
+                "session": session,
+                "state": status.state if status else ("paused" if newest else "ready"),
+                "detail": status.detail if status else "",
+                "path": (status.path if status and status.path else None) or ((newest.notebook or {}).get("path") if newest else None),
+                "node": newest.node if newest else (status.node if status else None),
+                "checkpoint": newest.id if newest else None,
+                "created": newest.created if newest else None,
+                "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
+                "updated": status.updated if status else None,
+            })
+        return rows
+
+    async def pull(self, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
+        """Copy a session's notebook (from its newest checkpoint) into this server's root."""
+        if not isinstance(session, str) or not session:
+            raise web.HTTPError(400, 'give the session to pull as "session"')
+        try:
+            manifest = await asyncio.to_thread(self.catalog.resolve, session, "latest")
+        except (CheckpointNotFound, PauseError) as e:
+            raise web.HTTPError(404, str(e)) from e
+        if not manifest.notebook:
+            raise web.HTTPError(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
+        from ..integrity import fetch
+
+        good, bad = await asyncio.to_thread(fetch, self.store, manifest, [manifest.notebook["blob"]])
+        if bad:
+            raise web.HTTPError(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")
+        data = bytes(good[manifest.notebook["blob"]])
+        target = (path if isinstance(path, str) and path.strip() else manifest.notebook["path"]).strip("/")
+        if self.session_name(target) != session:
+            raise web.HTTPError(
+                400, f"{target} would be session {self.session_name(target)!r}, not {session!r}: keep the path the notebook had"
+            )
+        if await _maybe(self.contents.file_exists(target)):
+            existing = await _maybe(self.contents.get(target, content=True, type="file", format="text"))
+            if existing["content"].encode() == data:
+                return {"path": target, "session": session, "checkpoint": manifest.id, "written": False}
+            if not overwrite:
+                raise web.HTTPError(
+                    409, f"{target} exists here with different content; pass \"overwrite\": true to replace it"
+                )
+        await self._ensure_folder(os.path.dirname(target))
+        content = json.loads(data)
+        await _maybe(self.contents.save({"type": "notebook", "format": "json", "content": content}, target))
+        return {"path": target, "session": session, "checkpoint": manifest.id, "written": True}
+
+    async def _ensure_folder(self, folder: str) -> None:
+        parts = [p for p in folder.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            current = "/".join(parts[:i])
+            if not await _maybe(self.contents.dir_exists(current)):
+                await _maybe(self.contents.save({"type": "directory"}, current))
+
+    async def wait(self) -> None:
+        """Wait for the pauses and resumes in flight (tests and shutdown)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def _known(moments: dict[str, float | None]) -> dict[str, float]:
+    keep = ("kernel_stopped", "resume_requested", "resources_available", "kernel_ready")
+    return {k: v for k, v in moments.items() if k in keep and v is not None}
+
+
+async def _maybe(value: Any) -> Any:
+    """Await ``value`` if it is awaitable (contents and session managers may be sync or async)."""
+    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
+        return await value
+    return value

@@ -1,0 +1,47 @@
+"""Server-side settings of jupyter-pause (``c.PauseServer.*`` in a Jupyter server config)."""
+
+from __future__ import annotations
+
+from traitlets import Bool, Float, Int, Unicode
+from traitlets.config import Configurable
+
+
+class PauseServer(Configurable):
+    """How the server extension pauses, waits, resumes and watches."""
+
+    busy_timeout = Float(
+        300.0, help="Seconds a pause waits for a running cell to finish before it fails (the kernel keeps running)."
+    ).tag(config=True)
+    checkpoint_timeout = Float(1800.0, help="Seconds a checkpoint inside the kernel may take.").tag(config=True)
+    resource_wait_timeout = Float(
+        600.0, help="Seconds a resume waits for the resources its checkpoint needs before it fails."
+    ).tag(config=True)
+    resource_poll_interval = Float(5.0, help="Seconds between resource checks while waiting.").tag(config=True)
+    cuda_devices = Int(
+        None, allow_none=True, help="CUDA devices this node offers (default: as many as torch sees)."
+    ).tag(config=True)
+    allow_cpu_fallback = Bool(
+        False, help="Resume checkpoints taken on a GPU into host memory when this node has no GPU, instead of waiting."
+    ).tag(config=True)
+    lease_seconds = Float(
+        900.0, help="How long a resume holds its session's lease; a crashed holder blocks no longer than this."
+    ).tag(config=True)
+    lease_settle = Float(
+        1.0, help="Seconds between writing a lease and reading it back (longer than the store's write skew)."
+    ).tag(config=True)
+    kernel_name = Unicode("python3", help="Kernel spec used to resume a session.").tag(config=True)
+    idle_pause_after = Float(
+        0.0, help="Pause kernels idle for this many seconds (0: never). Unlike cull_idle_timeout, state is kept."
+    ).tag(config=True)
+    idle_check_interval = Float(60.0, help="Seconds between idle checks.").tag(config=True)
+    aws_spot_url = Unicode(
+        "",
+        help="AWS spot interruption notice URL to poll (off when empty), normally "
+        "http://169.254.169.254/latest/meta-data/spot/instance-action.",
+    ).tag(config=True)
+    gce_preempted_url = Unicode(
+        "",
+        help="GCE preemption URL to poll (off when empty), normally "
+        "http://metadata.google.internal/computeMetadata/v1/instance/preempted.",
+    ).tag(config=True)
+    preemption_poll_interval = Float(5.0, help="Seconds between preemption notice polls.").tag(config=True)

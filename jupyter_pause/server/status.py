@@ -1,0 +1,79 @@
+"""Each session's state (ready, checkpointing, paused, waiting, restoring, failed), kept in the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..catalog import session_prefix
+from ..errors import StoreError
+from ..storage import Store
+
+log = logging.getLogger(__name__)
+
+STATES = ("ready", "checkpointing", "paused", "waiting", "restoring", "failed")
+
+
+@dataclass
+class Status:
+    """A session's state as this server and every other one sharing the store sees it."""
+
+    session: str
+    state: str = "ready"
+    detail: str = ""
+    path: str | None = None
+    node: str = ""
+    checkpoint: str | None = None
+    verdict: str | None = None
+    updated: float = field(default_factory=time.time)
+    moments: dict[str, float] = field(default_factory=dict)
+
+    def public(self) -> dict[str, Any]:
+        """The fields the status endpoint returns."""
+        return asdict(self)
+
+
+def status_key(session: str) -> str:
+    return f"{session_prefix(session)}/status.json"
+
+
+class StatusBoard:
+    """States of sessions: this server's in memory, everyone's in the store."""
+
+    def __init__(self, store: Store, node: str) -> None:
+        self.store = store
+        self.node = node
+        self.local: dict[str, Status] = {}
+
+    def set(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
+        """Move ``session`` to ``state``; written to the store so other servers see it."""
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}")
+        previous = self.local.get(session) or Status(session)
+        status = Status(**{**asdict(previous), **fields, "state": state, "detail": detail,
+                           "node": self.node, "updated": time.time()})
+        self.local[session] = status
+        try:
+            self.store.write(status_key(session), json.dumps(asdict(status)).encode())
+        except StoreError as e:
+            # The store being down must not stop a pause from failing cleanly: this server's
+            # view stays right, other servers see the state once the store is back.
+            log.warning("jupyter-pause: state of %s not written to the store: %s", session, e)
+        return status
+
+    def get(self, session: str) -> Status | None:
+        """This server's view if it has one, else what the store says."""
+        if session in self.local:
+            return self.local[session]
+        return self.read(session)
+
+    def read(self, session: str) -> Status | None:
+        """The state written to the store for ``session``, if any."""
+        try:
+            data = json.loads(bytes(self.store.read(status_key(session))))
+        except (FileNotFoundError, StoreError, ValueError):
+            return None
+        return Status(**{k: v for k, v in data.items() if k in Status.__dataclass_fields__})

@@ -1,0 +1,60 @@
+"""Helpers for server tests: notebooks in the root, kernels through the REST API, polling states."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from jupyter_pause.server import kernelrun
+
+
+def write_notebook(root: Path, path: str, *sources: str) -> str:
+    """Create a notebook file under the server root; returns its API path."""
+    target = root / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    nbformat.write(nb, str(target))
+    return path
+
+
+async def open_kernel(fetch: Any, path: str) -> str:
+    """Start a kernel session for ``path`` as JupyterLab would; returns the kernel id."""
+    response = await fetch(
+        "api", "sessions", method="POST",
+        body=json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": "python3"}}),
+    )
+    return json.loads(response.body)["kernel"]["id"]
+
+
+async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
+    """Run code in a server-managed kernel; its output."""
+    return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout)
+
+
+async def call(fetch: Any, verb: str, **body: Any) -> dict[str, Any]:
+    response = await fetch("jupyter-pause", "api", verb, method="POST", body=json.dumps(body))
+    return json.loads(response.body)
+
+
+async def status(fetch: Any, path: str) -> dict[str, Any]:
+    response = await fetch("jupyter-pause", "api", "status", params={"path": path})
+    return json.loads(response.body)
+
+
+async def wait_state(fetch: Any, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
+    """Poll the status endpoint until the state is one of ``states``."""
+    seen = []
+    for _ in range(int(timeout * 10)):
+        current = await status(fetch, path)
+        if not seen or seen[-1] != (current["state"], current["detail"]):
+            seen.append((current["state"], current["detail"]))
+        if current["state"] in states:
+            current["seen"] = seen
+            return current
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{path} never reached {states}; went through {seen}")
