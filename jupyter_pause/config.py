@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Dict, Unicode, default
+from traitlets import Bool, Dict, Unicode, default
 from traitlets.config import Configurable
 
 from .errors import PauseError
@@ -62,6 +62,10 @@ class PauseConfig(Configurable):
     storage_options = Dict(
         help="fsspec storage options for the store, as a dict "
         "(env JUPYTER_PAUSE_STORAGE_OPTIONS, a JSON object)."
+    ).tag(config=True)
+
+    checkpoint_on_sigterm = Bool(
+        True, help="Checkpoint the kernel when it gets SIGTERM (a preemption's warning), then exit."
     ).tag(config=True)
 
     @default("store")

@@ -25,13 +25,16 @@ class OverBudget(Exception):
 class _Digester:
     def __init__(self, budget: int) -> None:
         self.budget = budget
+        self.count = 0
         self.seen: dict[int, int] = {}
         self.keep: list[Any] = []
 
     def digest(self, obj: Any) -> bytes:
         kind = type(obj)
-        if obj is None or kind in (bool, int, str):
+        if obj is None or kind in (bool, str):
             return self._leaf(f"{kind.__name__}:{obj!r}".encode())
+        if kind is int:
+            return self._leaf(f"int:{obj:x}".encode())  # hex: no digit limit for huge ints
         if kind is float:
             return self._leaf(b"float:" + struct.pack("<d", obj))
         if kind is complex:
@@ -41,11 +44,20 @@ class _Digester:
         ref = self.seen.get(id(obj))
         if ref is not None:
             return self._leaf(f"ref:{ref}".encode())
-        if len(self.seen) >= self.budget:
+        self.count += 1
+        if self.count > self.budget:
             raise OverBudget
         self.seen[id(obj)] = len(self.seen)
         self.keep.append(obj)  # ids stay unique while digesting
         return self._node(obj)
+
+    def _alone(self, element: Any) -> bytes:
+        """A set element's digest in a memo of its own, so it does not depend on set order."""
+        child = _Digester(self.budget - self.count)
+        try:
+            return child.digest(element)
+        finally:
+            self.count += child.count
 
     def _leaf(self, data: bytes) -> bytes:
         return xxhash.xxh3_128_digest(data)
@@ -62,9 +74,11 @@ class _Digester:
         if kind in (list, tuple):
             return self._combine(name, (self.digest(x) for x in obj))
         if isinstance(obj, dict):
-            return self._combine(name, (self.digest(k) + self.digest(v) for k, v in obj.items()))
+            factory = getattr(obj, "default_factory", None)
+            head = [self.digest(factory)] if factory is not None else []
+            return self._combine(name, head + [self.digest(k) + self.digest(v) for k, v in obj.items()])
         if isinstance(obj, (set, frozenset)):
-            return self._combine(name, sorted(self.digest(x) for x in obj))
+            return self._combine(name, sorted(self._alone(x) for x in obj))
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj, name)
@@ -158,8 +172,11 @@ def _strip_class(args: Any) -> Any:
 
 
 def value_digest(obj: Any, budget: int = DEFAULT_BUDGET) -> str | None:
-    """Hex digest of what ``obj`` holds, or None when it has more than ``budget`` objects."""
+    """Hex digest of what ``obj`` holds; None when it has more than ``budget`` objects or cannot
+    be digested (then only the checkpoint's checksums and identity since the resume cover it)."""
     try:
         return _Digester(budget).digest(obj).hex()
-    except (OverBudget, RecursionError):
+    except OverBudget:
+        return None
+    except Exception:  # an object that breaks while being read: no digest, never a failed checkpoint
         return None

@@ -6,6 +6,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from .autocheckpoint import PeriodicRegistry, install_sigterm_checkpoint
 from .checkpoint import checkpoint
 from .config import PauseConfig
 from .errors import PauseError
@@ -21,6 +22,9 @@ class PauseMagics(Magics):
     def __init__(self, shell: object) -> None:
         super().__init__(shell)
         self.config_object = PauseConfig(parent=shell)
+        self.periodic = PeriodicRegistry()
+        if self.config_object.checkpoint_on_sigterm:
+            install_sigterm_checkpoint(lambda: checkpoint(trigger="sigterm", config=self.config_object))
 
     @magic_arguments()
     @argument("names", nargs="*", help="variables to save (default: the whole user namespace)")
@@ -29,23 +33,44 @@ class PauseMagics(Magics):
     @argument("--exclude", nargs="+", default=[], metavar="PATTERN", help="names to leave out (globs)")
     @argument("--strict", action="store_true", help="fail, saving nothing, if a variable cannot be saved")
     @argument("--tag", help="free text stored with the checkpoint")
+    @argument("--every", metavar="MINUTES", help="also checkpoint every MINUTES between cells; 'off' stops")
     @line_magic
     def checkpoint(self, line: str) -> None:
         """Save the notebook, variables, torch state and RNG state to the store."""
         args = parse_argstring(self.checkpoint, line)
-        try:
-            result = checkpoint(
+
+        def take(trigger: str = "manual") -> str:
+            return checkpoint(
                 args.names or None,
                 store=args.store,
                 session=args.session,
                 exclude=args.exclude,
                 strict=args.strict,
                 tag=args.tag,
+                trigger=trigger,
                 config=self.config_object,
-            )
+            ).summary()
+
+        if args.every is not None:
+            self._every(args.every, lambda: take("periodic"))
+        try:
+            print(take())
         except PauseError as e:
             raise UsageError(str(e)) from e
-        print(result.summary())
+
+    def _every(self, text: str, take: object) -> None:
+        if text.strip().lower() in ("off", "0", "stop", "no"):
+            stopped = self.periodic.stop(self.shell)
+            print("periodic checkpoints stopped" if stopped else "no periodic checkpoints were running")
+            return
+        try:
+            minutes = float(text)
+        except ValueError as e:
+            raise UsageError(f"--every takes minutes (e.g. 15 or 0.5) or 'off', not {text!r}") from e
+        if not minutes > 0:
+            raise UsageError("--every takes a positive number of minutes, or 'off'")
+        self.periodic.start(self.shell, minutes, take)  # type: ignore[arg-type]
+        print(f"checkpointing every {minutes:g} min between cells (%checkpoint --every off stops it)")
 
     @magic_arguments()
     @argument("checkpoint", nargs="?", default="latest", help="checkpoint id or prefix (default: latest)")

@@ -47,12 +47,12 @@ def _recipe(module: Any) -> dict[str, Any] | None:
     for layer in module.modules():
         weight = getattr(layer, "weight", None)
         if hasattr(layer, "num_embeddings"):
-            return {"kind": "indices", "shape": [2, 4], "high": int(layer.num_embeddings)}
+            return {"kind": "indices", "shape": [8, 4], "high": int(layer.num_embeddings)}
         if hasattr(layer, "in_channels") and weight is not None:
             spatial = max(weight.dim() - 2, 0)
             return {"kind": "normal", "shape": [1, int(layer.in_channels)] + [8] * spatial}
         if hasattr(layer, "in_features"):
-            return {"kind": "normal", "shape": [2, int(layer.in_features)]}
+            return {"kind": "normal", "shape": [16, int(layer.in_features)]}
     return None
 
 
@@ -119,6 +119,8 @@ def reproduce(module: Any, check: ModelCheck) -> tuple[bool, str]:
         out, device, _ = run(module, check.input)
     except Exception as e:  # the restored module no longer runs: a failed check
         return False, f"forward pass failed: {type(e).__name__}: {e}"
+    if [int(out.numel())] != list(check.shape):
+        return False, f"output has {out.numel()} values, {check.shape[0]} recorded"
     got = out[:KEPT_VALUES]
     want = torch.tensor(check.values, dtype=torch.float64)
     if got.shape != want.shape:

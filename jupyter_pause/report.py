@@ -118,7 +118,10 @@ def load(store: Store, session: str) -> list[RunReport]:
         if isinstance(data, BaseException):
             raise IntegrityError(f"report {key} cannot be read: {data}")
         try:
-            reports.append(RunReport.from_dict(json.loads(bytes(data))))
+            body = json.loads(bytes(data))
+            if not isinstance(body, dict):
+                raise TypeError(f"a JSON {type(body).__name__}, not an object")
+            reports.append(RunReport.from_dict(body))
         except (ValueError, TypeError) as e:
             raise IntegrityError(f"report {key} is not a run report: {e}") from e
-    return reports
+    return sorted(reports, key=lambda r: r.moments.get("verified") or r.moments.get("resume_requested") or 0)

@@ -181,7 +181,7 @@ def resume(
             notes.append("RNG state NOT restored: its blob is missing or damaged")
     if manifest.checks is not None and manifest.checks.key in blobs:
         probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
-    digests = {v.name: value_digest(values[v.name]) for v in manifest.variables if v.name in restored and v.digest}
+    digests = {v.name: value_digest(values[v.name]) if v.digest else None for v in manifest.variables if v.name in restored}
     probe.record_restore(manifest.id, digests, failed)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)

@@ -1,0 +1,95 @@
+"""Checkpoints nobody clicked for: on SIGTERM (a preemption's warning) and every N minutes.
+
+SIGTERM: the kernel checkpoints within the grace window and then ends as SIGTERM asked. The
+periodic fallback runs between cells, so a notice that never comes costs at most N minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import PauseError
+
+_sigterm_installed = False
+_in_progress = threading.Lock()
+
+
+def _say(text: str) -> None:
+    print(f"jupyter-pause: {text}", file=sys.__stderr__, flush=True)
+
+
+def install_sigterm_checkpoint(take: Callable[[], Any]) -> bool:
+    """On SIGTERM, call ``take()`` (a checkpoint), then end the process as SIGTERM would.
+
+    Returns False when it cannot be installed here (not the main thread).
+    """
+    global _sigterm_installed
+    if _sigterm_installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if not _in_progress.acquire(blocking=False):
+            return  # a second SIGTERM while saving: the first one finishes the job
+        try:
+            take()
+            _say("checkpoint on SIGTERM committed")
+        except Exception as e:  # the previous checkpoint stays the newest; say why, then go
+            _say(f"checkpoint on SIGTERM failed: {e}; the previous checkpoint stays the newest")
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_installed = True
+    return True
+
+
+@dataclass
+class Periodic:
+    """A checkpoint every ``minutes``, taken after a cell finishes once that much time has passed."""
+
+    minutes: float
+    take: Callable[[], Any]
+    last: float = field(default_factory=time.monotonic)
+    failures: int = 0
+
+    def after_cell(self, result: Any = None) -> None:
+        if time.monotonic() - self.last < self.minutes * 60:
+            return
+        self.last = time.monotonic()
+        try:
+            summary = self.take()
+            self.failures = 0
+            print(f"periodic {summary.splitlines()[0]}")
+        except PauseError as e:
+            self.failures += 1
+            print(f"jupyter-pause: periodic checkpoint failed ({e}); will try again in {self.minutes:g} min",
+                  file=sys.stderr)
+
+
+class PeriodicRegistry:
+    """At most one periodic checkpoint per shell, replaced or stopped by ``%checkpoint --every``."""
+
+    def __init__(self) -> None:
+        self.current: Periodic | None = None
+
+    def start(self, shell: Any, minutes: float, take: Callable[[], Any]) -> Periodic:
+        self.stop(shell)
+        self.current = Periodic(minutes, take)
+        shell.events.register("post_run_cell", self.current.after_cell)
+        return self.current
+
+    def stop(self, shell: Any) -> bool:
+        if self.current is None:
+            return False
+        shell.events.unregister("post_run_cell", self.current.after_cell)
+        self.current = None
+        return True
