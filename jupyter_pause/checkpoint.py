@@ -10,7 +10,7 @@ from typing import Any
 
 import xxhash
 
-from . import fingerprint, lineage, modelcheck, probe, rng
+from . import activity, fingerprint, lineage, modelcheck, probe, rng
 from .digests import value_digest
 from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
 from .config import PauseConfig
@@ -175,6 +175,22 @@ def checkpoint(
     CheckpointResult
         The committed manifest and a printable summary.
     """
+    with activity.step("checkpointing", "selecting and serialising variables") as step:
+        return _checkpoint(names, store, session, exclude, strict, tag, trigger, namespace, config, step)
+
+
+def _checkpoint(
+    names: Iterable[str] | None,
+    store: str | None,
+    session: str | None,
+    exclude: Iterable[str],
+    strict: bool,
+    tag: str | None,
+    trigger: str,
+    namespace: dict[str, Any] | None,
+    config: PauseConfig | None,
+    step: activity.Activity,
+) -> CheckpointResult:
     requested = time.time()
     started = time.perf_counter()
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
@@ -257,7 +273,8 @@ def checkpoint(
         if getattr(existing.get(blob_key(ctx.session, key)), "size", -1) != len(data)
     }
     catalog.write_pending(manifest, sorted(manifest.blobs))
-    ctx.store.write_many(to_write)
+    step.begin("checkpointing", f"writing to {ctx.store.display_url}", total=sum(len(d) for d in to_write.values()))
+    ctx.store.write_many(to_write, progress=step.progress)
     written = sum(len(d) for d in to_write.values())
     total = sum(manifest.blobs.values())
     manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
@@ -265,4 +282,5 @@ def checkpoint(
     catalog.commit(manifest)
     probe.remember(manifest.id, probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
+    step.finish(manifest.id, manifest.created)
     return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - started, notes)

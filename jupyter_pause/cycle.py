@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import activity
 from . import report as reports
 from .config import PauseConfig
 from .context import make_context
@@ -52,6 +53,7 @@ def resume_and_verify(
     known["state_restored"] = time.time()
     verdict = verify(result.manifest.id, store=ctx.store.url, session=ctx.session, namespace=ctx.namespace, config=ctx.config)
     known["verified"] = time.time()
+    activity.current.finish(result.manifest.id, result.manifest.created, verdict=verdict.kind, detail=verdict.kind)
     m = result.manifest
     run = RunReport(
         session=m.session,

@@ -8,7 +8,7 @@ import xxhash
 
 from .catalog import blob_key
 from .manifest import Manifest
-from .storage import Store
+from .storage import Progress, Store
 
 #: Bytes read at once when only checking (not keeping) a checkpoint's blobs.
 CHECK_BATCH_BYTES = 256 << 20
@@ -26,10 +26,12 @@ def _problem(data: bytearray | BaseException, key: str, size: int) -> str | None
     return None
 
 
-def fetch(store: Store, manifest: Manifest, keys: Iterable[str]) -> tuple[dict[str, bytearray], dict[str, str]]:
+def fetch(
+    store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None
+) -> tuple[dict[str, bytearray], dict[str, str]]:
     """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not."""
     keys = list(dict.fromkeys(keys))
-    raw = store.read_many(blob_key(manifest.session, k) for k in keys)
+    raw = store.read_many((blob_key(manifest.session, k) for k in keys), progress=progress)
     good: dict[str, bytearray] = {}
     bad: dict[str, str] = {}
     for key in keys:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fingerprint, lineage, probe, rng
+from . import activity, fingerprint, lineage, probe, rng
 from .digests import value_digest
 from .arrays import ArrayLoader, target_device
 from .catalog import Catalog
@@ -91,27 +91,35 @@ def _needed_blobs(manifest: Manifest) -> list[str]:
     return keys
 
 
+def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, bytearray], dict[str, str]]:
+    """Read and verify what restoring ``manifest`` needs, reporting progress."""
+    keys = list(dict.fromkeys(_needed_blobs(manifest)))
+    total = sum(manifest.blobs.get(k, 0) for k in keys)
+    activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
+    return fetch(catalog.store, manifest, keys, progress=activity.current.progress)
+
+
 def _choose(
     catalog: Catalog, session: str, ref: str
 ) -> tuple[Manifest, dict[str, bytearray], dict[str, str], dict[str, str]]:
     """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)
-        good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+        good, bad = _fetch(catalog, manifest)
         return manifest, good, bad, {}
     candidates = catalog.checkpoints(session)
     if not candidates:
         catalog.resolve(session, "latest")  # raises the "no checkpoint" error
     damaged: dict[str, str] = {}
     for manifest in candidates:
-        good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+        good, bad = _fetch(catalog, manifest)
         if not bad:
             return manifest, good, bad, damaged
         damaged[manifest.id] = describe(manifest, bad)
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
     manifest = candidates[0]
-    good, bad = fetch(catalog.store, manifest, _needed_blobs(manifest))
+    good, bad = _fetch(catalog, manifest)
     return manifest, good, bad, {k: v for k, v in damaged.items() if k != manifest.id}
 
 
@@ -143,6 +151,21 @@ def resume(
     ResumeResult
         What was restored, skipped or found damaged, and a printable summary.
     """
+    with activity.step("restoring", "finding the checkpoint"):
+        result = _resume(checkpoint, store, session, only, map_location, namespace, config)
+    activity.current.finish(result.manifest.id, result.manifest.created, detail="restored")
+    return result
+
+
+def _resume(
+    checkpoint: str,
+    store: str | None,
+    session: str | None,
+    only: Iterable[str] | None,
+    map_location: str,
+    namespace: dict[str, Any] | None,
+    config: PauseConfig | None,
+) -> ResumeResult:
     started = time.perf_counter()
     if map_location not in MAP_LOCATIONS:
         raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -56,6 +57,26 @@ def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
             options["endpoint_url"] = endpoint
     return options
+
+
+Progress = Callable[[int], None]
+
+
+class _Counter:
+    """Bytes done so far across worker threads, reported to an optional callback."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self.total += n
+            total = self.total
+        self.progress(total)
 
 
 @dataclass(frozen=True)
@@ -168,23 +189,38 @@ class Store:
         except Exception as e:
             raise self._fail("read", key, e) from e
 
-    def read_many(self, keys: Iterable[str]) -> dict[str, bytearray | BaseException]:
-        """Read keys in parallel; a key that fails maps to its exception instead of its bytes."""
+    def read_many(self, keys: Iterable[str], progress: Progress | None = None) -> dict[str, bytearray | BaseException]:
+        """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
+
+        ``progress(bytes_done)`` is called as each key arrives.
+        """
+        done = _Counter(progress)
 
         def one(key: str) -> bytearray | BaseException:
             try:
-                return self.read(key)
+                data = self.read(key)
             except (FileNotFoundError, StoreError) as e:
                 return e
+            done.add(len(data))
+            return data
 
         keys = list(dict.fromkeys(keys))
         with ThreadPoolExecutor(PARALLELISM) as pool:
             return dict(zip(keys, pool.map(one, keys)))
 
-    def write_many(self, items: dict[str, bytes | bytearray | memoryview]) -> None:
-        """Write keys in parallel; the first failure is raised once all writes have stopped."""
+    def write_many(self, items: dict[str, bytes | bytearray | memoryview], progress: Progress | None = None) -> None:
+        """Write keys in parallel; the first failure is raised once all writes have stopped.
+
+        ``progress(bytes_done)`` is called as each key is written.
+        """
+        done = _Counter(progress)
+
+        def one(key: str, data: bytes | bytearray | memoryview) -> None:
+            self.write(key, data)
+            done.add(len(data))
+
         with ThreadPoolExecutor(PARALLELISM) as pool:
-            for future in [pool.submit(self.write, key, data) for key, data in items.items()]:
+            for future in [pool.submit(one, key, data) for key, data in items.items()]:
                 future.result()
 
     def list(self, prefix: str) -> dict[str, Entry]:

@@ -124,7 +124,7 @@ def test_interrupted_commit_leaves_nothing_visible(tmp_path, monkeypatch):
     ns["v"] = 2
     real_write_many = Store.write_many
 
-    def write_half(self, items):
+    def write_half(self, items, progress=None):
         real_write_many(self, dict(list(items.items())[:1]))
         raise KeyboardInterrupt
 

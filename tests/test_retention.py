@@ -71,7 +71,7 @@ def test_abandoned_partial_write_is_cleaned_after_grace(tmp_path, monkeypatch):
     store = Store(str(tmp_path))
     _series(str(tmp_path), 1)
 
-    def fail_midway(self, items):
+    def fail_midway(self, items, progress=None):
         Store.write(self, *next(iter(items.items())))
         raise OSError("connection lost")
 
