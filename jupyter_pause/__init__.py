@@ -17,6 +17,7 @@ from .errors import (
 )
 from .restore import ResumeResult, resume
 from .verdict import Verdict, verify
+from .widget import status
 
 __version__ = "0.1.0"
 
@@ -36,6 +37,7 @@ __all__ = [
     "load_ipython_extension",
     "resume",
     "resume_and_verify",
+    "status",
     "verify",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from IPython.core.error import UsageError
+from IPython.display import display
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -13,6 +14,7 @@ from .errors import PauseError
 from .cycle import resume_and_verify
 from .restore import MAP_LOCATIONS
 from .verdict import verify
+from .widget import status, widgets_available
 
 
 @magics_class
@@ -23,6 +25,7 @@ class PauseMagics(Magics):
         super().__init__(shell)
         self.config_object = PauseConfig(parent=shell)
         self.periodic = PeriodicRegistry()
+        self.widget: object | None = None
         if self.config_object.checkpoint_on_sigterm:
             install_sigterm_checkpoint(lambda: checkpoint(trigger="sigterm", config=self.config_object))
 
@@ -53,10 +56,22 @@ class PauseMagics(Magics):
 
         if args.every is not None:
             self._every(args.every, lambda: take("periodic"))
+        self._show_status()
         try:
             print(take())
         except PauseError as e:
             raise UsageError(str(e)) from e
+
+    def _show_status(self) -> None:
+        """Where the front end shows widgets, a live status widget follows the step.
+
+        One widget per kernel, shown again by each magic, so views multiply and observers do not.
+        """
+        if not widgets_available():
+            return
+        if self.widget is None:
+            self.widget = status(widget=True)
+        display(self.widget)
 
     def _every(self, text: str, take: object) -> None:
         if text.strip().lower() in ("off", "0", "stop", "no"):
@@ -88,6 +103,7 @@ class PauseMagics(Magics):
             if args.check:
                 print(verify(checkpoint, store=args.store, session=args.session, config=self.config_object))
                 return
+            self._show_status()
             cycle = resume_and_verify(
                 args.checkpoint,
                 store=args.store,

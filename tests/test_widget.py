@@ -1,0 +1,62 @@
+"""The status widget's model and view, in a real kernel: states, progress values, last outcome."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jupyter_pause import activity
+from jupyter_pause.activity import Activity
+from jupyter_pause.widget import status
+
+
+def test_activity_transitions_and_text():
+    seen = []
+    act = Activity()
+    act.observers.append(lambda a: seen.append((a.state, a.done, a.total)))
+    act.begin("checkpointing", "writing", total=1000)
+    act.progress(400)
+    act.progress(5000)  # never past the total
+    act.finish("20261129-000000-abcdef", 0.0, verdict=None)
+    assert seen == [("checkpointing", 0, 1000), ("checkpointing", 400, 1000), ("checkpointing", 1000, 1000), ("ready", 1000, 1000)]
+    assert "last checkpoint 20261129-000000-abcdef" in act.text()
+    act.fail("store unreachable")
+    assert act.text().startswith("failed: store unreachable")
+    with pytest.raises(ValueError):
+        act.begin("sleeping")
+
+
+def test_status_outside_a_kernel_is_text():
+    shown = status()
+    assert not hasattr(shown, "view")  # no widget without a kernel front end
+    assert repr(shown) == activity.current.text()
+
+
+WIDGET_PROBE = r'''
+import json, jupyter_pause
+from jupyter_pause import activity
+w = jupyter_pause.status()
+states = []
+activity.current.observers.append(lambda a: states.append([a.state, a.done, a.total, round(w.bar.value, 3), w.bytes.value]))
+import torch
+big = torch.zeros(3_000_000)
+r = jupyter_pause.checkpoint(session="w")
+print(json.dumps({"kind": type(w).__name__, "states": states, "info": w.info.value, "state": w.state.value}))
+'''
+
+
+def test_widget_follows_a_real_checkpoint_in_a_kernel(start_kernel, tmp_path):
+    (tmp_path / "a").mkdir()
+    kernel = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(tmp_path / "store"))
+    out = kernel.run(WIDGET_PROBE).ok().stdout
+    data = json.loads(out.strip().splitlines()[-1])
+    assert data["kind"] == "StatusWidget"
+    states = data["states"]
+    assert states[0][0] == "checkpointing" and states[-1][0] == "ready"
+    writing = [s for s in states if s[0] == "checkpointing" and s[2] > 12_000_000]
+    assert writing, states  # the write step knows its total
+    done = [s[1] for s in writing]
+    assert done == sorted(done) and done[-1] == writing[-1][2]  # progress only grows, to the total
+    assert writing[-1][3] == 1.0 and "MB" in writing[-1][4]
+    assert "last checkpoint" in data["info"] and ">ready<" in data["state"]
