@@ -45,14 +45,17 @@ class PauseHandler(_Base):
 
 
 class ResumeHandler(_Base):
-    """POST ``{"path", "checkpoint", "map_location"}``: wait for resources, start, restore, verify."""
+    """POST ``{"path", "checkpoint", "map_location", "force"}``: wait for resources, start, restore, verify."""
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         body = self.body()
+        force = body.get("force", False)
+        if not isinstance(force, bool):
+            raise web.HTTPError(400, '"force" must be true or false')
         status = await self.pause.resume(
-            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location")
+            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location"), force
         )
         self.reply(status.public(), 202)
 

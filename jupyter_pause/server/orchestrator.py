@@ -133,8 +133,14 @@ class PauseManager:
 
     # -- resume ----------------------------------------------------------------------------
 
-    async def resume(self, path: str, checkpoint: str = "latest", map_location: str | None = None) -> Status:
-        """Start resuming ``path``: take the lease now (409 if held), do the rest in the background."""
+    async def resume(
+        self, path: str, checkpoint: str = "latest", map_location: str | None = None, force: bool = False
+    ) -> Status:
+        """Start resuming ``path``: take the lease now (409 if held), do the rest in the background.
+
+        A session running on another node (resumed there, or being paused or resumed there) is
+        refused unless ``force``: for when that node is gone for good.
+        """
         path = await self.notebook(path)
         session = self.session_name(path)
         if map_location not in (None, "auto", "cpu"):
@@ -147,6 +153,14 @@ class PauseManager:
         busy = self._busy(session)
         if busy is not None:
             raise web.HTTPError(409, f"{path} is already {busy.state} here: {busy.detail}")
+        elsewhere = await asyncio.to_thread(self.board.read, session)
+        if not force and elsewhere is not None and elsewhere.node != self.config.node:
+            if elsewhere.state in BUSY_STATES or (elsewhere.state == "ready" and elsewhere.verdict):
+                since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elsewhere.updated))
+                raise web.HTTPError(
+                    409, f"{path} is {elsewhere.state} on {elsewhere.node} (since {since}); pause it there "
+                    'first, or pass "force": true if that node is gone'
+                )
         try:
             manifest = await asyncio.to_thread(self.catalog.resolve, session, checkpoint)
         except CheckpointNotFound as e:

@@ -65,10 +65,12 @@ class StatusBoard:
         return status
 
     def get(self, session: str) -> Status | None:
-        """This server's view if it has one, else what the store says."""
-        if session in self.local:
-            return self.local[session]
-        return self.read(session)
+        """The newest of this server's view and the store's (another node may have moved on)."""
+        local = self.local.get(session)
+        shared = self.read(session)
+        if local is None or (shared is not None and shared.updated > local.updated):
+            return shared
+        return local
 
     def read(self, session: str) -> Status | None:
         """The state written to the store for ``session``, if any."""
