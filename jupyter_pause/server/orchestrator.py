@@ -106,7 +106,8 @@ class PauseManager:
         kernel_id = model["kernel"]["id"]
         moments: dict[str, float] = {"pause_requested": time.time()}
         try:
-            await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout)
+            process = kernelrun.process_of(self.kernels, kernel_id)
+            await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout, process)
             self.board.set(session, "checkpointing", "checkpointing the kernel")
             code = (
                 "import json as _pause_json, jupyter_pause as _pause\n"
@@ -114,12 +115,13 @@ class PauseManager:
                 "print(_pause_json.dumps(_pause_result.manifest.id))\n"
                 "del _pause_result, _pause_json, _pause"
             )
-            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
+            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout, process)
             checkpoint = kernelrun.last_json(output)
-        except (PauseError, ValueError) as e:
-            previous = self._newest(session)
+        except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
+            previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
-            self.board.set(session, "failed", f"pause failed: {e}{tail}; the kernel keeps running")
+            kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
+            self.board.set(session, "failed", f"pause failed: {e}{tail}{kernel}")
             return
         moments["checkpoint_committed"] = time.time()
         await _maybe(self.sessions_manager.delete_session(model["id"]))
@@ -177,44 +179,53 @@ class PauseManager:
         return status
 
     async def _resume(self, path: str, session: str, manifest: Any, location: str, held: lease.Lease) -> None:
+        outcome: dict[str, Any] | None = None
+        failure = ""
+        try:
+            outcome = await self._restore(path, session, manifest, location)
+        except Exception as e:  # whatever stops a resume ends it as "failed", with the reason
+            failure = f"resume failed: {e}"
+        finally:
+            await asyncio.to_thread(lease.release, self.store, session, held)
+        # The lease is free before anyone can read the outcome and try again.
+        if outcome is None:
+            self.board.set(session, "failed", failure)
+        else:
+            self.board.set(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
+                           checkpoint=manifest.id, verdict=outcome["verdict"])
+
+    async def _restore(self, path: str, session: str, manifest: Any, location: str) -> dict[str, Any]:
         previous = self.board.get(session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
-        try:
-            deadline = time.monotonic() + self.settings.resource_wait_timeout
-            while (lack := resources.missing(manifest, self.settings.cuda_devices, location)) is not None:
-                if time.monotonic() > deadline:
-                    raise PauseError(
-                        f"gave up after {self.settings.resource_wait_timeout:.0f} s: {lack}; resume on a node "
-                        "that has it, or with map_location \"cpu\""
-                    )
-                self.board.set(session, "waiting", lack)
-                await asyncio.sleep(self.settings.resource_poll_interval)
-            moments["resources_available"] = time.time()
-            self.board.set(session, "restoring", "starting a kernel")
-            model = await _maybe(self.sessions_manager.create_session(
-                path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
-            ))
-            kernel_id = model["kernel"]["id"]
-            moments["kernel_ready"] = time.time()
-            self.board.set(session, "restoring", f"restoring checkpoint {manifest.id}")
-            code = (
-                "import json as _pause_json, jupyter_pause as _pause\n"
-                f"_pause_cycle = _pause.resume_and_verify({manifest.id!r}, session={session!r}, "
-                f"map_location={location!r}, moments={_known(moments)!r})\n"
-                "print(_pause_cycle.result.summary())\nprint(_pause_cycle.verdict.summary())\n"
-                "print(_pause_json.dumps({'verdict': _pause_cycle.verdict.kind, "
-                "'detail': _pause_cycle.verdict.details[-1] if _pause_cycle.verdict.details else ''}))\n"
-                "del _pause_cycle, _pause_json, _pause"
-            )
-            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
-            outcome = kernelrun.last_json(output)
-            self.board.set(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
-                           checkpoint=manifest.id, verdict=outcome["verdict"])
-        except (PauseError, ValueError, KeyError) as e:
-            self.board.set(session, "failed", f"resume failed: {e}")
-        finally:
-            await asyncio.to_thread(lease.release, self.store, session, held)
+        deadline = time.monotonic() + self.settings.resource_wait_timeout
+        while (lack := resources.missing(manifest, self.settings.cuda_devices, location)) is not None:
+            if time.monotonic() > deadline:
+                raise PauseError(
+                    f"gave up after {self.settings.resource_wait_timeout:g} s: {lack}; resume on a node "
+                    "that has it, or with map_location \"cpu\""
+                )
+            self.board.set(session, "waiting", lack)
+            await asyncio.sleep(self.settings.resource_poll_interval)
+        moments["resources_available"] = time.time()
+        self.board.set(session, "restoring", "starting a kernel")
+        model = await _maybe(self.sessions_manager.create_session(
+            path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
+        ))
+        kernel_id = model["kernel"]["id"]
+        moments["kernel_ready"] = time.time()
+        self.board.set(session, "restoring", f"restoring checkpoint {manifest.id}")
+        code = (
+            "import json as _pause_json, jupyter_pause as _pause\n"
+            f"_pause_cycle = _pause.resume_and_verify({manifest.id!r}, session={session!r}, "
+            f"map_location={location!r}, moments={_known(moments)!r})\n"
+            "print(_pause_cycle.result.summary())\nprint(_pause_cycle.verdict.summary())\n"
+            "print(_pause_json.dumps({'verdict': _pause_cycle.verdict.kind, "
+            "'detail': _pause_cycle.verdict.details[-1] if _pause_cycle.verdict.details else ''}))\n"
+            "del _pause_cycle, _pause_json, _pause"
+        )
+        output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
+        return kernelrun.last_json(output)  # type: ignore[no-any-return]
 
     # -- reading ---------------------------------------------------------------------------
 
