@@ -88,3 +88,12 @@ async def test_unauthenticated_request_is_refused(jp_fetch, jp_serverapp):
     with pytest.raises(HTTPClientError) as info:
         await jp_fetch("jupyter-pause", "api", "sessions", headers={"Authorization": "token wrong"})
     assert info.value.code == 403
+
+
+async def test_error_messages_reach_the_client_as_written(jp_fetch, jp_root_dir):
+    path = write_notebook(jp_root_dir, "never.ipynb", "x = 1")
+    with pytest.raises(HTTPClientError) as info:
+        await call(jp_fetch, "resume", path=path)
+    body = json.loads(info.value.response.body)
+    assert info.value.code == 404
+    assert "run %checkpoint first" in body["message"] and "%%" not in body["message"]

@@ -10,7 +10,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from .orchestrator import PauseManager
+from .orchestrator import PauseManager, http_error
 
 AUTH_RESOURCE = "jupyter_pause"
 
@@ -25,7 +25,7 @@ class _Base(APIHandler):
     def body(self) -> dict[str, Any]:
         data = self.get_json_body()  # 400 on malformed JSON
         if not isinstance(data, dict):
-            raise web.HTTPError(400, "the request body must be a JSON object")
+            raise http_error(400, "the request body must be a JSON object")
         return data
 
     def reply(self, data: Any, status: int = 200) -> None:
@@ -53,7 +53,7 @@ class ResumeHandler(_Base):
         body = self.body()
         force = body.get("force", False)
         if not isinstance(force, bool):
-            raise web.HTTPError(400, '"force" must be true or false')
+            raise http_error(400, '"force" must be true or false')
         status = await self.pause.resume(
             body.get("path"), body.get("checkpoint", "latest"), body.get("map_location"), force
         )
@@ -88,7 +88,7 @@ class PullHandler(_Base):
         body = self.body()
         overwrite = body.get("overwrite", False)
         if not isinstance(overwrite, bool):
-            raise web.HTTPError(400, '"overwrite" must be true or false')
+            raise http_error(400, '"overwrite" must be true or false')
         self.reply(await self.pause.pull(body.get("session"), body.get("path"), overwrite))
 
 

@@ -27,6 +27,23 @@ from .status import Status, StatusBoard
 BUSY_STATES = ("checkpointing", "waiting", "restoring")
 
 
+class _Error(web.HTTPError):
+    """An HTTP error whose message reaches the client as written.
+
+    (tornado's ``log_message`` doubles every ``%`` of a message given without format arguments,
+    and jupyter-server's JSON errors send that text: "run %%checkpoint".)
+    """
+
+    @property
+    def log_message(self) -> str | None:  # type: ignore[override]
+        return self._log_message
+
+
+def http_error(code: int, message: str) -> web.HTTPError:
+    """The error the REST API answers with: ``code`` and ``message``, verbatim."""
+    return _Error(code, message)
+
+
 class PauseManager:
     """What the REST handlers, the idle policy and the preemption watcher ask to be done."""
 
@@ -62,11 +79,11 @@ class PauseManager:
     async def notebook(self, path: Any) -> str:
         """Check ``path`` names a notebook inside the server root; return it normalised."""
         if not isinstance(path, str) or not path.strip():
-            raise web.HTTPError(400, "give the notebook's path, relative to the server root, as \"path\"")
+            raise http_error(400, "give the notebook's path, relative to the server root, as \"path\"")
         path = path.strip("/")
         model = await _maybe(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
-            raise web.HTTPError(400, f"{path} is a {model.get('type')}, not a notebook")
+            raise http_error(400, f"{path} is a {model.get('type')}, not a notebook")
         return path
 
     async def kernel_session(self, path: str) -> dict[str, Any] | None:
@@ -93,10 +110,10 @@ class PauseManager:
         session = self.session_name(path)
         model = await self.kernel_session(path)
         if model is None:
-            raise web.HTTPError(409, f"{path} has no running kernel: there is nothing to pause")
+            raise http_error(409, f"{path} has no running kernel: there is nothing to pause")
         busy = self._busy(session)
         if busy is not None:
-            raise web.HTTPError(409, f"{path} is already {busy.state}: {busy.detail}")
+            raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
         status = self.board.set(session, "checkpointing", "waiting for the running cell to finish",
                                 path=path, verdict=None)
         self._spawn(self._pause(path, session, model, trigger))
@@ -146,32 +163,32 @@ class PauseManager:
         path = await self.notebook(path)
         session = self.session_name(path)
         if map_location not in (None, "auto", "cpu"):
-            raise web.HTTPError(400, f'"map_location" must be "auto" or "cpu", not {map_location!r}')
+            raise http_error(400, f'"map_location" must be "auto" or "cpu", not {map_location!r}')
         if not isinstance(checkpoint, str) or not checkpoint:
-            raise web.HTTPError(400, '"checkpoint" must be "latest" or a checkpoint id')
+            raise http_error(400, '"checkpoint" must be "latest" or a checkpoint id')
         running = await self.kernel_session(path)
         if running is not None:
-            raise web.HTTPError(409, f"{path} already has a running kernel ({running['kernel']['id']}); pause it first")
+            raise http_error(409, f"{path} already has a running kernel ({running['kernel']['id']}); pause it first")
         busy = self._busy(session)
         if busy is not None:
-            raise web.HTTPError(409, f"{path} is already {busy.state} here: {busy.detail}")
+            raise http_error(409, f"{path} is already {busy.state} here: {busy.detail}")
         elsewhere = await asyncio.to_thread(self.board.read, session)
         if not force and elsewhere is not None and elsewhere.node != self.config.node:
             if elsewhere.state in BUSY_STATES or (elsewhere.state == "ready" and elsewhere.verdict):
                 since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elsewhere.updated))
-                raise web.HTTPError(
+                raise http_error(
                     409, f"{path} is {elsewhere.state} on {elsewhere.node} (since {since}); pause it there "
                     'first, or pass "force": true if that node is gone'
                 )
         try:
             manifest = await asyncio.to_thread(self.catalog.resolve, session, checkpoint)
         except CheckpointNotFound as e:
-            raise web.HTTPError(404, str(e)) from e
+            raise http_error(404, str(e)) from e
         try:
             held = await lease.acquire(self.store, session, self.holder, self.config.node, "resumed",
                                        self.settings.lease_seconds, self.settings.lease_settle)
         except lease.LeaseHeld as e:
-            raise web.HTTPError(409, str(e)) from e
+            raise http_error(409, str(e)) from e
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
         status = self.board.set(session, "waiting", "checking resources", path=path,
                                 checkpoint=manifest.id, verdict=None)
@@ -232,7 +249,7 @@ class PauseManager:
     async def status(self, path: str) -> Status:
         """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
         if not isinstance(path, str) or not path.strip():
-            raise web.HTTPError(400, "give the notebook's path as ?path=")
+            raise http_error(400, "give the notebook's path as ?path=")
         path = path.strip("/")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
@@ -264,22 +281,22 @@ class PauseManager:
     async def pull(self, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
         """Copy a session's notebook (from its newest checkpoint) into this server's root."""
         if not isinstance(session, str) or not session:
-            raise web.HTTPError(400, 'give the session to pull as "session"')
+            raise http_error(400, 'give the session to pull as "session"')
         try:
             manifest = await asyncio.to_thread(self.catalog.resolve, session, "latest")
         except (CheckpointNotFound, PauseError) as e:
-            raise web.HTTPError(404, str(e)) from e
+            raise http_error(404, str(e)) from e
         if not manifest.notebook:
-            raise web.HTTPError(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
+            raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
         from ..integrity import fetch
 
         good, bad = await asyncio.to_thread(fetch, self.store, manifest, [manifest.notebook["blob"]])
         if bad:
-            raise web.HTTPError(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")
+            raise http_error(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")
         data = bytes(good[manifest.notebook["blob"]])
         target = (path if isinstance(path, str) and path.strip() else manifest.notebook["path"]).strip("/")
         if self.session_name(target) != session:
-            raise web.HTTPError(
+            raise http_error(
                 400, f"{target} would be session {self.session_name(target)!r}, not {session!r}: keep the path the notebook had"
             )
         if await _maybe(self.contents.file_exists(target)):
@@ -287,7 +304,7 @@ class PauseManager:
             if existing["content"].encode() == data:
                 return {"path": target, "session": session, "checkpoint": manifest.id, "written": False}
             if not overwrite:
-                raise web.HTTPError(
+                raise http_error(
                     409, f"{target} exists here with different content; pass \"overwrite\": true to replace it"
                 )
         await self._ensure_folder(os.path.dirname(target))
