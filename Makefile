@@ -6,10 +6,13 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The CPU build of torch; a newer release would pull several GB of CUDA wheels.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# The JupyterLab front end: `pip install -e` builds it (npm) when any of these is newer.
+LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
+	labextension/src/*.ts labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab test bench clean
+.PHONY: lab test test-js bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "$(TORCH_SPEC)"
 	$(PIP) install -q -e ".[test,lab]"
@@ -17,6 +20,10 @@ $(STAMP): pyproject.toml Makefile
 
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q
+
+# Unit tests of the front end (jest); node_modules comes with the build above.
+test-js: $(STAMP)
+	cd labextension && npm test
 
 # JupyterLab refuses to run as root unless told; a container shell often is root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
@@ -29,3 +36,4 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+	rm -rf jupyter_pause/labextension labextension/lib labextension/node_modules labextension/tsconfig.tsbuildinfo

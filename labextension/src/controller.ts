@@ -1,0 +1,297 @@
+/**
+ * What the extension attaches to each notebook: its status model, the pause and resume
+ * actions, the guard that keeps a paused notebook from starting a fresh kernel, and picking
+ * up the kernel a resume started on the server.
+ */
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Session } from '@jupyterlab/services';
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { errorMessage, PauseAPI, showError } from './handler';
+import { PauseStatusModel } from './model';
+import { isBusy } from './status';
+
+/**
+ * How long an automatic kernel start waits for the first status answer (ms).
+ */
+const FIRST_STATUS_TIMEOUT = 5000;
+
+export class NotebookPauseController implements IDisposable {
+  constructor(options: NotebookPauseController.IOptions) {
+    this.panel = options.panel;
+    this._sessions = options.sessions;
+    this._onResumeRequested = options.onResumeRequested;
+    this.model = new PauseStatusModel({
+      path: () => this.panel.context.path,
+      fetch: PauseAPI.status,
+      onError: options.onPollError
+    });
+    this.model.stateChanged.connect(this._onStateChanged, this);
+    this.panel.sessionContext.kernelChanged.connect(this._emitChanged, this);
+    this._guardKernelStart();
+    this.panel.disposed.connect(() => this.dispose());
+  }
+
+  readonly panel: NotebookPanel;
+  readonly model: PauseStatusModel;
+
+  /**
+   * Emitted when what the commands can do may have changed (state or kernel).
+   */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  get path(): string {
+    return this.panel.context.path;
+  }
+
+  /**
+   * Whether Pause makes sense now: not already paused, pausing or resuming.
+   */
+  get canPause(): boolean {
+    const state = this.model.status?.state;
+    return !this._acting && state !== 'paused' && !isBusy(state);
+  }
+
+  /**
+   * Whether Resume makes sense now: no kernel here, and no pause or resume under way.
+   */
+  get canResume(): boolean {
+    const state = this.model.status?.state;
+    return (
+      !this._acting &&
+      !isBusy(state) &&
+      !this.panel.sessionContext.session?.kernel
+    );
+  }
+
+  /**
+   * Save the notebook, then ask the server to checkpoint the kernel and shut it down.
+   */
+  async pause(): Promise<void> {
+    const path = this.path;
+    this._setActing(true);
+    try {
+      try {
+        await this.panel.context.save();
+      } catch (error) {
+        showError(
+          `Not paused: saving ${path} failed: ${errorMessage(error)}`
+        );
+        return;
+      }
+      try {
+        this.model.update(await PauseAPI.pause(path));
+      } catch (error) {
+        showError(`Could not pause ${path}: ${errorMessage(error)}`);
+      }
+    } finally {
+      this._setActing(false);
+      void this.model.refresh();
+    }
+  }
+
+  /**
+   * Ask the server to start a kernel, restore the newest checkpoint and verify it.
+   */
+  async resume(): Promise<void> {
+    const path = this.path;
+    this._setActing(true);
+    try {
+      this.model.update(await PauseAPI.resume(path));
+    } catch (error) {
+      showError(`Could not resume ${path}: ${errorMessage(error)}`);
+    } finally {
+      this._setActing(false);
+      void this.model.refresh();
+    }
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this.model.dispose();
+    Signal.clearData(this);
+  }
+
+  /**
+   * Wrap this notebook's `sessionContext.startKernel`, the one call through which running a
+   * cell without a kernel (and opening a notebook) starts a new kernel: while the session is
+   * paused or being resumed it starts nothing, and a user's attempt gets the paused dialog.
+   */
+  private _guardKernelStart(): void {
+    const sessionContext = this.panel.sessionContext;
+    const startKernel = sessionContext.startKernel.bind(sessionContext);
+    sessionContext.startKernel = async (): Promise<boolean> => {
+      // Before `isReady` this is the start that opening the notebook does, not a user's.
+      const byUser = sessionContext.isReady;
+      if (!this._isDisposed && this.model.status === null) {
+        await Promise.race([this.model.ready, Private.sleep(FIRST_STATUS_TIMEOUT)]);
+      }
+      const state = this._isDisposed ? undefined : this.model.status?.state;
+      if (state === 'paused') {
+        if (byUser) {
+          void this._showPausedDialog();
+        }
+        return false;
+      }
+      if (state === 'waiting' || state === 'restoring') {
+        if (byUser) {
+          Notification.warning(
+            `${this.path} is being resumed (${this.model.text}); cells run once its kernel is ready.`,
+            { autoClose: 5000 }
+          );
+        }
+        return false;
+      }
+      return startKernel();
+    };
+  }
+
+  private async _showPausedDialog(): Promise<void> {
+    if (this._dialogOpen) {
+      // "Run all" asks once per cell.
+      return;
+    }
+    this._dialogOpen = true;
+    try {
+      const checkpoint = this.model.status?.checkpoint;
+      const result = await showDialog({
+        title: 'This session is paused',
+        body:
+          `The kernel of ${this.path} was shut down when it was paused` +
+          (checkpoint ? `; its state is in checkpoint ${checkpoint}` : '') +
+          '. Resume it to get that state back and run cells. ' +
+          'A new kernel would start without it.',
+        buttons: [
+          Dialog.cancelButton({ label: 'Cancel' }),
+          Dialog.okButton({ label: 'Resume' })
+        ]
+      });
+      if (result.button.accept) {
+        this._onResumeRequested(this);
+      }
+    } finally {
+      this._dialogOpen = false;
+    }
+  }
+
+  private _onStateChanged(
+    _: PauseStatusModel,
+    change: PauseStatusModel.IChange
+  ): void {
+    this._emitChanged();
+    const { previous, current } = change;
+    if (!previous || !current || previous.state === current.state) {
+      return;
+    }
+    const path = current.path || this.path;
+    if (current.state === 'paused') {
+      // The server shut the kernel down: let the notebook see that now, not at the next
+      // poll of running sessions.
+      void this._sessions.refreshRunning().catch(() => undefined);
+      if (isBusy(previous.state)) {
+        Notification.info(
+          `Paused ${path}: kernel shut down` +
+            (current.checkpoint ? `, state in checkpoint ${current.checkpoint}` : ''),
+          { autoClose: 5000 }
+        );
+      }
+    }
+    if (current.state === 'failed' && isBusy(previous.state)) {
+      showError(`${path}: ${current.detail || 'failed'}`);
+    }
+    if (current.state === 'ready' && current.verdict && isBusy(previous.state)) {
+      const text = `Resumed ${path}: ${this.model.text.replace(/^ready · /, '')}`;
+      if (current.verdict === 'restored') {
+        Notification.success(text, { autoClose: 5000 });
+      } else {
+        Notification.warning(`${text}. ${current.detail}`, { autoClose: false });
+      }
+    }
+    if (
+      (current.state === 'ready' || current.state === 'failed') &&
+      (previous.state === 'paused' || previous.state === 'waiting' || previous.state === 'restoring')
+    ) {
+      void this._adoptServerKernel();
+    }
+  }
+
+  /**
+   * A resume starts the kernel on the server; connect this notebook to it.
+   */
+  private async _adoptServerKernel(): Promise<void> {
+    const sessionContext = this.panel.sessionContext;
+    if (this._isDisposed || sessionContext.isDisposed || sessionContext.session?.kernel) {
+      return;
+    }
+    try {
+      await this._sessions.refreshRunning();
+      const path = this.path;
+      const model = Array.from(this._sessions.running()).find(
+        session => session.path === path && !!session.kernel
+      );
+      if (!model?.kernel || sessionContext.session?.kernel) {
+        return;
+      }
+      // What SessionContext.initialize() does for a session that already exists. It is not
+      // public API; without it, changeKernel({id}) connects too, through a second server
+      // session on the same kernel (shown as two kernels in the status bar).
+      const adopt = (sessionContext as any)._handleNewSession;
+      if (typeof adopt === 'function') {
+        adopt.call(sessionContext, this._sessions.connectTo({ model }));
+      } else {
+        await sessionContext.changeKernel({ id: model.kernel.id });
+      }
+    } catch (error) {
+      showError(
+        `${this.path} was resumed, but connecting to its kernel failed: ${errorMessage(error)}`
+      );
+    }
+  }
+
+  private _setActing(acting: boolean): void {
+    this._acting = acting;
+    this._emitChanged();
+  }
+
+  private _emitChanged(): void {
+    if (!this._isDisposed) {
+      this._changed.emit();
+    }
+  }
+
+  private _acting = false;
+  private _changed = new Signal<this, void>(this);
+  private _dialogOpen = false;
+  private _isDisposed = false;
+  private _onResumeRequested: (controller: NotebookPauseController) => void;
+  private _sessions: Session.IManager;
+}
+
+export namespace NotebookPauseController {
+  export interface IOptions {
+    panel: NotebookPanel;
+    sessions: Session.IManager;
+    /**
+     * Resume asked for from the paused dialog (runs the Resume command).
+     */
+    onResumeRequested: (controller: NotebookPauseController) => void;
+    onPollError?: (message: string) => void;
+  }
+}
+
+namespace Private {
+  export function sleep(ms: number): Promise<void> {
+    return new Promise(resolve => setTimeout(resolve, ms));
+  }
+}

@@ -1,0 +1,224 @@
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette, IToolbarWidgetRegistry } from '@jupyterlab/apputils';
+import { IDocumentManager } from '@jupyterlab/docmanager';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { CommandToolbarButton, refreshIcon } from '@jupyterlab/ui-components';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+
+import { NotebookPauseController } from './controller';
+import { showError } from './handler';
+import { pauseIcon, pausedSessionsIcon, resumeIcon } from './icons';
+import { PausedSessionsPanel } from './sessions';
+import { PauseStatusView } from './statusview';
+
+/**
+ * The command ids.
+ */
+export namespace CommandIDs {
+  export const pause = 'jupyter-pause:pause';
+  export const resume = 'jupyter-pause:resume';
+  export const openSessions = 'jupyter-pause:open-sessions';
+  export const refreshSessions = 'jupyter-pause:refresh-sessions';
+}
+
+/**
+ * Names of the notebook toolbar items (schema/plugin.json, `jupyter.lab.toolbars`).
+ */
+export namespace ToolbarItems {
+  export const pause = 'jupyter-pause-pause';
+  export const resume = 'jupyter-pause-resume';
+  export const status = 'jupyter-pause-status';
+}
+
+const PALETTE_CATEGORY = 'Pause';
+
+/**
+ * Pause and Resume for each notebook: commands, toolbar buttons, status indicator, and the
+ * guard that keeps a paused notebook from starting a fresh kernel.
+ */
+const notebookPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-pause:plugin',
+  description: 'Pause a notebook session (checkpoint and shut down its kernel) and resume it.',
+  autoStart: true,
+  requires: [INotebookTracker, IToolbarWidgetRegistry],
+  optional: [ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    toolbarRegistry: IToolbarWidgetRegistry,
+    palette: ICommandPalette | null
+  ): void => {
+    const { commands } = app;
+    const controllers = new WeakMap<NotebookPanel, NotebookPauseController>();
+
+    const controllerFor = (panel: NotebookPanel): NotebookPauseController => {
+      let controller = controllers.get(panel);
+      if (!controller || controller.isDisposed) {
+        controller = new NotebookPauseController({
+          panel,
+          sessions: app.serviceManager.sessions,
+          onResumeRequested: c =>
+            void commands.execute(CommandIDs.resume, { panelId: c.panel.id }),
+          onPollError: message => Private.notifyOnce(message)
+        });
+        controller.changed.connect(() => {
+          commands.notifyCommandChanged(CommandIDs.pause);
+          commands.notifyCommandChanged(CommandIDs.resume);
+        });
+        controllers.set(panel, controller);
+      }
+      return controller;
+    };
+
+    // Toolbar buttons act on the notebook whose toolbar they sit in (args.panelId); from the
+    // palette and the context menu, on the current notebook.
+    const panelFor = (args: ReadonlyPartialJSONObject): NotebookPanel | null => {
+      const id = args['panelId'];
+      if (typeof id === 'string' && id) {
+        return tracker.find(panel => panel.id === id) ?? null;
+      }
+      return tracker.currentWidget;
+    };
+
+    commands.addCommand(CommandIDs.pause, {
+      label: 'Pause',
+      caption:
+        'Pause: save the notebook, checkpoint its kernel and shut the kernel down',
+      icon: args => (args['isPalette'] ? undefined : pauseIcon),
+      isEnabled: args => {
+        const panel = panelFor(args);
+        return !!panel && controllerFor(panel).canPause;
+      },
+      execute: async args => {
+        const panel = panelFor(args);
+        if (panel) {
+          await controllerFor(panel).pause();
+        }
+      }
+    });
+
+    commands.addCommand(CommandIDs.resume, {
+      label: 'Resume',
+      caption:
+        'Resume: start a kernel, restore the newest checkpoint and verify it',
+      icon: args => (args['isPalette'] ? undefined : resumeIcon),
+      isEnabled: args => {
+        const panel = panelFor(args);
+        return !!panel && controllerFor(panel).canResume;
+      },
+      execute: async args => {
+        const panel = panelFor(args);
+        if (panel) {
+          await controllerFor(panel).resume();
+        }
+      }
+    });
+
+    const button = (id: string) => (panel: NotebookPanel) =>
+      new CommandToolbarButton({
+        commands,
+        id,
+        args: { toolbar: true, panelId: panel.id },
+        label: '',
+        noFocusOnClick: true
+      });
+    toolbarRegistry.addFactory<NotebookPanel>(
+      'Notebook',
+      ToolbarItems.pause,
+      button(CommandIDs.pause)
+    );
+    toolbarRegistry.addFactory<NotebookPanel>(
+      'Notebook',
+      ToolbarItems.resume,
+      button(CommandIDs.resume)
+    );
+    toolbarRegistry.addFactory<NotebookPanel>(
+      'Notebook',
+      ToolbarItems.status,
+      panel => new PauseStatusView(controllerFor(panel).model)
+    );
+
+    // Every notebook gets a controller, even with the status item removed from its toolbar:
+    // the guard against starting a fresh kernel in a paused session lives there.
+    tracker.widgetAdded.connect((_, panel) => {
+      controllerFor(panel);
+      commands.notifyCommandChanged(CommandIDs.pause);
+      commands.notifyCommandChanged(CommandIDs.resume);
+    });
+    tracker.forEach(panel => controllerFor(panel));
+    tracker.currentChanged.connect(() => {
+      commands.notifyCommandChanged(CommandIDs.pause);
+      commands.notifyCommandChanged(CommandIDs.resume);
+    });
+
+    if (palette) {
+      palette.addItem({ command: CommandIDs.pause, category: PALETTE_CATEGORY });
+      palette.addItem({ command: CommandIDs.resume, category: PALETTE_CATEGORY });
+    }
+  }
+};
+
+/**
+ * The "Paused sessions" sidebar.
+ */
+const sessionsPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-pause:sessions',
+  description: 'Lists the sessions in the pause store; pulls and resumes them here.',
+  autoStart: true,
+  requires: [IDocumentManager],
+  optional: [ILayoutRestorer, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    docManager: IDocumentManager,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null
+  ): void => {
+    const panel = new PausedSessionsPanel({ docManager });
+    app.shell.add(panel, 'left', { rank: 900, type: 'Paused sessions' });
+    if (restorer) {
+      restorer.add(panel, panel.id);
+    }
+
+    app.commands.addCommand(CommandIDs.openSessions, {
+      label: 'Show Paused Sessions',
+      caption: 'Show the sessions in the pause store',
+      icon: args => (args['isPalette'] ? undefined : pausedSessionsIcon),
+      execute: () => {
+        app.shell.activateById(panel.id);
+      }
+    });
+    app.commands.addCommand(CommandIDs.refreshSessions, {
+      label: 'Refresh Paused Sessions',
+      caption: 'Ask the server for the sessions in the pause store again',
+      icon: args => (args['isPalette'] ? undefined : refreshIcon),
+      execute: () => panel.refresh()
+    });
+    if (palette) {
+      palette.addItem({ command: CommandIDs.openSessions, category: PALETTE_CATEGORY });
+      palette.addItem({ command: CommandIDs.refreshSessions, category: PALETTE_CATEGORY });
+    }
+  }
+};
+
+namespace Private {
+  const recent = new Map<string, number>();
+
+  /**
+   * Show a polling error once a minute at most, however many notebooks poll.
+   */
+  export function notifyOnce(message: string): void {
+    const now = Date.now();
+    const last = recent.get(message);
+    if (last !== undefined && now - last < 60000) {
+      return;
+    }
+    recent.set(message, now);
+    showError(`jupyter-pause status: ${message}`, 10000);
+  }
+}
+
+export default [notebookPlugin, sessionsPlugin];

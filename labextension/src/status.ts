@@ -1,0 +1,234 @@
+/**
+ * What the status indicator shows, and how often it asks.
+ *
+ * Pure functions only (no JupyterLab imports), so they are unit-tested as they are.
+ */
+
+/**
+ * A session's state, as `GET /jupyter-pause/api/status?path=` returns it.
+ */
+export interface IPauseStatus {
+  session: string;
+  /** ready | checkpointing | paused | waiting | restoring | failed */
+  state: string;
+  detail: string;
+  path: string | null;
+  node: string;
+  checkpoint: string | null;
+  verdict: string | null;
+  /** Seconds since the epoch. */
+  updated: number;
+  moments?: { [name: string]: number };
+}
+
+/**
+ * One row of `GET /jupyter-pause/api/sessions`.
+ */
+export interface ISessionRow {
+  session: string;
+  state: string;
+  detail: string;
+  path: string | null;
+  node: string | null;
+  checkpoint: string | null;
+  /** When the newest checkpoint was taken, seconds since the epoch. */
+  created: number | null;
+  bytes: number;
+  updated: number | null;
+}
+
+/**
+ * The answer of `GET /jupyter-pause/api/sessions`.
+ */
+export interface ISessionsReply {
+  sessions: ISessionRow[];
+  node: string;
+}
+
+/**
+ * The answer of `POST /jupyter-pause/api/pull`.
+ */
+export interface IPullReply {
+  path: string;
+  session: string;
+  checkpoint: string;
+  written: boolean;
+}
+
+/**
+ * States in which the server is working on the session; the indicator polls fast then.
+ */
+export const BUSY_STATES: ReadonlyArray<string> = [
+  'checkpointing',
+  'waiting',
+  'restoring'
+];
+
+/**
+ * Poll interval while the server is working on the session (ms).
+ */
+export const FAST_INTERVAL = 1000;
+
+/**
+ * Poll interval otherwise (ms).
+ */
+export const SLOW_INTERVAL = 5000;
+
+/**
+ * The longest a failing poll backs off to (ms).
+ */
+export const MAX_INTERVAL = 60000;
+
+/**
+ * Whether the server is in the middle of pausing or resuming the session.
+ */
+export function isBusy(state: string | null | undefined): boolean {
+  return !!state && BUSY_STATES.includes(state);
+}
+
+/**
+ * How long to wait before asking again, given the last known state.
+ */
+export function pollInterval(state: string | null | undefined): number {
+  return isBusy(state) ? FAST_INTERVAL : SLOW_INTERVAL;
+}
+
+/**
+ * The indicator's text for a status.
+ *
+ * - `ready`, or `ready · <verdict> (<checkpoint>)` once a resume has given a verdict
+ * - `checkpointing`
+ * - `paused`
+ * - `waiting for resources: <detail>`
+ * - `restoring`
+ * - `failed: <detail>`
+ */
+export function formatStatus(status: IPauseStatus): string {
+  const detail = (status.detail || '').trim();
+  switch (status.state) {
+    case 'ready': {
+      if (!status.verdict) {
+        return 'ready';
+      }
+      const checkpoint = status.checkpoint ? ` (${status.checkpoint})` : '';
+      return `ready · ${status.verdict}${checkpoint}`;
+    }
+    case 'checkpointing':
+    case 'paused':
+    case 'restoring':
+      return status.state;
+    case 'waiting':
+      return detail
+        ? `waiting for resources: ${detail}`
+        : 'waiting for resources';
+    case 'failed':
+      return detail ? `failed: ${detail}` : 'failed';
+    default:
+      return detail ? `${status.state}: ${detail}` : status.state;
+  }
+}
+
+/**
+ * The indicator's text when the status could not be read.
+ */
+export function formatError(message: string): string {
+  return `status unavailable: ${message}`;
+}
+
+/**
+ * The indicator's tooltip: everything the server said, one fact a line.
+ */
+export function describeStatus(status: IPauseStatus): string {
+  const lines = [`session ${status.session}: ${status.state}`];
+  if (status.detail) {
+    lines.push(status.detail);
+  }
+  if (status.checkpoint) {
+    lines.push(`checkpoint ${status.checkpoint}`);
+  }
+  if (status.verdict) {
+    lines.push(`verdict ${status.verdict}`);
+  }
+  if (status.node) {
+    lines.push(`node ${status.node}`);
+  }
+  if (status.updated) {
+    lines.push(`since ${formatTime(status.updated)}`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * A byte count the way the Python side prints it: 0 B, 282.5 KB, 1.2 GB.
+ */
+export function formatBytes(n: number | null | undefined): string {
+  let value = Math.max(0, Number(n) || 0);
+  const units = ['B', 'KB', 'MB', 'GB'];
+  for (const unit of units) {
+    if (value < 1000 || unit === 'GB') {
+      return unit === 'B' ? `${Math.round(value)} B` : `${value.toFixed(1)} ${unit}`;
+    }
+    value /= 1000;
+  }
+  return `${value.toFixed(1)} GB`;
+}
+
+function pad(n: number): string {
+  return n < 10 ? `0${n}` : `${n}`;
+}
+
+/**
+ * Seconds since the epoch as local `YYYY-MM-DD HH:MM`; an empty string for none.
+ */
+export function formatTime(epoch: number | null | undefined): string {
+  if (epoch === null || epoch === undefined || !isFinite(epoch)) {
+    return '';
+  }
+  const d = new Date(epoch * 1000);
+  return (
+    `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ` +
+    `${pad(d.getHours())}:${pad(d.getMinutes())}`
+  );
+}
+
+/**
+ * How long ago, coarsely: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
+ */
+export function formatAge(epoch: number | null | undefined, now: number = Date.now() / 1000): string {
+  if (epoch === null || epoch === undefined || !isFinite(epoch)) {
+    return '';
+  }
+  const seconds = Math.max(0, now - epoch);
+  if (seconds < 60) {
+    return 'just now';
+  }
+  if (seconds < 3600) {
+    return `${Math.floor(seconds / 60)} min ago`;
+  }
+  if (seconds < 86400) {
+    return `${Math.floor(seconds / 3600)} h ago`;
+  }
+  const days = Math.floor(seconds / 86400);
+  return days === 1 ? '1 day ago' : `${days} days ago`;
+}
+
+/**
+ * Whether the panel's "Pull & resume" applies to a row: it has a checkpoint and no kernel
+ * holds the session (paused, or a pause or resume that failed).
+ */
+export function canPullAndResume(row: ISessionRow): boolean {
+  return !!row.checkpoint && (row.state === 'paused' || row.state === 'failed');
+}
+
+/**
+ * Order for the panel: paused sessions first, then newest checkpoint first.
+ */
+export function sortRows(rows: ReadonlyArray<ISessionRow>): ISessionRow[] {
+  const rank = (row: ISessionRow): number => (row.state === 'paused' ? 0 : 1);
+  return [...rows].sort(
+    (a, b) =>
+      rank(a) - rank(b) ||
+      (b.created ?? 0) - (a.created ?? 0) ||
+      a.session.localeCompare(b.session)
+  );
+}
