@@ -18,7 +18,14 @@ $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PIP) install -q -e ".[test,lab]"
 	touch $(STAMP)
 
-test: $(STAMP)
+# The browser test drives Debian's chromium (Playwright cannot download a browser here).
+BROWSER := /usr/bin/chromium
+
+$(BROWSER):
+	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
+	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
+
+test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -p no:cacheprovider -q
 
 # Unit tests of the front end (jest); node_modules comes with the build above.
