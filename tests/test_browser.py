@@ -119,6 +119,20 @@ def test_pause_and_resume_from_the_toolbar(lab):
             assert _get(f"{lab}/api/kernels") == []
             page.screenshot(path=str(ARTIFACTS / "paused.png"))
 
+            # Running a cell while paused says so, and starts no empty kernel.
+            _run_cell(page, 1)
+            dialog = page.locator(".jp-Dialog")
+            expect(dialog).to_contain_text("This session is paused", timeout=30_000)
+            dialog.get_by_role("button", name="Cancel").click()
+            expect(dialog).to_have_count(0)
+            time.sleep(1.0)
+            assert _get(f"{lab}/api/kernels") == []
+
+            # The sidebar lists the paused session.
+            page.locator('.jp-SideBar [data-id="jupyter-pause-sessions"]').click()
+            row = page.locator("li.jp-PauseSessions-row", has_text="browser.ipynb")
+            expect(row).to_have_attribute("data-state", "paused", timeout=30_000)
+
             resume.click()
             expect(status).to_contain_text("restored", timeout=120_000)
             expect(status).to_have_attribute("data-state", "ready")
