@@ -25,7 +25,9 @@ $(BROWSER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
+# Front-end unit tests first, then every Python test (its summary is the last thing printed).
 test: $(STAMP) $(BROWSER)
+	cd labextension && npm test --silent
 	$(PY) -m pytest -p no:cacheprovider -q
 
 # Unit tests of the front end (jest); node_modules comes with the build above.
