@@ -43,10 +43,14 @@ def status_key(session: str) -> str:
 class StatusBoard:
     """States of sessions: this server's in memory, everyone's in the store."""
 
+    #: Seconds a state read from the store is reused: every open notebook polls its state.
+    cache_seconds = 2.0
+
     def __init__(self, store: Store, node: str) -> None:
         self.store = store
         self.node = node
         self.local: dict[str, Status] = {}
+        self._read_at: dict[str, tuple[float, Status | None]] = {}
 
     def set(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
         """Move ``session`` to ``state``; written to the store so other servers see it."""
@@ -56,6 +60,7 @@ class StatusBoard:
         status = Status(**{**asdict(previous), **fields, "state": state, "detail": detail,
                            "node": self.node, "updated": time.time()})
         self.local[session] = status
+        self._read_at.pop(session, None)
         try:
             self.store.write(status_key(session), json.dumps(asdict(status)).encode())
         except StoreError as e:
@@ -73,7 +78,15 @@ class StatusBoard:
         return local
 
     def read(self, session: str) -> Status | None:
-        """The state written to the store for ``session``, if any."""
+        """The state written to the store for ``session``, if any (reused for ``cache_seconds``)."""
+        cached = self._read_at.get(session)
+        if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
+            return cached[1]
+        status = self._read(session)
+        self._read_at[session] = (time.monotonic(), status)
+        return status
+
+    def _read(self, session: str) -> Status | None:
         try:
             data = json.loads(bytes(self.store.read(status_key(session))))
         except (FileNotFoundError, StoreError, ValueError):
