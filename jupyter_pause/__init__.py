@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .checkpoint import CheckpointResult, checkpoint
+from .checkpoint import BackgroundCheckpoint, CheckpointResult, checkpoint, checkpoint_async
 from .cycle import Cycle, resume_and_verify
 from .errors import (
     CheckpointNotFound,
@@ -22,6 +22,7 @@ from .widget import status
 __version__ = "0.1.0"
 
 __all__ = [
+    "BackgroundCheckpoint",
     "CheckpointNotFound",
     "CheckpointResult",
     "Cycle",
@@ -34,6 +35,7 @@ __all__ = [
     "StoreError",
     "Verdict",
     "checkpoint",
+    "checkpoint_async",
     "load_ipython_extension",
     "resume",
     "resume_and_verify",

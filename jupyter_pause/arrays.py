@@ -41,6 +41,7 @@ class Collected:
     order: str
     data: memoryview
     keepalive: Any = None
+    private: bool = False  # data is a copy of its own (a GPU storage brought to host, say)
 
 
 @dataclass
@@ -78,7 +79,8 @@ class ArrayCollector:
             dtype = storage.dtype if typed else torch.uint8
             itemsize = torch.empty(0, dtype=dtype).element_size()
             self.found[key] = Collected(
-                "torch", str(dtype), [size // itemsize], device, "C", data, keepalive=(untyped, flat)
+                "torch", str(dtype), [size // itemsize], device, "C", data, keepalive=(untyped, flat),
+                private=host is not untyped,
             )
         self.touched.append(key)
         return (load_array, (key, str(storage.dtype) if typed else None))
@@ -89,19 +91,27 @@ class ArrayCollector:
             return NotImplemented
         key, new = self._key_for(id(array))
         if new:
+            private = False
             if array.flags.c_contiguous:
                 flat, order = array.reshape(-1), "C"
             elif array.flags.f_contiguous:
                 flat, order = array.T.reshape(-1), "F"
             else:
-                flat, order = np.ascontiguousarray(array).reshape(-1), "C"
+                flat, order, private = np.ascontiguousarray(array).reshape(-1), "C", True
             data = memoryview(flat.view(np.uint8))
             dtype = np.lib.format.dtype_to_descr(array.dtype)
             self.found[key] = Collected(
-                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=array
+                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=(array, flat), private=private
             )
         self.touched.append(key)
         return (load_array, (key,))
+
+    def snapshot(self) -> None:
+        """Copy every array still backed by live memory, so later changes cannot reach it."""
+        for found in self.found.values():
+            if not found.private:
+                found.data = memoryview(bytearray(found.data))
+                found.keepalive, found.private = None, True
 
     def reducers(self) -> dict[type, Any]:
         """Exact types this collector reduces, for the pickler's dispatch."""

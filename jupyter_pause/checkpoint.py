@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -175,11 +176,115 @@ def checkpoint(
     CheckpointResult
         The committed manifest and a printable summary.
     """
-    with activity.step("checkpointing", "selecting and serialising variables") as step:
-        return _checkpoint(names, store, session, exclude, strict, tag, trigger, namespace, config, step)
+    with _one_at_a_time:
+        _wait_for_background()
+        with activity.step("checkpointing", "selecting and serialising variables") as step:
+            prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config)
+            return _commit(prepared, step)
 
 
-def _checkpoint(
+def checkpoint_async(
+    names: Iterable[str] | None = None,
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    exclude: Iterable[str] = (),
+    strict: bool = False,
+    tag: str | None = None,
+    trigger: str = "manual",
+    namespace: dict[str, Any] | None = None,
+    config: PauseConfig | None = None,
+) -> BackgroundCheckpoint:
+    """Like ``checkpoint``, but return once the state is copied; writing goes on in a thread.
+
+    The caller is blocked while variables are selected, pickled and their array data copied to
+    host memory (so later changes cannot leak into the checkpoint). The manifest is committed
+    only after every blob is written; a kill before that leaves the previous checkpoint the
+    newest. Another checkpoint started meanwhile waits for this one.
+    """
+    global _background
+    with _one_at_a_time:
+        _wait_for_background()
+        with activity.step("checkpointing", "copying state to host memory"):
+            prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config, snapshot=True)
+        _background = BackgroundCheckpoint(prepared)
+        return _background
+
+
+#: Checkpoints of this process never interleave: each one waits for the one before to commit.
+#: Re-entrant, so a SIGTERM arriving during a checkpoint can still take its own.
+_one_at_a_time = threading.RLock()
+_background: BackgroundCheckpoint | None = None
+
+
+def _wait_for_background() -> None:
+    """Wait until the checkpoint being written in the background (if any) has committed or failed."""
+    if _background is not None:
+        _background._done.wait()
+
+
+class BackgroundCheckpoint:
+    """A checkpoint being written by a background thread."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+        self.blocked = time.perf_counter() - prepared.started
+        self.result: CheckpointResult | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jupyter-pause-checkpoint", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.result = _commit(self.prepared, activity.current)
+        except BaseException as e:  # kept for the notebook: reported by wait() and the magic
+            self.error = e
+            activity.current.fail(str(e) or type(e).__name__)
+        finally:
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        """Whether the checkpoint has committed or failed."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> CheckpointResult:
+        """Wait for the commit; the result, or the error the background write met."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"checkpoint still being written after {timeout} s")
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+@dataclass
+class Prepared:
+    """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
+
+    ctx: Any
+    started: float
+    requested: float
+    serialised: float
+    trigger: str
+    tag: str | None
+    dump: DumpResult
+    variables: list[VariableRecord]
+    skipped: list[SkippedRecord]
+    imports: dict[str, str]
+    payloads: dict[str, Any]
+    rng: BlobRef
+    checks: BlobRef
+    probe_value: str
+    notebook: dict[str, Any] | None
+    notes: list[str]
+    position: lineage.Position
+    environment: dict[str, Any]
+    process: dict[str, Any]
+
+
+def _prepare(
     names: Iterable[str] | None,
     store: str | None,
     session: str | None,
@@ -189,8 +294,9 @@ def _checkpoint(
     trigger: str,
     namespace: dict[str, Any] | None,
     config: PauseConfig | None,
-    step: activity.Activity,
-) -> CheckpointResult:
+    snapshot: bool = False,
+) -> Prepared:
+    """The part that must see the live state: select, pickle, describe (and copy, for async)."""
     requested = time.time()
     started = time.perf_counter()
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
@@ -208,18 +314,18 @@ def _checkpoint(
             f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
+    if snapshot:
+        dump.collector.snapshot()
     serialised = time.time()
-
-    records, payloads = _plan_arrays(dump)
+    payloads: dict[str, Any] = {}
     variables = []
     for name, segment in dump.segments.items():
         key = digest(segment.data)
         payloads[key] = segment.data
         value = chosen.values[name]
-        ref = BlobRef(key, len(segment.data))
         check = value_digest(value) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
-        kind = _kind(value)
-        variables.append(VariableRecord(name, type_name(value), kind, ref, segment.arrays, segment.pickler, check))
+        ref = BlobRef(key, len(segment.data))
+        variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
     rng_ref = BlobRef(digest(rng_state), len(rng_state))
     payloads[rng_ref.key] = rng_state
     probe_value = probe.new_probe()
@@ -227,44 +333,54 @@ def _checkpoint(
     checks = _checks(probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
     checks_ref = BlobRef(digest(checks), len(checks))
     payloads[checks_ref.key] = checks
-    notes = []
     notebook_bytes, note = read_notebook(ctx.notebook)
-    notes.append(note)
     notebook = None
     if notebook_bytes is not None and ctx.notebook:
         nb_key = digest(notebook_bytes)
         payloads[nb_key] = notebook_bytes
         notebook = {"path": relative_path(ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
+    return Prepared(
+        ctx, started, requested, serialised, trigger, tag, dump, variables, chosen.skipped + failed,
+        chosen.imports, payloads, rng_ref, checks_ref, probe_value, notebook, [note],
+        lineage.position(ctx.store.url, ctx.session), fingerprint.environment(ctx.config.node),
+        fingerprint.process_identity(),
+    )
 
-    position = lineage.position(ctx.store.url, ctx.session)
+
+def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
+    """The part that needs no live state: hash, write the data, then the manifest."""
+    ctx = p.ctx
+    records, array_payloads = _plan_arrays(p.dump)
+    payloads = {**array_payloads, **p.payloads}
     catalog = Catalog(ctx.store)
     manifest = Manifest(
-        id=new_checkpoint_id(requested),
+        id=new_checkpoint_id(p.requested),
         session=ctx.session,
-        lineage=position.lineage,
-        parent=position.parent,
-        created=requested,
-        trigger=trigger,
+        lineage=p.position.lineage,
+        parent=p.position.parent,
+        created=p.requested,
+        trigger=p.trigger,
         node=ctx.config.node,
-        tag=tag,
-        notebook=notebook,
-        variables=variables,
-        imports=chosen.imports,
-        skipped=chosen.skipped + failed,
+        tag=p.tag,
+        notebook=p.notebook,
+        variables=p.variables,
+        imports=p.imports,
+        skipped=p.skipped,
         arrays=records,
         blobs={key: len(data) for key, data in payloads.items()},
-        rng=rng_ref,
-        checks=checks_ref,
-        probe=probe.fingerprint(probe_value),
-        environment=fingerprint.environment(ctx.config.node),
-        process=fingerprint.process_identity(),
+        rng=p.rng,
+        checks=p.checks,
+        probe=probe.fingerprint(p.probe_value),
+        environment=p.environment,
+        process=p.process,
     )
-    if position.new:
+    notes = list(p.notes)
+    if p.position.new:
         others = {m.lineage for m in catalog.checkpoints(ctx.session)}
         if others:
             notes.append(
                 f"session {ctx.session!r} already holds {len(others)} other lineage(s); this "
-                f"checkpoint starts lineage {position.lineage} and keeps them"
+                f"checkpoint starts lineage {p.position.lineage} and keeps them"
             )
     existing = ctx.store.list(blob_prefix(ctx.session))
     to_write = {
@@ -273,14 +389,14 @@ def _checkpoint(
         if getattr(existing.get(blob_key(ctx.session, key)), "size", -1) != len(data)
     }
     catalog.write_pending(manifest, sorted(manifest.blobs))
-    step.begin("checkpointing", f"writing to {ctx.store.display_url}", total=sum(len(d) for d in to_write.values()))
-    ctx.store.write_many(to_write, progress=step.progress)
     written = sum(len(d) for d in to_write.values())
+    step.begin("checkpointing", f"writing to {ctx.store.display_url}", total=written)
+    ctx.store.write_many(to_write, progress=step.progress)
     total = sum(manifest.blobs.values())
     manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
-    manifest.timings = {"requested": requested, "serialised": serialised, "committed": time.time()}
+    manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest)
-    probe.remember(manifest.id, probe_value)
+    probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     step.finish(manifest.id, manifest.created)
-    return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - started, notes)
+    return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - p.started, notes)
