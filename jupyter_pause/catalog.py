@@ -137,7 +137,7 @@ class Catalog:
         note = {"id": manifest.id, "created": manifest.created, "blobs": blobs}
         self.store.write(pending_key(manifest.session, manifest.id), json.dumps(note).encode())
 
-    def commit(self, manifest: Manifest) -> None:
+    def commit(self, manifest: Manifest, signing_key: str | None = None) -> None:
         """Write the manifest (the checkpoint now exists), then drop its pending note."""
-        self.store.write(manifest_key(manifest.session, manifest.id), manifest.to_bytes())
+        self.store.write(manifest_key(manifest.session, manifest.id), manifest.to_bytes(signing_key))
         self.store.delete([pending_key(manifest.session, manifest.id)])

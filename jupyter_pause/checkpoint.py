@@ -9,9 +9,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import xxhash
-
-from . import activity, fingerprint, lineage, modelcheck, probe, rng
+from . import activity, fingerprint, lineage, modelcheck, probe, rng, signing
 from .digests import value_digest
 from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
 from .config import PauseConfig
@@ -34,9 +32,9 @@ DIGEST_MAX_SEGMENT_BYTES = 4 << 20
 TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
 
 
-def digest(data: Any) -> str:
-    """Content key of a blob: xxh3-128 of its bytes, hex."""
-    return xxhash.xxh3_128_hexdigest(data)
+def digest(data: Any, algorithm: str = "xxh3_128") -> str:
+    """Content key of a blob: the hex digest of its bytes (see ``signing.HASHES``)."""
+    return signing.digest(data, algorithm)
 
 
 @dataclass
@@ -107,7 +105,7 @@ def _checks(probe_value: str, modules: dict[str, Any]) -> bytes:
     return pickle.dumps({"probe": probe_value, "models": models}, protocol=4)
 
 
-def _plan_arrays(dump: DumpResult) -> tuple[dict[str, ArrayRecord], dict[str, Any]]:
+def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any]]:
     """Give every collected array a blob: its own when large, a shared pack when small."""
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}
@@ -119,7 +117,7 @@ def _plan_arrays(dump: DumpResult) -> tuple[dict[str, ArrayRecord], dict[str, An
         if not pack:
             return
         data = b"".join(view for _, view in pack)
-        key = digest(data)
+        key = digest(data, algorithm)
         payloads[key] = data
         for array_key, _ in pack:
             records[array_key].blob = key
@@ -130,7 +128,7 @@ def _plan_arrays(dump: DumpResult) -> tuple[dict[str, ArrayRecord], dict[str, An
         record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
         records[array_key] = record
         if size >= OWN_BLOB_BYTES:
-            record.blob = digest(found.data)
+            record.blob = digest(found.data, algorithm)
             payloads[record.blob] = found.data
             continue
         record.offset = pack_size
@@ -282,6 +280,7 @@ class Prepared:
     position: lineage.Position
     environment: dict[str, Any]
     process: dict[str, Any]
+    algorithm: str
 
 
 def _prepare(
@@ -316,41 +315,42 @@ def _prepare(
         )
     if snapshot:
         dump.collector.snapshot()
+    algorithm = signing.hash_for(ctx.config.signing_key)
     serialised = time.time()
     payloads: dict[str, Any] = {}
     variables = []
     for name, segment in dump.segments.items():
-        key = digest(segment.data)
+        key = digest(segment.data, algorithm)
         payloads[key] = segment.data
         value = chosen.values[name]
         check = value_digest(value) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
         ref = BlobRef(key, len(segment.data))
         variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
-    rng_ref = BlobRef(digest(rng_state), len(rng_state))
+    rng_ref = BlobRef(digest(rng_state, algorithm), len(rng_state))
     payloads[rng_ref.key] = rng_state
     probe_value = probe.new_probe()
     modules = {v.name: chosen.values[v.name] for v in variables if v.kind == "module"}
     checks = _checks(probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
-    checks_ref = BlobRef(digest(checks), len(checks))
+    checks_ref = BlobRef(digest(checks, algorithm), len(checks))
     payloads[checks_ref.key] = checks
     notebook_bytes, note = read_notebook(ctx.notebook)
     notebook = None
     if notebook_bytes is not None and ctx.notebook:
-        nb_key = digest(notebook_bytes)
+        nb_key = digest(notebook_bytes, algorithm)
         payloads[nb_key] = notebook_bytes
         notebook = {"path": relative_path(ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
     return Prepared(
         ctx, started, requested, serialised, trigger, tag, dump, variables, chosen.skipped + failed,
         chosen.imports, payloads, rng_ref, checks_ref, probe_value, notebook, [note],
         lineage.position(ctx.store.url, ctx.session), fingerprint.environment(ctx.config.node),
-        fingerprint.process_identity(),
+        fingerprint.process_identity(), algorithm,
     )
 
 
 def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
     """The part that needs no live state: hash, write the data, then the manifest."""
     ctx = p.ctx
-    records, array_payloads = _plan_arrays(p.dump)
+    records, array_payloads = _plan_arrays(p.dump, p.algorithm)
     payloads = {**array_payloads, **p.payloads}
     catalog = Catalog(ctx.store)
     manifest = Manifest(
@@ -373,6 +373,7 @@ def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
         probe=probe.fingerprint(p.probe_value),
         environment=p.environment,
         process=p.process,
+        hash=p.algorithm,
     )
     notes = list(p.notes)
     if p.position.new:
@@ -395,7 +396,7 @@ def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
     total = sum(manifest.blobs.values())
     manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
-    catalog.commit(manifest)
+    catalog.commit(manifest, ctx.config.signing_key or None)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     step.finish(manifest.id, manifest.created)

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from . import report as reports
+from . import signing
 from .catalog import Catalog, check_session
 from .drill import run_drill
 from .config import PauseConfig
@@ -124,7 +125,14 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
         chosen = listing.checkpoints
         if args.checkpoint:
             chosen = [catalog.resolve(session, args.checkpoint)]
+        key = PauseConfig().signing_key or None
         for m in chosen:
+            try:
+                if key:
+                    signing.check(m.id, getattr(m, "_canonical", None), m.signature, m.hash, key)
+            except signing.SignatureError as e:
+                results.append({"session": session, "id": m.id, "ok": False, "problems": str(e)})
+                continue
             problems = check(catalog.store, m)
             results.append({"session": session, "id": m.id, "ok": not problems,
                             "problems": describe(m, problems) if problems else ""})

@@ -20,6 +20,7 @@ ENV_VARS = {
     "session": "JUPYTER_PAUSE_SESSION",
     "node": "JUPYTER_PAUSE_NODE",
     "storage_options": "JUPYTER_PAUSE_STORAGE_OPTIONS",
+    "signing_key": "JUPYTER_PAUSE_SIGNING_KEY",
 }
 
 
@@ -64,6 +65,11 @@ class PauseConfig(Configurable):
         "(env JUPYTER_PAUSE_STORAGE_OPTIONS, a JSON object)."
     ).tag(config=True)
 
+    signing_key = Unicode(
+        "",
+        help="Secret that signs every checkpoint written and must have signed every checkpoint "
+        "loaded (env JUPYTER_PAUSE_SIGNING_KEY). Never written anywhere.",
+    ).tag(config=True)
     checkpoint_on_sigterm = Bool(
         True, help="Checkpoint the kernel when it gets SIGTERM (a preemption's warning), then exit."
     ).tag(config=True)

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import xxhash
-
 from .catalog import blob_key
 from .manifest import Manifest
+from .signing import HASHES, digest
 from .storage import Progress, Store
 
 #: Bytes read at once when only checking (not keeping) a checkpoint's blobs.
 CHECK_BATCH_BYTES = 256 << 20
 
 
-def _problem(data: bytearray | BaseException, key: str, size: int) -> str | None:
+def _problem(data: bytearray | BaseException, key: str, size: int, algorithm: str) -> str | None:
     if isinstance(data, FileNotFoundError):
         return "missing"
     if isinstance(data, BaseException):
         return f"unreadable: {data}"
     if len(data) != size:
         return f"truncated or resized: {len(data)} of {size} bytes"
-    if xxhash.xxh3_128_hexdigest(data) != key:
+    if algorithm not in HASHES:
+        return f"digest algorithm {algorithm} is unknown to this jupyter-pause; upgrade it"
+    if digest(data, algorithm) != key:
         return "checksum mismatch (bytes changed after writing)"
     return None
 
@@ -36,7 +37,7 @@ def fetch(
     bad: dict[str, str] = {}
     for key in keys:
         data = raw[blob_key(manifest.session, key)]
-        problem = _problem(data, key, manifest.blobs.get(key, -1))
+        problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
         if problem is None:
             good[key] = data  # type: ignore[assignment]
         else:

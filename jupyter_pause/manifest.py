@@ -93,11 +93,20 @@ class Manifest:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
         return {a.device for a in self.arrays.values()}
 
-    def to_bytes(self) -> bytes:
-        """Serialise with a trailing checksum, so a torn or edited manifest is recognised."""
-        body = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-        digest = xxhash.xxh3_128_hexdigest(body.encode())
-        return json.dumps({"manifest": json.loads(body), "checksum": digest}, indent=1).encode()
+    #: Set when read: the signature block and the exact bytes it covers (not part of the body).
+    signature: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def to_bytes(self, signing_key: str | None = None) -> bytes:
+        """Serialise with a trailing checksum (a torn or edited manifest is recognised), signed
+        with ``signing_key`` when one is given."""
+        body = {k: v for k, v in asdict(self).items() if k != "signature"}
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        outer: dict[str, Any] = {"manifest": body, "checksum": xxhash.xxh3_128_hexdigest(canonical)}
+        if signing_key:
+            from .signing import sign
+
+            outer["signature"] = sign(canonical, signing_key)
+        return json.dumps(outer, indent=1).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, where: str = "manifest") -> Manifest:
@@ -108,19 +117,22 @@ class Manifest:
             checksum = outer["checksum"]
         except (ValueError, KeyError, TypeError) as e:
             raise IntegrityError(f"{where} is incomplete or not a manifest ({e})") from e
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
-        if xxhash.xxh3_128_hexdigest(canonical.encode()) != checksum:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        if xxhash.xxh3_128_hexdigest(canonical) != checksum:
             raise IntegrityError(f"{where} was changed after it was written (checksum mismatch)")
         if body.get("format", 0) > FORMAT:
             raise IntegrityError(
                 f"{where} has format {body.get('format')}, newer than this jupyter-pause "
                 f"understands ({FORMAT}); upgrade jupyter-pause to read it"
             )
-        return _manifest_from_dict(body)
+        manifest = _manifest_from_dict(body)
+        manifest.signature = outer.get("signature")
+        manifest._canonical = canonical  # type: ignore[attr-defined]
+        return manifest
 
 
 def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
-    known = {f.name for f in fields(Manifest)}
+    known = {f.name for f in fields(Manifest)} - {"signature"}
     data = {k: v for k, v in body.items() if k in known}
     data["variables"] = [
         VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import activity, fingerprint, lineage, probe, rng
+from . import activity, fingerprint, lineage, probe, rng, signing
 from .digests import value_digest
 from .arrays import ArrayLoader, target_device
 from .catalog import Catalog
@@ -47,7 +47,7 @@ class ResumeResult:
         m = self.manifest
         taken = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.created))
         lines = [
-            f"checkpoint {i} is damaged: {r}; "
+            (r if r.startswith(f"checkpoint {i} ") else f"checkpoint {i} is damaged: {r}") + "; "
             + ("restoring what verifies" if i == m.id else f"resuming from {m.id} instead")
             for i, r in self.damaged.items()
         ]
@@ -99,28 +99,44 @@ def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, bytearray], 
     return fetch(catalog.store, manifest, keys, progress=activity.current.progress)
 
 
+def _vouch(manifest: Manifest, key: str | None) -> None:
+    """With a signing key, refuse a checkpoint it did not sign, before reading any of its data."""
+    if key:
+        signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature, manifest.hash, key)
+
+
 def _choose(
-    catalog: Catalog, session: str, ref: str
+    catalog: Catalog, session: str, ref: str, key: str | None = None
 ) -> tuple[Manifest, dict[str, bytearray], dict[str, str], dict[str, str]]:
     """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)
+        _vouch(manifest, key)
         good, bad = _fetch(catalog, manifest)
         return manifest, good, bad, {}
     candidates = catalog.checkpoints(session)
     if not candidates:
         catalog.resolve(session, "latest")  # raises the "no checkpoint" error
     damaged: dict[str, str] = {}
+    refused: dict[str, str] = {}
     for manifest in candidates:
+        try:
+            _vouch(manifest, key)
+        except signing.SignatureError as e:
+            refused[manifest.id] = str(e)
+            continue
         good, bad = _fetch(catalog, manifest)
         if not bad:
-            return manifest, good, bad, damaged
+            return manifest, good, bad, {**refused, **damaged}
         damaged[manifest.id] = describe(manifest, bad)
+    vouched = [m for m in candidates if m.id not in refused]
+    if not vouched:
+        raise signing.SignatureError("; ".join(refused.values()))
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
-    manifest = candidates[0]
+    manifest = vouched[0]
     good, bad = _fetch(catalog, manifest)
-    return manifest, good, bad, {k: v for k, v in damaged.items() if k != manifest.id}
+    return manifest, good, bad, {k: v for k, v in {**refused, **damaged}.items() if k != manifest.id}
 
 
 def resume(
@@ -171,7 +187,8 @@ def _resume(
         raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
     catalog = Catalog(ctx.store)
-    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest")
+    key = ctx.config.signing_key or None
+    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest", key)
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
     unknown = [n for n in wanted if n not in saved]
@@ -191,7 +208,7 @@ def _resume(
     restored = [n for n in wanted if n in values]
     for name in restored:
         ctx.namespace[name] = values[name]
-    notes = []
+    notes = [signing.describe(manifest.signature, key)]
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
