@@ -20,6 +20,8 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
     exported = {ENV_VARS["store"]: config.store, ENV_VARS["node"]: config.node}
     if config.storage_options:
         exported[ENV_VARS["storage_options"]] = json.dumps(config.storage_options)
+    if config.signing_key:
+        exported[ENV_VARS["signing_key"]] = config.signing_key  # process memory only, never a file
     sessions = serverapp.session_manager
     original = sessions.get_kernel_env
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from tornado import web
 
+from .. import signing
 from ..catalog import Catalog
 from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
@@ -288,6 +289,12 @@ class PauseManager:
             raise http_error(404, str(e)) from e
         if not manifest.notebook:
             raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
+        if self.config.signing_key:
+            try:
+                signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature,
+                              manifest.hash, self.config.signing_key)
+            except signing.SignatureError as e:
+                raise http_error(409, str(e)) from e
         from ..integrity import fetch
 
         good, bad = await asyncio.to_thread(fetch, self.store, manifest, [manifest.notebook["blob"]])
