@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pickle
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import activity, fingerprint, lineage, modelcheck, probe, rng, signing
+from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing
+from .background import BackgroundCheckpoint
 from .digests import value_digest
 from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
 from .config import PauseConfig
@@ -174,8 +174,8 @@ def checkpoint(
     CheckpointResult
         The committed manifest and a printable summary.
     """
-    with _one_at_a_time:
-        _wait_for_background()
+    with background.one_at_a_time:
+        background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
             prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config)
             return _commit(prepared, step)
@@ -200,61 +200,11 @@ def checkpoint_async(
     only after every blob is written; a kill before that leaves the previous checkpoint the
     newest. Another checkpoint started meanwhile waits for this one.
     """
-    global _background
-    with _one_at_a_time:
-        _wait_for_background()
+    with background.one_at_a_time:
+        background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory"):
             prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config, snapshot=True)
-        _background = BackgroundCheckpoint(prepared)
-        return _background
-
-
-#: Checkpoints of this process never interleave: each one waits for the one before to commit.
-#: Re-entrant, so a SIGTERM arriving during a checkpoint can still take its own.
-_one_at_a_time = threading.RLock()
-_background: BackgroundCheckpoint | None = None
-
-
-def _wait_for_background() -> None:
-    """Wait until the checkpoint being written in the background (if any) has committed or failed."""
-    if _background is not None:
-        _background._done.wait()
-
-
-class BackgroundCheckpoint:
-    """A checkpoint being written by a background thread."""
-
-    def __init__(self, prepared: Prepared) -> None:
-        self.prepared = prepared
-        self.blocked = time.perf_counter() - prepared.started
-        self.result: CheckpointResult | None = None
-        self.error: BaseException | None = None
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="jupyter-pause-checkpoint", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.result = _commit(self.prepared, activity.current)
-        except BaseException as e:  # kept for the notebook: reported by wait() and the magic
-            self.error = e
-            activity.current.fail(str(e) or type(e).__name__)
-        finally:
-            self._done.set()
-
-    @property
-    def done(self) -> bool:
-        """Whether the checkpoint has committed or failed."""
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = None) -> CheckpointResult:
-        """Wait for the commit; the result, or the error the background write met."""
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"checkpoint still being written after {timeout} s")
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
+        return BackgroundCheckpoint(prepared, _commit)
 
 
 @dataclass
