@@ -10,7 +10,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from .orchestrator import PauseManager, http_error
+from .http import http_error
+from .orchestrator import PauseManager
 
 AUTH_RESOURCE = "jupyter_pause"
 

@@ -8,41 +8,22 @@ start a kernel for the notebook, restore, run the restore test, release the leas
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from typing import Any
 
-from tornado import web
 
-from .. import signing
 from ..catalog import Catalog
 from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..storage import Store
-from . import kernelrun, lease, resources
+from . import kernelrun, lease, pulling, resources
+from .http import http_error, maybe_await
 from .settings import PauseServer
 from .status import Status, StatusBoard
 
 BUSY_STATES = ("checkpointing", "waiting", "restoring")
-
-
-class _Error(web.HTTPError):
-    """An HTTP error whose message reaches the client as written.
-
-    (tornado's ``log_message`` doubles every ``%`` of a message given without format arguments,
-    and jupyter-server's JSON errors send that text: "run %%checkpoint".)
-    """
-
-    @property
-    def log_message(self) -> str | None:  # type: ignore[override]
-        return self._log_message
-
-
-def http_error(code: int, message: str) -> web.HTTPError:
-    """The error the REST API answers with: ``code`` and ``message``, verbatim."""
-    return _Error(code, message)
 
 
 class PauseManager:
@@ -82,14 +63,14 @@ class PauseManager:
         if not isinstance(path, str) or not path.strip():
             raise http_error(400, "give the notebook's path, relative to the server root, as \"path\"")
         path = path.strip("/")
-        model = await _maybe(self.contents.get(path, content=False))
+        model = await maybe_await(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
             raise http_error(400, f"{path} is a {model.get('type')}, not a notebook")
         return path
 
     async def kernel_session(self, path: str) -> dict[str, Any] | None:
         """The server session (with its kernel) open on ``path``, if any."""
-        for model in await _maybe(self.sessions_manager.list_sessions()):
+        for model in await maybe_await(self.sessions_manager.list_sessions()):
             if model.get("path") == path and model.get("kernel"):
                 return model
         return None
@@ -142,7 +123,7 @@ class PauseManager:
             self.board.set(session, "failed", f"pause failed: {e}{tail}{kernel}")
             return
         moments["checkpoint_committed"] = time.time()
-        await _maybe(self.sessions_manager.delete_session(model["id"]))
+        await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
         self.board.set(session, "paused", f"kernel shut down; checkpoint {checkpoint}",
                        checkpoint=checkpoint, moments=moments)
@@ -227,7 +208,7 @@ class PauseManager:
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
         self.board.set(session, "restoring", "starting a kernel")
-        model = await _maybe(self.sessions_manager.create_session(
+        model = await maybe_await(self.sessions_manager.create_session(
             path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
         ))
         kernel_id = model["kernel"]["id"]
@@ -281,50 +262,7 @@ class PauseManager:
 
     async def pull(self, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
         """Copy a session's notebook (from its newest checkpoint) into this server's root."""
-        if not isinstance(session, str) or not session:
-            raise http_error(400, 'give the session to pull as "session"')
-        try:
-            manifest = await asyncio.to_thread(self.catalog.resolve, session, "latest")
-        except (CheckpointNotFound, PauseError) as e:
-            raise http_error(404, str(e)) from e
-        if not manifest.notebook:
-            raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
-        if self.config.signing_key:
-            try:
-                signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature,
-                              manifest.hash, self.config.signing_key)
-            except signing.SignatureError as e:
-                raise http_error(409, str(e)) from e
-        from ..integrity import fetch
-
-        good, bad = await asyncio.to_thread(fetch, self.store, manifest, [manifest.notebook["blob"]])
-        if bad:
-            raise http_error(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")
-        data = bytes(good[manifest.notebook["blob"]])
-        target = (path if isinstance(path, str) and path.strip() else manifest.notebook["path"]).strip("/")
-        if self.session_name(target) != session:
-            raise http_error(
-                400, f"{target} would be session {self.session_name(target)!r}, not {session!r}: keep the path the notebook had"
-            )
-        if await _maybe(self.contents.file_exists(target)):
-            existing = await _maybe(self.contents.get(target, content=True, type="file", format="text"))
-            if existing["content"].encode() == data:
-                return {"path": target, "session": session, "checkpoint": manifest.id, "written": False}
-            if not overwrite:
-                raise http_error(
-                    409, f"{target} exists here with different content; pass \"overwrite\": true to replace it"
-                )
-        await self._ensure_folder(os.path.dirname(target))
-        content = json.loads(data)
-        await _maybe(self.contents.save({"type": "notebook", "format": "json", "content": content}, target))
-        return {"path": target, "session": session, "checkpoint": manifest.id, "written": True}
-
-    async def _ensure_folder(self, folder: str) -> None:
-        parts = [p for p in folder.split("/") if p]
-        for i in range(1, len(parts) + 1):
-            current = "/".join(parts[:i])
-            if not await _maybe(self.contents.dir_exists(current)):
-                await _maybe(self.contents.save({"type": "directory"}, current))
+        return await pulling.pull(self, session, path, overwrite)
 
     async def wait(self) -> None:
         """Wait for the pauses and resumes in flight (tests and shutdown)."""
@@ -335,10 +273,3 @@ class PauseManager:
 def _known(moments: dict[str, float | None]) -> dict[str, float]:
     keep = ("kernel_stopped", "resume_requested", "resources_available", "kernel_ready")
     return {k: v for k, v in moments.items() if k in keep and v is not None}
-
-
-async def _maybe(value: Any) -> Any:
-    """Await ``value`` if it is awaitable (contents and session managers may be sync or async)."""
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        return await value
-    return value

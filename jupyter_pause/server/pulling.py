@@ -1,0 +1,60 @@
+"""Pulling a paused session's notebook from the store into this server's root (another node)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from .. import signing
+from ..errors import CheckpointNotFound, PauseError
+from ..integrity import fetch
+from .http import http_error, maybe_await
+
+
+async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
+    """Copy a session's notebook (from its newest checkpoint) into this server's root."""
+    if not isinstance(session, str) or not session:
+        raise http_error(400, 'give the session to pull as "session"')
+    try:
+        manifest = await asyncio.to_thread(manager.catalog.resolve, session, "latest")
+    except (CheckpointNotFound, PauseError) as e:
+        raise http_error(404, str(e)) from e
+    if not manifest.notebook:
+        raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
+    if manager.config.signing_key:
+        try:
+            signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature,
+                          manifest.hash, manager.config.signing_key)
+        except signing.SignatureError as e:
+            raise http_error(409, str(e)) from e
+    good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])
+    if bad:
+        raise http_error(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")
+    data = bytes(good[manifest.notebook["blob"]])
+    target = (path if isinstance(path, str) and path.strip() else manifest.notebook["path"]).strip("/")
+    if manager.session_name(target) != session:
+        raise http_error(
+            400, f"{target} would be session {manager.session_name(target)!r}, not {session!r}: keep the path the notebook had"
+        )
+    if await maybe_await(manager.contents.file_exists(target)):
+        existing = await maybe_await(manager.contents.get(target, content=True, type="file", format="text"))
+        if existing["content"].encode() == data:
+            return {"path": target, "session": session, "checkpoint": manifest.id, "written": False}
+        if not overwrite:
+            raise http_error(
+                409, f"{target} exists here with different content; pass \"overwrite\": true to replace it"
+            )
+    await _ensure_folder(manager.contents, os.path.dirname(target))
+    content = json.loads(data)
+    await maybe_await(manager.contents.save({"type": "notebook", "format": "json", "content": content}, target))
+    return {"path": target, "session": session, "checkpoint": manifest.id, "written": True}
+
+
+async def _ensure_folder(contents: Any, folder: str) -> None:
+    parts = [p for p in folder.split("/") if p]
+    for i in range(1, len(parts) + 1):
+        current = "/".join(parts[:i])
+        if not await maybe_await(contents.dir_exists(current)):
+            await maybe_await(contents.save({"type": "directory"}, current))
