@@ -47,13 +47,16 @@ class Kernel:
 
     def run(self, code: str, timeout: float = 120) -> CellResult:
         """Run a cell and collect its output."""
-        msg_id = self.client.execute(code)
+        return self.collect(self.client.execute(code), timeout)
+
+    def collect(self, msg_id: str, timeout: float = 120) -> CellResult:
+        """Wait for a cell started with ``send`` (or ``run``) and collect its output and error."""
         result = CellResult()
         while True:
             try:
                 msg = self.client.get_iopub_msg(timeout=timeout)
             except Empty as e:
-                raise TimeoutError(f"cell did not finish in {timeout} s:\n{code}") from e
+                raise TimeoutError(f"cell {msg_id} did not finish in {timeout} s") from e
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
