@@ -14,7 +14,7 @@ from .digests import value_digest
 from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
 from .config import PauseConfig
 from .context import make_context
-from .errors import SerializationError
+from .errors import SelectionError, SerializationError
 from .manifest import ArrayRecord, BlobRef, Manifest, SkippedRecord, VariableRecord
 from .notebook import read_notebook, relative_path
 from .pickler import DumpResult, dump_variables
@@ -28,6 +28,9 @@ PACK_BYTES = 16 << 20
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
 DIGEST_MAX_SEGMENT_BYTES = 4 << 20
+
+#: Longest tag accepted (it lives in the manifest, read by every listing).
+MAX_TAG = 1000
 
 TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
 
@@ -251,6 +254,8 @@ def _prepare(
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
     if trigger not in TRIGGERS:
         raise ValueError(f"unknown trigger {trigger!r}; use one of {', '.join(TRIGGERS)}")
+    if tag is not None and len(tag) > MAX_TAG:
+        raise SelectionError(f"the tag is {len(tag)} characters long; keep it under {MAX_TAG}")
     ctx.store.check()
     chosen = select(ctx.namespace, names, exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())

@@ -156,6 +156,10 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
+    if args.keep is not None and args.keep < 1:
+        raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
+    if args.older_than is not None and args.older_than <= 0:
+        raise ValueError("--older-than must be a positive age, such as 7d")
     catalog = _catalog(args)
     reports = [
         collect(catalog, session, keep=args.keep, older_than=args.older_than,

@@ -7,6 +7,9 @@ from typing import Any
 
 from tornado import web
 
+#: Longest notebook path accepted from a request (longer ones are refused before any lookup).
+MAX_PATH = 4096
+
 
 class _Error(web.HTTPError):
     """An HTTP error whose message reaches the client as written.

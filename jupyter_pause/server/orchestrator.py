@@ -19,7 +19,7 @@ from ..errors import CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..storage import Store
 from . import kernelrun, lease, pulling, resources
-from .http import http_error, maybe_await
+from .http import MAX_PATH, http_error, maybe_await
 from .settings import PauseServer
 from .status import Status, StatusBoard
 
@@ -62,6 +62,8 @@ class PauseManager:
         """Check ``path`` names a notebook inside the server root; return it normalised."""
         if not isinstance(path, str) or not path.strip():
             raise http_error(400, "give the notebook's path, relative to the server root, as \"path\"")
+        if len(path) > MAX_PATH:
+            raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
         path = path.strip("/")
         model = await maybe_await(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
@@ -232,6 +234,8 @@ class PauseManager:
         """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
         if not isinstance(path, str) or not path.strip():
             raise http_error(400, "give the notebook's path as ?path=")
+        if len(path) > MAX_PATH:
+            raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
         path = path.strip("/")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)

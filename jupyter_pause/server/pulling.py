@@ -10,13 +10,15 @@ from typing import Any
 from .. import signing
 from ..errors import CheckpointNotFound, PauseError
 from ..integrity import fetch
-from .http import http_error, maybe_await
+from .http import MAX_PATH, http_error, maybe_await
 
 
 async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
     """Copy a session's notebook (from its newest checkpoint) into this server's root."""
     if not isinstance(session, str) or not session:
         raise http_error(400, 'give the session to pull as "session"')
+    if path is not None and (not isinstance(path, str) or len(path) > MAX_PATH):
+        raise http_error(400, f'"path" must be a notebook path of at most {MAX_PATH} characters')
     try:
         manifest = await asyncio.to_thread(manager.catalog.resolve, session, "latest")
     except (CheckpointNotFound, PauseError) as e:
