@@ -11,7 +11,7 @@ import jupyter_pause as jp
 from jupyter_pause import lineage
 from jupyter_pause.cli import main
 from jupyter_pause.errors import PauseError
-from tests.server_helpers import call, open_kernel, write_notebook
+from tests.server_helpers import call, write_notebook
 
 HUGE = "x" * 10_000_000
 NAMES = ["../escape", "/etc", "a/b", " ", HUGE, "bad\udcffname", "naïve", "-leading", "x" * 129]
