@@ -134,3 +134,35 @@ async def test_status_with_a_hostile_path(jp_fetch):
         assert response.code in (200, 400)
         if response.code == 200:
             assert json.loads(response.body)["checkpoint"] is None
+
+
+MAGIC_LINES = {
+    "%checkpoint --session ../../etc": "invalid session name",
+    "%checkpoint --session /abs/path": "invalid session name",
+    "%checkpoint --session " + "s" * 200: "invalid session name",
+    "%checkpoint --tag " + "t" * 5000: "keep it under 1000",
+    "%checkpoint nosuch_variable": "no variable named nosuch_variable",
+    "%checkpoint --every -1": "positive number of minutes",
+    "%checkpoint --every soon": "--every takes minutes",
+    "%checkpoint --store nosuch://user:hunter2pass@h/x": "cannot open store nosuch://***@h/x",
+    "%checkpoint --bogus-option": "unrecognized arguments",
+    "%resume --session ../x": "invalid session name",
+    "%resume --map-location gpu": "invalid choice",
+    "%resume --only": "expected at least one argument",
+    "%resume 1999": "no checkpoint of session",
+    "%resume --check --session nothing-here": "no checkpoint of session 'nothing-here'",
+}
+
+
+def test_magic_options_hostile_values(start_kernel, tmp_path):
+    store = tmp_path / "store"
+    (tmp_path / "a").mkdir()
+    kernel = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="bad")
+    kernel.run("%load_ext jupyter_pause\nkept = 7").ok()
+    for line, message in MAGIC_LINES.items():
+        result = kernel.run(line)
+        assert result.ename == "UsageError", (line[:60], result.ename, result.error)
+        assert message in result.error, (line[:60], result.error[:300])
+        assert "hunter2pass" not in result.error + result.stdout
+    assert kernel.value("kept") == 7
+    assert not store.exists() or not list(store.rglob("*.json"))  # nothing was written
