@@ -81,6 +81,13 @@ class PauseManager:
         status = self.board.local.get(session)
         return status if status is not None and status.state in BUSY_STATES else None
 
+    async def _state(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
+        """Change a session's state: at once in this server's view (so the check-then-set of a
+        request stays atomic), then in the store, off the event loop."""
+        status = self.board.record(session, state, detail, **fields)
+        await asyncio.to_thread(self.board.persist, status)
+        return status
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
@@ -98,7 +105,7 @@ class PauseManager:
         busy = self._busy(session)
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
-        status = self.board.set(session, "checkpointing", "waiting for the running cell to finish",
+        status = await self._state(session, "checkpointing", "waiting for the running cell to finish",
                                 path=path, verdict=None)
         self._spawn(self._pause(path, session, model, trigger))
         return status
@@ -109,7 +116,7 @@ class PauseManager:
         try:
             process = kernelrun.process_of(self.kernels, kernel_id)
             await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout, process)
-            self.board.set(session, "checkpointing", "checkpointing the kernel")
+            await self._state(session, "checkpointing", "checkpointing the kernel")
             code = (
                 "import json as _pause_json, jupyter_pause as _pause\n"
                 f"_pause_result = _pause.checkpoint(session={session!r}, trigger={trigger!r})\n"
@@ -122,12 +129,12 @@ class PauseManager:
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
-            self.board.set(session, "failed", f"pause failed: {e}{tail}{kernel}")
+            await self._state(session, "failed", f"pause failed: {e}{tail}{kernel}")
             return
         moments["checkpoint_committed"] = time.time()
         await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
-        self.board.set(session, "paused", f"kernel shut down; checkpoint {checkpoint}",
+        await self._state(session, "paused", f"kernel shut down; checkpoint {checkpoint}",
                        checkpoint=checkpoint, moments=moments)
 
     def _newest(self, session: str) -> str | None:
@@ -174,7 +181,7 @@ class PauseManager:
         except lease.LeaseHeld as e:
             raise http_error(409, str(e)) from e
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
-        status = self.board.set(session, "waiting", "checking resources", path=path,
+        status = await self._state(session, "waiting", "checking resources", path=path,
                                 checkpoint=manifest.id, verdict=None)
         self._spawn(self._resume(path, session, manifest, location, held))
         return status
@@ -190,32 +197,32 @@ class PauseManager:
             await asyncio.to_thread(lease.release, self.store, session, held)
         # The lease is free before anyone can read the outcome and try again.
         if outcome is None:
-            self.board.set(session, "failed", failure)
+            await self._state(session, "failed", failure)
         else:
-            self.board.set(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
+            await self._state(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
                            checkpoint=manifest.id, verdict=outcome["verdict"])
 
     async def _restore(self, path: str, session: str, manifest: Any, location: str) -> dict[str, Any]:
-        previous = self.board.get(session)
+        previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
         deadline = time.monotonic() + self.settings.resource_wait_timeout
-        while (lack := resources.missing(manifest, self.settings.cuda_devices, location)) is not None:
+        while (lack := await asyncio.to_thread(resources.missing, manifest, self.settings.cuda_devices, location)) is not None:
             if time.monotonic() > deadline:
                 raise PauseError(
                     f"gave up after {self.settings.resource_wait_timeout:g} s: {lack}; resume on a node "
                     "that has it, or with map_location \"cpu\""
                 )
-            self.board.set(session, "waiting", lack)
+            await self._state(session, "waiting", lack)
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
-        self.board.set(session, "restoring", "starting a kernel")
+        await self._state(session, "restoring", "starting a kernel")
         model = await maybe_await(self.sessions_manager.create_session(
             path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
         ))
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
-        self.board.set(session, "restoring", f"restoring checkpoint {manifest.id}")
+        await self._state(session, "restoring", f"restoring checkpoint {manifest.id}")
         code = (
             "import json as _pause_json, jupyter_pause as _pause\n"
             f"_pause_cycle = _pause.resume_and_verify({manifest.id!r}, session={session!r}, "

@@ -52,8 +52,8 @@ class StatusBoard:
         self.local: dict[str, Status] = {}
         self._read_at: dict[str, tuple[float, Status | None]] = {}
 
-    def set(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
-        """Move ``session`` to ``state``; written to the store so other servers see it."""
+    def record(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
+        """Move ``session`` to ``state`` in this server's view (no I/O: safe inside the event loop)."""
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}")
         previous = self.local.get(session) or Status(session)
@@ -61,12 +61,21 @@ class StatusBoard:
                            "node": self.node, "updated": time.time()})
         self.local[session] = status
         self._read_at.pop(session, None)
+        return status
+
+    def persist(self, status: Status) -> None:
+        """Write ``status`` to the store so other servers see it."""
         try:
-            self.store.write(status_key(session), json.dumps(asdict(status)).encode())
+            self.store.write(status_key(status.session), json.dumps(asdict(status)).encode())
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.
-            log.warning("jupyter-pause: state of %s not written to the store: %s", session, e)
+            log.warning("jupyter-pause: state of %s not written to the store: %s", status.session, e)
+
+    def set(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
+        """``record`` then ``persist``."""
+        status = self.record(session, state, detail, **fields)
+        self.persist(status)
         return status
 
     def get(self, session: str) -> Status | None:
