@@ -7,13 +7,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from . import activity
+from . import activity, probe
 from . import report as reports
 from .config import PauseConfig
 from .context import make_context
 from .report import RunReport
-from .restore import ResumeResult, resume
-from .verdict import Verdict, verify
+from .restore import ResumeResult, resume_in
+from .verdict import Verdict, verify_manifest
 
 
 @dataclass
@@ -46,12 +46,10 @@ def resume_and_verify(
     known = dict(moments or {})
     known.setdefault("resume_requested", time.time())
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    result = resume(
-        checkpoint, store=ctx.store.url, session=ctx.session, only=only, map_location=map_location,
-        namespace=ctx.namespace, config=ctx.config,
-    )
+    result = resume_in(ctx, checkpoint, only, map_location)
     known["state_restored"] = time.time()
-    verdict = verify(result.manifest.id, store=ctx.store.url, session=ctx.session, namespace=ctx.namespace, config=ctx.config)
+    # The resume digested what it restored a moment ago; nothing ran since, so reuse those.
+    verdict = verify_manifest(ctx, result.manifest, taken=probe.as_restored(result.manifest.id))
     known["verified"] = time.time()
     activity.current.finish(result.manifest.id, result.manifest.created, verdict=verdict.kind, detail=verdict.kind)
     m = result.manifest

@@ -14,7 +14,7 @@ from .digests import value_digest
 from .arrays import ArrayLoader, target_device
 from .catalog import Catalog
 from .config import PauseConfig
-from .context import make_context
+from .context import Context, make_context
 from .errors import SelectionError
 from .integrity import describe, fetch
 from .manifest import Manifest
@@ -167,25 +167,22 @@ def resume(
     ResumeResult
         What was restored, skipped or found damaged, and a printable summary.
     """
+    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
+    return resume_in(ctx, checkpoint, only, map_location)
+
+
+def resume_in(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str) -> ResumeResult:
+    """``resume`` against an already resolved store, session and namespace."""
+    if map_location not in MAP_LOCATIONS:
+        raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
     with activity.step("restoring", "finding the checkpoint"):
-        result = _resume(checkpoint, store, session, only, map_location, namespace, config)
+        result = _resume(ctx, checkpoint, only, map_location)
     activity.current.finish(result.manifest.id, result.manifest.created, detail="restored")
     return result
 
 
-def _resume(
-    checkpoint: str,
-    store: str | None,
-    session: str | None,
-    only: Iterable[str] | None,
-    map_location: str,
-    namespace: dict[str, Any] | None,
-    config: PauseConfig | None,
-) -> ResumeResult:
+def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str) -> ResumeResult:
     started = time.perf_counter()
-    if map_location not in MAP_LOCATIONS:
-        raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
-    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
     catalog = Catalog(ctx.store)
     key = ctx.config.signing_key or None
     manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest", key)

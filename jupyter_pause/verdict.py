@@ -18,7 +18,7 @@ from typing import Any
 from . import fingerprint, lineage, modelcheck, probe
 from .catalog import Catalog
 from .config import PauseConfig
-from .context import make_context
+from .context import Context, make_context
 from .digests import value_digest
 from .errors import IntegrityError
 from .integrity import fetch
@@ -62,8 +62,14 @@ def _same_process(manifest: Manifest) -> bool:
     return all(saved.get(k) == now[k] for k in ("pid", "start", "host", "token"))
 
 
-def _variable_status(manifest: Manifest, namespace: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    """Per variable: ``matches`` or what is wrong; and what the user changed since the resume."""
+def _variable_status(
+    manifest: Manifest, namespace: dict[str, Any], taken: dict[str, str | None] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Per variable: ``matches`` or what is wrong; and what the user changed since the resume.
+
+    ``taken`` holds digests of the namespace taken a moment ago (by the resume itself), used
+    instead of digesting the same values again.
+    """
     restored = probe.as_restored(manifest.id)
     failures = probe.restore_failures(manifest.id)
     status: dict[str, str] = {}
@@ -79,7 +85,7 @@ def _variable_status(manifest: Manifest, namespace: dict[str, Any]) -> tuple[dic
         if record.digest is None:
             status[name] = "matches" if name in restored else "present, too large to compare"
             continue
-        now = value_digest(namespace[name])
+        now = taken[name] if taken is not None and name in taken else value_digest(namespace[name])
         if now == record.digest:
             status[name] = "matches"
         elif name in restored and restored[name] == record.digest:
@@ -135,8 +141,11 @@ def verify(
         ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
     """
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    catalog = Catalog(ctx.store)
-    manifest = _target(catalog, ctx.store.url, ctx.session, checkpoint)
+    return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint))
+
+
+def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
+    """``verify`` against a known checkpoint; ``taken``: digests of the namespace just taken."""
     verdict = Verdict("fresh", manifest.id, ctx.session)
     if _same_process(manifest):
         verdict.kind = "live"
@@ -161,7 +170,7 @@ def verify(
         if bad:
             raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
         checks = pickle.loads(bytes(good[manifest.checks.key]))
-    verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace)
+    verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
     verdict.models = _model_status(manifest, checks, ctx.namespace, verdict.changed)
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", "present, too large to compare")}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
