@@ -35,11 +35,6 @@ MAX_TAG = 1000
 TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
 
 
-def digest(data: Any, algorithm: str = "xxh3_128") -> str:
-    """Content key of a blob: the hex digest of its bytes (see ``signing.HASHES``)."""
-    return signing.digest(data, algorithm)
-
-
 @dataclass
 class CheckpointResult:
     """What a checkpoint wrote, for the summary a person reads."""
@@ -120,7 +115,7 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         if not pack:
             return
         data = b"".join(view for _, view in pack)
-        key = digest(data, algorithm)
+        key = signing.digest(data, algorithm)
         payloads[key] = data
         for array_key, _ in pack:
             records[array_key].blob = key
@@ -131,7 +126,7 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
         records[array_key] = record
         if size >= OWN_BLOB_BYTES:
-            record.blob = digest(found.data, algorithm)
+            record.blob = signing.digest(found.data, algorithm)
             payloads[record.blob] = found.data
             continue
         record.offset = pack_size
@@ -275,23 +270,23 @@ def _prepare(
     payloads: dict[str, Any] = {}
     variables = []
     for name, segment in dump.segments.items():
-        key = digest(segment.data, algorithm)
+        key = signing.digest(segment.data, algorithm)
         payloads[key] = segment.data
         value = chosen.values[name]
         check = value_digest(value) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
         ref = BlobRef(key, len(segment.data))
         variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
-    rng_ref = BlobRef(digest(rng_state, algorithm), len(rng_state))
+    rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
     payloads[rng_ref.key] = rng_state
     probe_value = probe.new_probe()
     modules = {v.name: chosen.values[v.name] for v in variables if v.kind == "module"}
     checks = _checks(probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
-    checks_ref = BlobRef(digest(checks, algorithm), len(checks))
+    checks_ref = BlobRef(signing.digest(checks, algorithm), len(checks))
     payloads[checks_ref.key] = checks
     notebook_bytes, note = read_notebook(ctx.notebook)
     notebook = None
     if notebook_bytes is not None and ctx.notebook:
-        nb_key = digest(notebook_bytes, algorithm)
+        nb_key = signing.digest(notebook_bytes, algorithm)
         payloads[nb_key] = notebook_bytes
         notebook = {"path": relative_path(ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
     return Prepared(
