@@ -39,8 +39,10 @@ class Activity:
         self.state, self.detail, self.done, self.total = state, detail, 0, total
         self._changed()
 
-    def progress(self, done: int) -> None:
-        """``done`` bytes of the current step are through."""
+    def progress(self, done: int, total: int | None = None) -> None:
+        """``done`` bytes of the current step are through (of ``total``, when it has grown)."""
+        if total is not None:
+            self.total = total
         self.done = min(done, self.total) if self.total else done
         self._changed()
 

@@ -42,6 +42,8 @@ class Collected:
     data: memoryview
     keepalive: Any = None
     private: bool = False  # data is a copy of its own (a GPU storage brought to host, say)
+    #: (device, data pointer, bytes) of the memory ``data`` came from, for ``digests.Known``.
+    origin: tuple[str, int, int] | None = None
 
 
 @dataclass
@@ -61,7 +63,11 @@ class ArrayCollector:
         return key, True
 
     def reduce_torch_storage(self, storage: Any) -> tuple[Any, ...]:
-        """Reduce a ``TypedStorage`` / ``UntypedStorage`` to a reference; copy GPU bytes to host."""
+        """Reduce a ``TypedStorage`` / ``UntypedStorage`` to a reference.
+
+        CPU bytes are viewed in place; storages on a device are copied to host later, all at
+        once, by ``gather``.
+        """
         import torch
 
         typed = isinstance(storage, torch.storage.TypedStorage)
@@ -69,21 +75,49 @@ class ArrayCollector:
         key, new = self._key_for(untyped._cdata)
         if new:
             device = str(untyped.device)
-            host = untyped if untyped.device.type == "cpu" else untyped.cpu()
-            size = host.nbytes()
-            if size:
-                flat = torch.empty(0, dtype=torch.uint8).set_(host, 0, (size,), (1,))
-                data = memoryview(flat.numpy())
-            else:
-                flat, data = None, memoryview(b"")
+            size = untyped.nbytes()
             dtype = storage.dtype if typed else torch.uint8
             itemsize = torch.empty(0, dtype=dtype).element_size()
-            self.found[key] = Collected(
-                "torch", str(dtype), [size // itemsize], device, "C", data, keepalive=(untyped, flat),
-                private=host is not untyped,
+            found = Collected(
+                "torch", str(dtype), [size // itemsize], device, "C", memoryview(b""), keepalive=untyped,
+                origin=(device, untyped.data_ptr(), size) if size else None,
             )
+            if untyped.device.type != "cpu":
+                found.data, found.private = None, True
+            elif size:
+                flat = torch.empty(0, dtype=torch.uint8).set_(untyped, 0, (size,), (1,))
+                found.data, found.keepalive = memoryview(flat.numpy()), (untyped, flat)
+            self.found[key] = found
         self.touched.append(key)
         return (load_array, (key, str(storage.dtype) if typed else None))
+
+    def gather(self) -> None:
+        """Copy every storage that lives on a device into host memory.
+
+        One host buffer holds them all; for CUDA it is pinned, so the copies run asynchronously
+        at full bus speed and the kernel waits once per device rather than once per tensor.
+        """
+        waiting = [f for f in self.found.values() if f.data is None]
+        if not waiting:
+            return
+        import torch
+
+        sizes = [f.keepalive.nbytes() for f in waiting]
+        cuda = any(f.device.startswith("cuda") for f in waiting)
+        host, pinned = _host_buffer(sum(sizes), pin=cuda)
+        offset, devices = 0, set()
+        for found, size in zip(waiting, sizes):
+            part = host[offset : offset + size]
+            if size:
+                storage = found.keepalive
+                source = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage, 0, (size,), (1,))
+                part.copy_(source, non_blocking=pinned and storage.device.type == "cuda")
+                devices.add(storage.device)
+            found.data, found.keepalive = memoryview(part.numpy()), host
+            offset += size
+        for device in devices:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
 
     def reduce_ndarray(self, array: np.ndarray) -> tuple[Any, ...] | Any:
         """Reduce a large plain-data NumPy array to a reference; small ones pickle as usual."""
@@ -100,8 +134,10 @@ class ArrayCollector:
                 flat, order, private = np.ascontiguousarray(array).reshape(-1), "C", True
             data = memoryview(flat.view(np.uint8))
             dtype = np.lib.format.dtype_to_descr(array.dtype)
+            origin = ("cpu", array.__array_interface__["data"][0], array.nbytes) if order == "C" and not private else None
             self.found[key] = Collected(
-                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=(array, flat), private=private
+                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=(array, flat),
+                private=private, origin=origin,
             )
         self.touched.append(key)
         return (load_array, (key,))
@@ -122,6 +158,18 @@ class ArrayCollector:
             table[torch.storage.TypedStorage] = self.reduce_torch_storage
             table[torch.UntypedStorage] = self.reduce_torch_storage
         return table
+
+
+def _host_buffer(size: int, pin: bool) -> tuple[Any, bool]:
+    """A host byte tensor of ``size``: pinned when asked and possible, else pageable."""
+    import torch
+
+    if pin:
+        try:
+            return torch.empty(size, dtype=torch.uint8, pin_memory=True), True
+        except RuntimeError:  # pinned memory is limited (containers, ulimit -l): copy slower
+            pass
+    return torch.empty(size, dtype=torch.uint8), False
 
 
 def target_device(device: str, map_location: str) -> str:

@@ -132,10 +132,10 @@ class Catalog:
             f"{ref!r} matches {len(matches)} checkpoints of session {session!r}; give more of the id"
         )
 
-    def write_pending(self, manifest: Manifest, blobs: list[str]) -> None:
+    def write_pending(self, session: str, checkpoint_id: str, created: float, blobs: list[str]) -> None:
         """Note a checkpoint being written, so cleanup leaves its fresh blobs alone."""
-        note = {"id": manifest.id, "created": manifest.created, "blobs": blobs}
-        self.store.write(pending_key(manifest.session, manifest.id), json.dumps(note).encode())
+        note = {"id": checkpoint_id, "created": created, "blobs": blobs}
+        self.store.write(pending_key(session, checkpoint_id), json.dumps(note).encode())
 
     def commit(self, manifest: Manifest, signing_key: str | None = None) -> None:
         """Write the manifest (the checkpoint now exists), then drop its pending note."""

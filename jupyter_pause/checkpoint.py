@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing
 from .background import BackgroundCheckpoint
-from .digests import value_digest
-from .catalog import Catalog, blob_key, blob_prefix, new_checkpoint_id
+from .catalog import Catalog, new_checkpoint_id
+from .digests import Known, value_digest
 from .config import PauseConfig
 from .context import make_context
 from .errors import SelectionError, SerializationError
@@ -19,11 +21,15 @@ from .manifest import ArrayRecord, BlobRef, Manifest, SkippedRecord, VariableRec
 from .notebook import read_notebook, relative_path
 from .pickler import DumpResult, dump_variables
 from .selection import select, type_name
+from .writer import BlobWriter
 
 #: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
 OWN_BLOB_BYTES = 1 << 20
 #: Size at which a pack of small arrays is closed.
 PACK_BYTES = 16 << 20
+
+#: Threads hashing array blobs at once.
+HASH_THREADS = min(8, os.cpu_count() or 1)
 
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
@@ -103,12 +109,21 @@ def _checks(probe_value: str, modules: dict[str, Any]) -> bytes:
     return pickle.dumps({"probe": probe_value, "models": models}, protocol=4)
 
 
-def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any]]:
-    """Give every collected array a blob: its own when large, a shared pack when small."""
+def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known]:
+    """Give every collected array a blob: its own when large, a shared pack when small.
+
+    Large arrays are hashed in parallel (both digest algorithms release the GIL). Returns the
+    records, the blobs by key and, for xxh3 checkpoints, the digests of whole storages, which
+    the value digests reuse instead of reading those bytes again.
+    """
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}
+    known: Known = {}
     pack: list[tuple[str, memoryview]] = []
     pack_size = 0
+    large = [(k, f) for k, f in dump.collector.found.items() if len(f.data) >= OWN_BLOB_BYTES]
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        keys = dict(zip((k for k, _ in large), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), large)))
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -125,9 +140,11 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         size = len(found.data)
         record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
         records[array_key] = record
-        if size >= OWN_BLOB_BYTES:
-            record.blob = signing.digest(found.data, algorithm)
+        if array_key in keys:
+            record.blob = keys[array_key]
             payloads[record.blob] = found.data
+            if algorithm == "xxh3_128" and found.origin is not None:
+                known[found.origin] = bytes.fromhex(record.blob)
             continue
         record.offset = pack_size
         pack.append((array_key, found.data))
@@ -135,7 +152,7 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()
-    return records, payloads
+    return records, payloads, known
 
 
 def checkpoint(
@@ -175,8 +192,16 @@ def checkpoint(
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
-            prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config)
-            return _commit(prepared, step)
+            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config)
+            # The array data goes to the store while the rest is described.
+            writer = _writer(prepared, step)
+            writer.send(prepared.payloads)
+            try:
+                _describe(prepared)
+            except BaseException:
+                writer.close()
+                raise
+            return _commit(prepared, step, writer)
 
 
 def checkpoint_async(
@@ -201,8 +226,9 @@ def checkpoint_async(
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory"):
-            prepared = _prepare(names, store, session, exclude, strict, tag, trigger, namespace, config, snapshot=True)
-        return BackgroundCheckpoint(prepared, _commit)
+            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config, snapshot=True)
+            _describe(prepared)
+        return BackgroundCheckpoint(prepared, _write_and_commit)
 
 
 @dataclass
@@ -210,28 +236,33 @@ class Prepared:
     """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
 
     ctx: Any
+    id: str
     started: float
     requested: float
     serialised: float
     trigger: str
     tag: str | None
     dump: DumpResult
-    variables: list[VariableRecord]
+    values: dict[str, Any]
     skipped: list[SkippedRecord]
     imports: dict[str, str]
+    arrays: dict[str, ArrayRecord]
     payloads: dict[str, Any]
+    known: Known
     rng: BlobRef
-    checks: BlobRef
-    probe_value: str
-    notebook: dict[str, Any] | None
-    notes: list[str]
-    position: lineage.Position
-    environment: dict[str, Any]
-    process: dict[str, Any]
     algorithm: str
+    position: lineage.Position
+    variables: list[VariableRecord] = field(default_factory=list)
+    small: dict[str, Any] = field(default_factory=dict)
+    checks: BlobRef | None = None
+    probe_value: str = ""
+    notebook: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    process: dict[str, Any] = field(default_factory=dict)
 
 
-def _prepare(
+def _capture(
     names: Iterable[str] | None,
     store: str | None,
     session: str | None,
@@ -243,7 +274,7 @@ def _prepare(
     config: PauseConfig | None,
     snapshot: bool = False,
 ) -> Prepared:
-    """The part that must see the live state: select, pickle, describe (and copy, for async)."""
+    """The part that must see the live state: select, pickle, bring to host, hash the arrays."""
     requested = time.time()
     started = time.perf_counter()
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
@@ -263,48 +294,70 @@ def _prepare(
             f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
+    dump.collector.gather()
     if snapshot:
         dump.collector.snapshot()
     algorithm = signing.hash_for(ctx.config.signing_key)
-    serialised = time.time()
-    payloads: dict[str, Any] = {}
-    variables = []
-    for name, segment in dump.segments.items():
-        key = signing.digest(segment.data, algorithm)
-        payloads[key] = segment.data
-        value = chosen.values[name]
-        check = value_digest(value) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
-        ref = BlobRef(key, len(segment.data))
-        variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
+    records, payloads, known = _plan_arrays(dump, algorithm)
     rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
     payloads[rng_ref.key] = rng_state
-    probe_value = probe.new_probe()
-    modules = {v.name: chosen.values[v.name] for v in variables if v.kind == "module"}
-    checks = _checks(probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
-    checks_ref = BlobRef(signing.digest(checks, algorithm), len(checks))
-    payloads[checks_ref.key] = checks
-    notebook_bytes, note = read_notebook(ctx.notebook)
-    notebook = None
-    if notebook_bytes is not None and ctx.notebook:
-        nb_key = signing.digest(notebook_bytes, algorithm)
-        payloads[nb_key] = notebook_bytes
-        notebook = {"path": relative_path(ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
     return Prepared(
-        ctx, started, requested, serialised, trigger, tag, dump, variables, chosen.skipped + failed,
-        chosen.imports, payloads, rng_ref, checks_ref, probe_value, notebook, [note],
-        lineage.position(ctx.store.url, ctx.session), fingerprint.environment(ctx.config.node),
-        fingerprint.process_identity(), algorithm,
+        ctx, new_checkpoint_id(requested), started, requested, time.time(), trigger, tag, dump,
+        chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
+        algorithm, lineage.position(ctx.store.url, ctx.session),
     )
 
 
-def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
-    """The part that needs no live state: hash, write the data, then the manifest."""
+def _describe(p: Prepared) -> None:
+    """Name and digest every variable, record the model checks, read the notebook.
+
+    Still needs the live state (digests and model checks read it), but not the store: a
+    synchronous checkpoint runs this while the array data is being written.
+    """
+    for name, segment in p.dump.segments.items():
+        key = signing.digest(segment.data, p.algorithm)
+        p.small[key] = segment.data
+        value = p.values[name]
+        check = value_digest(value, known=p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
+        ref = BlobRef(key, len(segment.data))
+        p.variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
+    p.probe_value = probe.new_probe()
+    modules = {v.name: p.values[v.name] for v in p.variables if v.kind == "module"}
+    checks = _checks(p.probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
+    p.checks = BlobRef(signing.digest(checks, p.algorithm), len(checks))
+    p.small[p.checks.key] = checks
+    notebook_bytes, note = read_notebook(p.ctx.notebook)
+    p.notes.append(note)
+    if notebook_bytes is not None and p.ctx.notebook:
+        nb_key = signing.digest(notebook_bytes, p.algorithm)
+        p.small[nb_key] = notebook_bytes
+        p.notebook = {"path": relative_path(p.ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
+    p.environment = fingerprint.environment(p.ctx.config.node)
+    p.process = fingerprint.process_identity()
+    p.values = {}  # the live objects are not needed past this point
+
+
+def _writer(p: Prepared, step: activity.Activity) -> BlobWriter:
+    step.begin("checkpointing", f"writing to {p.ctx.store.display_url}")
+    return BlobWriter(Catalog(p.ctx.store), p.ctx.session, p.id, p.requested, progress=step.progress)
+
+
+def _write_and_commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
+    """For a checkpoint already described: write all of its data, then commit."""
+    writer = _writer(p, step)
+    writer.send(p.payloads)
+    return _commit(p, step, writer)
+
+
+def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> CheckpointResult:
+    """Write the small blobs, wait for every blob, then write the manifest: the commit."""
     ctx = p.ctx
-    records, array_payloads = _plan_arrays(p.dump, p.algorithm)
-    payloads = {**array_payloads, **p.payloads}
-    catalog = Catalog(ctx.store)
+    writer.send(p.small)
+    written = writer.finish()
+    catalog = writer.catalog
+    blobs = {**{k: len(d) for k, d in p.payloads.items()}, **{k: len(d) for k, d in p.small.items()}}
     manifest = Manifest(
-        id=new_checkpoint_id(p.requested),
+        id=p.id,
         session=ctx.session,
         lineage=p.position.lineage,
         parent=p.position.parent,
@@ -316,8 +369,8 @@ def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
         variables=p.variables,
         imports=p.imports,
         skipped=p.skipped,
-        arrays=records,
-        blobs={key: len(data) for key, data in payloads.items()},
+        arrays=p.arrays,
+        blobs=blobs,
         rng=p.rng,
         checks=p.checks,
         probe=probe.fingerprint(p.probe_value),
@@ -333,17 +386,7 @@ def _commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
                 f"session {ctx.session!r} already holds {len(others)} other lineage(s); this "
                 f"checkpoint starts lineage {p.position.lineage} and keeps them"
             )
-    existing = ctx.store.list(blob_prefix(ctx.session))
-    to_write = {
-        blob_key(ctx.session, key): data
-        for key, data in payloads.items()
-        if getattr(existing.get(blob_key(ctx.session, key)), "size", -1) != len(data)
-    }
-    catalog.write_pending(manifest, sorted(manifest.blobs))
-    written = sum(len(d) for d in to_write.values())
-    step.begin("checkpointing", f"writing to {ctx.store.display_url}", total=written)
-    ctx.store.write_many(to_write, progress=step.progress)
-    total = sum(manifest.blobs.values())
+    total = sum(blobs.values())
     manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.signing_key or None)

@@ -22,9 +22,14 @@ class OverBudget(Exception):
     """The value is larger than the digest budget."""
 
 
+#: Digests already taken of whole storages' bytes: (device, data pointer, bytes) -> xxh3-128.
+Known = dict[tuple[str, int, int], bytes]
+
+
 class _Digester:
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, known: Known | None = None) -> None:
         self.budget = budget
+        self.known = known or {}
         self.count = 0
         self.seen: dict[int, int] = {}
         self.keep: list[Any] = []
@@ -53,7 +58,7 @@ class _Digester:
 
     def _alone(self, element: Any) -> bytes:
         """A set element's digest in a memo of its own, so it does not depend on set order."""
-        child = _Digester(self.budget - self.count)
+        child = _Digester(self.budget - self.count, self.known)
         try:
             return child.digest(element)
         finally:
@@ -103,15 +108,34 @@ class _Digester:
             return self._combine(meta, (self.digest(t.indices()), self.digest(t.values())))
         if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
             return self._leaf(f"{meta}|{t.layout}|{t.device.type}".encode())
-        data = t.detach().to("cpu").contiguous().reshape(-1)
-        body = xxhash.xxh3_128_digest(data.view(torch.uint8).numpy()) if data.numel() else b""
+        body = self._stored(t)
+        if body is None:
+            data = t.detach().to("cpu").contiguous().reshape(-1)
+            body = xxhash.xxh3_128_digest(data.view(torch.uint8).numpy()) if data.numel() else b""
         return self._leaf(meta.encode() + b"|" + body)
+
+    def _stored(self, t: Any) -> bytes | None:
+        """The digest already taken of ``t``'s bytes, when ``t`` is exactly one whole storage.
+
+        Those bytes are the same in memory order, so the digest is the one a copy would give;
+        for a GPU tensor, this also saves bringing it to host memory a second time.
+        """
+        if not self.known or t.is_conj() or t.is_neg() or t.storage_offset() or not t.is_contiguous():
+            return None
+        storage = t.untyped_storage()
+        size = storage.nbytes()
+        if not size or t.numel() * t.element_size() != size:
+            return None
+        return self.known.get((str(t.device), storage.data_ptr(), size))
 
     def _ndarray(self, a: Any, name: str, numpy: Any) -> bytes:
         meta = f"{name}|{a.dtype.str}|{a.shape}".encode()
         if a.dtype.hasobject:
             return self._combine(meta.decode(), (self.digest(x) for x in a.ravel().tolist()))
-        return self._leaf(meta + b"|" + xxhash.xxh3_128_digest(numpy.ascontiguousarray(a)))
+        body = None
+        if self.known and a.flags.c_contiguous and a.nbytes:
+            body = self.known.get(("cpu", a.__array_interface__["data"][0], a.nbytes))
+        return self._leaf(meta + b"|" + (body or xxhash.xxh3_128_digest(numpy.ascontiguousarray(a))))
 
     def _code(self, code: types.CodeType) -> bytes:
         consts = (self._code(c) if isinstance(c, types.CodeType) else self.digest(c) for c in code.co_consts)
@@ -171,11 +195,15 @@ def _strip_class(args: Any) -> Any:
     return args
 
 
-def value_digest(obj: Any, budget: int = DEFAULT_BUDGET) -> str | None:
+def value_digest(obj: Any, budget: int = DEFAULT_BUDGET, known: Known | None = None) -> str | None:
     """Hex digest of what ``obj`` holds; None when it has more than ``budget`` objects or cannot
-    be digested (then only the checkpoint's checksums and identity since the resume cover it)."""
+    be digested (then only the checkpoint's checksums and identity since the resume cover it).
+
+    ``known`` holds xxh3-128 digests of whole storages taken moments ago (while writing or
+    verifying their blobs), so their bytes are not read again.
+    """
     try:
-        return _Digester(budget).digest(obj).hex()
+        return _Digester(budget, known).digest(obj).hex()
     except OverBudget:
         return None
     except Exception:  # an object that breaks while being read: no digest, never a failed checkpoint
