@@ -82,6 +82,7 @@ def collect(
 
     referenced = {key for m in kept for key in m.blobs}
     stale: list[str] = []
+    unsure = False  # a checkpoint being written whose note cannot be read: its blobs are unknown
     for checkpoint_id, mtime in listing.pending.items():
         if mtime is not None and now - mtime > grace:
             stale.append(pending_key(session, checkpoint_id))
@@ -90,8 +91,10 @@ def collect(
         try:
             note = json.loads(bytes(store.read(pending_key(session, checkpoint_id))))
             referenced.update(note.get("blobs", []))
-        except (FileNotFoundError, ValueError):
-            continue
+        except FileNotFoundError:
+            continue  # committed or abandoned meanwhile
+        except ValueError:  # being rewritten this very moment: delete no blob this time
+            unsure = True
     manifests = store.list(f"sessions/{session}/checkpoints/")
     torn = []
     for checkpoint_id in listing.unreadable:
@@ -104,7 +107,7 @@ def collect(
     for key, entry in store.list(blob_prefix(session)).items():
         digest = key.rsplit("/", 1)[1]
         young = entry.mtime is not None and now - entry.mtime <= grace
-        if digest not in referenced and not young and key == blob_key(session, digest):
+        if digest not in referenced and not young and not unsure and key == blob_key(session, digest):
             orphans.append(key)
             report.bytes_freed += entry.size
     report.blobs_removed = len(orphans)

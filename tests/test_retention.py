@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause import lineage
-from jupyter_pause.catalog import Catalog, blob_prefix
+from jupyter_pause.catalog import Catalog, blob_key, blob_prefix, pending_key
 from jupyter_pause.retention import collect
 from jupyter_pause.storage import Store
 
@@ -92,3 +93,17 @@ def test_abandoned_partial_write_is_cleaned_after_grace(tmp_path, monkeypatch):
 def test_keep_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="at least 1"):
         collect(Catalog(Store(str(tmp_path))), "s", keep=0)
+
+
+def test_a_pending_note_caught_mid_rewrite_keeps_every_blob(tmp_path):
+    """A checkpoint being written rewrites its note per batch; gc must not guess its blobs."""
+    store = Store(str(tmp_path))
+    _series(str(tmp_path), 1)
+    orphan = blob_key("s", "ab" * 16)
+    store.write(orphan, b"reused by the checkpoint being written")
+    os.utime(store.path(orphan), (time.time() - 7200, time.time() - 7200))
+    store.write(pending_key("s", "20990101-000000-abcdef"), b'{"id": "2099')  # torn
+    assert collect(Catalog(store), "s", keep=5).blobs_removed == 0
+    assert store.exists(orphan)
+    store.delete([pending_key("s", "20990101-000000-abcdef")])
+    assert collect(Catalog(store), "s", keep=5).blobs_removed == 1
