@@ -197,11 +197,17 @@ def target_device(device: str, map_location: str) -> str:
 class ArrayLoader:
     """Builds arrays on verified bytes, each once, so shared storages stay shared."""
 
-    def __init__(self, records: dict[str, Any], blobs: dict[str, bytearray], map_location: str = "auto"):
+    def __init__(
+        self, records: dict[str, Any], blobs: dict[str, bytearray], map_location: str = "auto", hash_name: str = ""
+    ):
         self.records = records
         self.blobs = blobs
         self.map_location = map_location
         self._built: dict[str, Any] = {}
+        #: xxh3-128 digests of whole arrays built here, from their verified blob keys
+        #: (``digests.Known``), so the value digests of the resume need not read them again.
+        self.known: dict[tuple[str, int, int], bytes] = {}
+        self._blob_keys_are_xxh3 = hash_name == "xxh3_128"
         #: Keys whose bytes were missing: built as zeros so loading can go on, never restored.
         self.missing: set[str] = set()
 
@@ -227,6 +233,7 @@ class ArrayLoader:
             # that reaches them is reported as not restored (see ``poisoned``).
             self.missing.add(key)
             blob, record = bytearray(record.nbytes), _replace(record, offset=0)
+        whole = self._blob_keys_are_xxh3 and key not in self.missing and record.nbytes == len(blob) and record.nbytes
         if record.kind == "torch":
             import torch
 
@@ -237,12 +244,17 @@ class ArrayLoader:
             device = target_device(record.device, self.map_location)
             if device != "cpu":
                 flat = flat.to(device)
-            return flat.untyped_storage()
+            storage = flat.untyped_storage()
+            if whole:
+                self.known[(str(storage.device), storage.data_ptr(), record.nbytes)] = bytes.fromhex(record.blob)
+            return storage
         dtype = np.lib.format.descr_to_dtype(_literal(record.dtype))
         count = record.nbytes // dtype.itemsize
         flat = np.frombuffer(blob, dtype=dtype, count=count, offset=record.offset)
         if record.order == "F":
             return flat.reshape(record.shape[::-1]).T
+        if whole:
+            self.known[("cpu", flat.__array_interface__["data"][0], record.nbytes)] = bytes.fromhex(record.blob)
         return flat.reshape(record.shape)
 
 

@@ -27,21 +27,36 @@ def _problem(data: bytearray | BaseException, key: str, size: int, algorithm: st
     return None
 
 
+class _Mismatch(Exception):
+    """A blob that was read but does not match its manifest entry."""
+
+
 def fetch(
     store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None
 ) -> tuple[dict[str, bytearray], dict[str, str]]:
-    """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not."""
-    keys = list(dict.fromkeys(keys))
-    raw = store.read_many((blob_key(manifest.session, k) for k in keys), progress=progress)
+    """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not.
+
+    Each blob is verified by the thread that read it, while the others are still arriving.
+    """
+    paths = {blob_key(manifest.session, k): k for k in dict.fromkeys(keys)}
+
+    def verify(path: str, data: bytearray) -> None:
+        key = paths[path]
+        problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
+        if problem is not None:
+            raise _Mismatch(problem)
+
+    raw = store.read_many(paths, progress=progress, check=verify)
     good: dict[str, bytearray] = {}
     bad: dict[str, str] = {}
-    for key in keys:
-        data = raw[blob_key(manifest.session, key)]
-        problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
-        if problem is None:
-            good[key] = data  # type: ignore[assignment]
+    for path, key in paths.items():
+        data = raw[path]
+        if isinstance(data, _Mismatch):
+            bad[key] = str(data)
+        elif isinstance(data, BaseException):
+            bad[key] = _problem(data, key, 0, manifest.hash) or f"unreadable: {data}"
         else:
-            bad[key] = problem
+            good[key] = data
     return good, bad
 
 

@@ -197,7 +197,7 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     for device in sorted(manifest.devices()):
         target_device(device, map_location)  # raises before the namespace is touched
 
-    loader = ArrayLoader(manifest.arrays, blobs, map_location)
+    loader = ArrayLoader(manifest.arrays, blobs, map_location, manifest.hash)
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
     values, failed = load_variables(segments, loader, ctx.namespace)
     if bad:
@@ -218,7 +218,11 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
             notes.append("RNG state NOT restored: its blob is missing or damaged")
     if manifest.checks is not None and manifest.checks.key in blobs:
         probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
-    digests = {v.name: value_digest(values[v.name]) if v.digest else None for v in manifest.variables if v.name in restored}
+    digests = {
+        v.name: value_digest(values[v.name], known=loader.known) if v.digest else None
+        for v in manifest.variables
+        if v.name in restored
+    }
     probe.record_restore(manifest.id, digests, failed)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)

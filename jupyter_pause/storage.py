@@ -189,10 +189,15 @@ class Store:
         except Exception as e:
             raise self._fail("read", key, e) from e
 
-    def read_many(self, keys: Iterable[str], progress: Progress | None = None) -> dict[str, bytearray | BaseException]:
+    def read_many(
+        self, keys: Iterable[str], progress: Progress | None = None,
+        check: Callable[[str, bytearray], None] | None = None,
+    ) -> dict[str, bytearray | BaseException]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 
-        ``progress(bytes_done)`` is called as each key arrives.
+        ``progress(bytes_done)`` is called as each key arrives. ``check(key, data)`` runs in the
+        reading thread as each key arrives (so checking overlaps reading); an exception it
+        raises takes the place of the bytes.
         """
         done = _Counter(progress)
 
@@ -202,6 +207,11 @@ class Store:
             except (FileNotFoundError, StoreError) as e:
                 return e
             done.add(len(data))
+            if check is not None:
+                try:
+                    check(key, data)
+                except Exception as e:
+                    return e
             return data
 
         keys = list(dict.fromkeys(keys))
