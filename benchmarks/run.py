@@ -79,14 +79,13 @@ MIN_PAIRS = 3
 #: Targets, as the largest acceptable median of (ours time / baseline time); None: report only.
 TARGETS = {
     "1": 1 / 8,  # ours at least 8x faster than dill.dump_module + fsync
-    "2a": 1.0,  # ours no slower than torch.save + fsync (stretch: 0.6)
-    "2b": None,  # throughput fraction of raw write + fsync: reported
+    "2a": 0.6,  # ours at most 0.6x torch.save + fsync (never below raw: see the floor in its note)
+    "2b": 1 / 0.85,  # throughput at least 0.85x raw write + fsync of the same bytes
     "3": 0.1,  # second checkpoint after a ~1% change: at most 0.1x a first one
-    "4": None,  # resume vs torch.load: reported
+    "4": 0.6,  # resume into live objects, at most 0.6x torch.load, both from a cold page cache
     "5": 0.25,  # --async: time the kernel is blocked, at most 0.25x a synchronous checkpoint
     "6": 1.0,  # resume request -> next cell, at most kernel start + torch import + 1.3x raw read
 }
-STRETCH_2A = 0.6
 
 
 # -- plumbing --------------------------------------------------------------------------------------
@@ -375,8 +374,11 @@ def case_tensor_write(
         "name": "2a tensor ckpt vs torch.save+fsync",
         "base_s": statistics.median(p["torch"]["seconds"] for p in runs),
         "ratio": summarise(ratios),
-        "figure": f"{statistics.median(ratios):.2f}x the time (stretch <= {STRETCH_2A})",
-        "stretch_pass": statistics.median(ratios) <= STRETCH_2A,
+        # No checkpoint beats writing its bytes raw: when the disk is slow, raw itself can be
+        # above 0.6x torch.save, and then so is the target's floor.
+        "floor": summarise([p["raw"]["seconds"] / p["torch"]["seconds"] for p in runs]),
+        "figure": f"{statistics.median(ratios):.2f}x the time; raw write+fsync itself "
+        f"{statistics.median(p['raw']['seconds'] / p['torch']['seconds'] for p in runs):.2f}x (the floor)",
     }
     b = {
         **{k: v for k, v in common.items() if k != "pairs"},
@@ -678,10 +680,10 @@ def verdict(key: str, ratio: float) -> str:
 def target_text(key: str) -> str:
     return {
         "1": "<= 0.125 (>= 8x faster)",
-        "2a": f"<= 1.0 (stretch {STRETCH_2A})",
-        "2b": "report",
+        "2a": "<= 0.6",
+        "2b": "<= 1.18 (>= 85% of raw)",
         "3": "<= 0.1",
-        "4": "report",
+        "4": "<= 0.6",
         "5": "<= 0.25",
         "6": "<= 1.0",
     }[key]
@@ -693,8 +695,6 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
     for key, r in results.items():
         ratio = r["ratio"]
         result = verdict(key, ratio["median"])
-        if key == "2a" and result == "PASS":
-            result += " (stretch " + ("PASS)" if r.get("stretch_pass") else "FAIL)")
         rows.append(
             (
                 r["name"],

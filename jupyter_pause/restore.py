@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,11 +94,24 @@ def _needed_blobs(manifest: Manifest) -> list[str]:
 
 
 def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, bytearray], dict[str, str]]:
-    """Read and verify what restoring ``manifest`` needs, reporting progress."""
+    """Read and verify what restoring ``manifest`` needs, reporting progress.
+
+    In a new kernel, importing torch is the slowest import there is; when the checkpoint needs
+    it, this thread imports it while other threads read the blobs, rather than after. (The
+    import stays on this thread: importing torch from two threads at once is not safe.)
+    """
     keys = list(dict.fromkeys(_needed_blobs(manifest)))
     total = sum(manifest.blobs.get(k, 0) for k in keys)
     activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
-    return fetch(catalog.store, manifest, keys, progress=activity.current.progress)
+    if "torch" in sys.modules or not any(a.kind == "torch" for a in manifest.arrays.values()):
+        return fetch(catalog.store, manifest, keys, progress=activity.current.progress)
+    with ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-read") as pool:
+        reading = pool.submit(fetch, catalog.store, manifest, keys, activity.current.progress)
+        try:
+            importlib.import_module("torch")
+        except Exception:  # reported by the unpickler, which needs it
+            pass
+        return reading.result()
 
 
 def _vouch(manifest: Manifest, key: str | None) -> None:
