@@ -35,3 +35,51 @@ def test_cuda_state_goes_back_to_the_gpu(tmp_path):
     jp.resume(store=str(tmp_path), session="gpu", namespace=on_cpu, map_location="cpu")
     assert on_cpu["model"].weight.device.type == "cpu"
     assert torch.equal(on_cpu["model"].weight, model.weight.cpu())
+
+
+def test_device_storages_come_to_host_in_one_pinned_batch():
+    from jupyter_pause.arrays import ArrayCollector
+
+    collector = ArrayCollector()
+    tensors = [torch.randn(1000, device="cuda"), torch.arange(10, device="cuda")]
+    for t in tensors:
+        collector.reduce_torch_storage(t.untyped_storage())
+    assert all(f.data is None for f in collector.found.values())
+    collector.gather()
+    for t, found in zip(tensors, collector.found.values()):
+        assert bytes(found.data) == t.cpu().numpy().tobytes()
+        assert found.keepalive.is_pinned()
+
+
+def test_cuda_value_digests_reuse_blob_hashes_and_match_from_scratch(tmp_path):
+    from jupyter_pause.digests import value_digest
+
+    lineage.forget()
+    model = torch.nn.Linear(1024, 1024).cuda()
+    ns = {"model": model, "opt": torch.optim.Adam(model.parameters()), "w": torch.randn(2_000_000, device="cuda")}
+    manifest = jp.checkpoint(store=str(tmp_path), session="gpu", namespace=ns).manifest
+    for record in manifest.variables:
+        assert record.digest == value_digest(ns[record.name]), record.name
+
+
+def test_async_checkpoint_of_cuda_state_restores_like_a_sync_one(tmp_path):
+    lineage.forget()
+    ns = {"w": torch.randn(3_000_000, device="cuda")}
+    expected = ns["w"].clone()
+    job = jp.checkpoint_async(store=str(tmp_path), session="gpu", namespace=ns)
+    ns["w"].add_(1)  # after the copy: must not reach the checkpoint
+    manifest = job.wait(120).manifest
+    lineage.forget()
+    target: dict = {}
+    jp.resume(manifest.id, store=str(tmp_path), session="gpu", namespace=target)
+    assert target["w"].device.type == "cuda" and torch.equal(target["w"], expected)
+
+
+def test_the_gpu_check_script_passes(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks/gpu_check.py"
+    done = subprocess.run([sys.executable, str(script), "--size-gb", "0.2"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr

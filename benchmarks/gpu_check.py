@@ -1,0 +1,219 @@
+"""GPU check: checkpoint and resume a CUDA model + AdamW; prove it back, report copy speeds.
+
+Run by ``benchmarks/gpu_check.sh`` on a machine with an NVIDIA GPU (never in CI). It measures,
+side by side in one process:
+
+- device -> host: the bytes per second of the checkpoint's own copy of the GPU state to host
+  memory (``ArrayCollector.gather``), next to a plain copy of the same bytes into pinned memory;
+- host -> device: the resume's copies back to the GPU, next to a plain copy from pinned memory;
+- checkpoint and resume times, and how long ``--async`` blocks the kernel.
+
+Every tensor is then compared bit for bit, the restore test must say ``restored``, and a resume
+with ``map_location="cpu"`` must bring the same values to host memory. Exit status 1 on any
+mismatch. ``--device cpu`` runs the same steps on the CPU (a smoke test of this script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import jupyter_pause as jp
+from jupyter_pause import arrays, lineage
+
+
+def build(size_bytes: int, device: str, layers: int = 24) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """Bias-free Linear layers + AdamW after one step: parameters + two moments = ``size_bytes``."""
+    d = int(math.sqrt(size_bytes / 3 / layers / 4))
+    gen = torch.Generator(device=device).manual_seed(0)
+    model = torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(layers)]).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for p in model.parameters():
+        p.grad = torch.randn(p.shape, generator=gen, device=device)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return model, opt
+
+
+def tensors(model: torch.nn.Module, opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+    found = [p.detach() for p in model.parameters()]
+    for state in opt.state.values():
+        found += [v for v in state.values() if isinstance(v, torch.Tensor) and v.numel() > 1]
+    return found
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+class Timer:
+    """Wraps a function to add up the seconds spent in it (and the device work it queued)."""
+
+    def __init__(self, owner: Any, name: str, device: str) -> None:
+        self.owner, self.name, self.device, self.seconds = owner, name, device, 0.0
+        self.real = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return self.real(*args, **kwargs)
+            finally:
+                sync(self.device)
+                self.seconds += time.perf_counter() - start
+
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        setattr(self.owner, self.name, self.real)
+
+
+def plain_copies(found: list[torch.Tensor], device: str) -> tuple[float, float]:
+    """Seconds for a plain device->pinned-host copy of ``found``, and back again."""
+    total = sum(t.numel() * t.element_size() for t in found)
+    pinned = device.startswith("cuda")
+    host = torch.empty(total, dtype=torch.uint8, pin_memory=pinned)
+    back = torch.empty(total, dtype=torch.uint8, device=device)
+    sync(device)
+    start = time.perf_counter()
+    offset = 0
+    for t in found:
+        n = t.numel() * t.element_size()
+        host[offset : offset + n].copy_(t.reshape(-1).view(torch.uint8), non_blocking=pinned)
+        offset += n
+    sync(device)
+    d2h = time.perf_counter() - start
+    start = time.perf_counter()
+    back.copy_(host, non_blocking=pinned)
+    sync(device)
+    return d2h, time.perf_counter() - start
+
+
+def gbps(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e9 if seconds > 0 else float("nan")
+
+
+def check(args: argparse.Namespace) -> dict[str, Any]:
+    device = args.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device is visible to torch here: run this on a GPU machine")
+    store = Path(args.store or tempfile.mkdtemp(prefix="jupyter-pause-gpu-"))
+    model, opt = build(int(args.size_gb * (1 << 30)), device)
+    found = tensors(model, opt)
+    nbytes = sum(t.numel() * t.element_size() for t in found)
+    ns: dict[str, Any] = {"model": model, "opt": opt, "step": 1}
+    out: dict[str, Any] = {"device": device, "bytes": nbytes, "store": str(store)}
+    if device.startswith("cuda"):
+        out["gpu"] = torch.cuda.get_device_name(0)
+    out["torch"] = torch.__version__
+
+    plain_d2h, plain_h2d = plain_copies(found, device)
+    lineage.forget()
+    jp.checkpoint(store=str(store), session="warmup", namespace=ns)  # first pinned buffer, imports
+
+    gather = Timer(arrays.ArrayCollector, "gather", device)
+    try:
+        lineage.forget()
+        start = time.perf_counter()
+        result = jp.checkpoint(store=str(store), session="gpu-check", namespace=ns)
+        out["checkpoint_s"] = time.perf_counter() - start
+    finally:
+        gather.restore()
+    out["checkpoint_d2h_s"] = gather.seconds
+
+    ns["step"] = 2
+    lineage.forget()
+    job = jp.checkpoint_async(store=str(store), session="gpu-check-async", namespace=ns)
+    out["async_blocked_s"] = job.blocked
+    job.wait(600)
+
+    # The resume runs where a real one would: in a new process, which the restore test can
+    # tell from this one. It compares what it restored with a torch.save of the same tensors.
+    reference = store / "reference.pt"
+    torch.save([t.cpu() for t in found], reference)
+    child = subprocess.run(
+        [sys.executable, __file__, "--resume-in-child", str(store), result.manifest.id, device],
+        capture_output=True, text=True, timeout=900,
+    )
+    if child.returncode != 0:
+        raise SystemExit(f"the resuming process failed:\n{child.stdout}\n{child.stderr}")
+    out.update(json.loads(child.stdout.strip().splitlines()[-1]))
+    out["d2h_gbps"] = {"checkpoint": gbps(nbytes, out["checkpoint_d2h_s"]), "plain pinned copy": gbps(nbytes, plain_d2h)}
+    out["h2d_gbps"] = {"resume": gbps(nbytes, out["resume_build_s"]), "plain pinned copy": gbps(nbytes, plain_h2d)}
+    if not args.store and not args.keep:
+        shutil.rmtree(store, ignore_errors=True)
+    return out
+
+
+def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
+    """The new process's half: resume, verify, compare with the reference; figures as JSON."""
+    out: dict[str, Any] = {}
+    build_timer = Timer(arrays.ArrayLoader, "_build", device)
+    try:
+        target: dict[str, Any] = {}
+        start = time.perf_counter()
+        cycle = jp.resume_and_verify(checkpoint, store=store, session="gpu-check", namespace=target, write_report=False)
+        sync(device)
+        out["resume_s"] = time.perf_counter() - start
+    finally:
+        build_timer.restore()
+    out["resume_build_s"] = build_timer.seconds
+    out["verdict"] = cycle.verdict.kind
+    expected = torch.load(Path(store) / "reference.pt")
+    restored = tensors(target["model"], target["opt"])
+    out["bit_identical"] = len(restored) == len(expected) and all(
+        str(b.device) == str(torch.device(device)) and torch.equal(a, b.cpu()) for a, b in zip(expected, restored)
+    )
+    out["optimizer_shares_parameters"] = all(
+        p is q for p, q in zip(target["opt"].param_groups[0]["params"], target["model"].parameters())
+    )
+    on_cpu: dict[str, Any] = {}
+    jp.resume(checkpoint, store=store, session="gpu-check", namespace=on_cpu, map_location="cpu")
+    out["map_location_cpu"] = all(
+        b.device.type == "cpu" and torch.equal(a, b) for a, b in zip(expected, tensors(on_cpu["model"], on_cpu["opt"]))
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu for a smoke test")
+    parser.add_argument("--size-gb", type=float, default=1.5, help="model + AdamW state in GiB (default 1.5)")
+    parser.add_argument("--store", help="store folder (default: a temporary folder, deleted afterwards)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary store")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--resume-in-child", nargs=3, metavar=("STORE", "CHECKPOINT", "DEVICE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.resume_in_child:
+        print(json.dumps(resume_in_child(*args.resume_in_child)))
+        return 0
+    out = check(args)
+    gib = out["bytes"] / (1 << 30)
+    print(f"{gib:.2f} GiB of model + AdamW state on {out['device']} ({out.get('gpu', 'no GPU')}), torch {out['torch']}")
+    print(f"  checkpoint {out['checkpoint_s']:.2f} s (--async blocks {out['async_blocked_s']:.2f} s); "
+          f"resume + verify {out['resume_s']:.2f} s")
+    for name in ("d2h_gbps", "h2d_gbps") if out["device"] != "cpu" else ():
+        label = "device -> host" if name == "d2h_gbps" else "host -> device"
+        figures = ", ".join(f"{k} {v:.1f} GB/s" for k, v in out[name].items())
+        print(f"  {label}: {figures}")
+    ok = out["verdict"] == "restored" and out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
+    print(f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "
+          f"{out['optimizer_shares_parameters']}; map_location=cpu {out['map_location_cpu']}")
+    print("PASS" if ok else "FAIL")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""benchmarks/gpu_check.py: its CPU mode runs every step the GPU check runs, so it cannot rot."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
+    figures = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--device", "cpu", "--size-gb", "0.02",
+         "--store", str(tmp_path / "store"), "--json", str(figures)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("PASS")
+    out = json.loads(figures.read_text())
+    assert out["verdict"] == "restored"  # resumed in a new process, told apart from this one
+    assert out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
+    assert out["bytes"] > 15_000_000
+
+
+def test_the_shell_wrapper_refuses_a_machine_without_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    done = subprocess.run(["bash", str(ROOT / "benchmarks/gpu_check.sh")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "run it on a GPU machine" in done.stderr
