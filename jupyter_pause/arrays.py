@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .errors import RestoreError
+from .storage import Buffer
 
 #: NumPy arrays smaller than this stay inside the pickle stream (no blob of their own).
 NUMPY_OUT_OF_BAND_BYTES = 64 * 1024
@@ -198,7 +199,7 @@ class ArrayLoader:
     """Builds arrays on verified bytes, each once, so shared storages stay shared."""
 
     def __init__(
-        self, records: dict[str, Any], blobs: dict[str, bytearray], map_location: str = "auto", hash_name: str = ""
+        self, records: dict[str, Any], blobs: dict[str, Buffer], map_location: str = "auto", hash_name: str = ""
     ):
         self.records = records
         self.blobs = blobs

@@ -7,13 +7,13 @@ from collections.abc import Iterable
 from .catalog import blob_key
 from .manifest import Manifest
 from .signing import HASHES, digest
-from .storage import Progress, Store
+from .storage import Buffer, Progress, Store
 
 #: Bytes read at once when only checking (not keeping) a checkpoint's blobs.
 CHECK_BATCH_BYTES = 256 << 20
 
 
-def _problem(data: bytearray | BaseException, key: str, size: int, algorithm: str) -> str | None:
+def _problem(data: Buffer | BaseException, key: str, size: int, algorithm: str) -> str | None:
     if isinstance(data, FileNotFoundError):
         return "missing"
     if isinstance(data, BaseException):
@@ -33,21 +33,21 @@ class _Mismatch(Exception):
 
 def fetch(
     store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None
-) -> tuple[dict[str, bytearray], dict[str, str]]:
+) -> tuple[dict[str, Buffer], dict[str, str]]:
     """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not.
 
     Each blob is verified by the thread that read it, while the others are still arriving.
     """
     paths = {blob_key(manifest.session, k): k for k in dict.fromkeys(keys)}
 
-    def verify(path: str, data: bytearray) -> None:
+    def verify(path: str, data: Buffer) -> None:
         key = paths[path]
         problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
         if problem is not None:
             raise _Mismatch(problem)
 
-    raw = store.read_many(paths, progress=progress, check=verify)
-    good: dict[str, bytearray] = {}
+    raw = store.read_many(paths, progress=progress, check=verify, mapped=True)
+    good: dict[str, Buffer] = {}
     bad: dict[str, str] = {}
     for path, key in paths.items():
         data = raw[path]

@@ -21,6 +21,7 @@ from .errors import SelectionError
 from .integrity import describe, fetch
 from .manifest import Manifest
 from .pickler import load_variables
+from .storage import Buffer
 
 MAP_LOCATIONS = ("auto", "cpu")
 
@@ -93,7 +94,7 @@ def _needed_blobs(manifest: Manifest) -> list[str]:
     return keys
 
 
-def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, bytearray], dict[str, str]]:
+def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, Buffer], dict[str, str]]:
     """Read and verify what restoring ``manifest`` needs, reporting progress.
 
     In a new kernel, importing torch is the slowest import there is; when the checkpoint needs
@@ -122,7 +123,7 @@ def _vouch(manifest: Manifest, key: str | None) -> None:
 
 def _choose(
     catalog: Catalog, session: str, ref: str, key: str | None = None
-) -> tuple[Manifest, dict[str, bytearray], dict[str, str], dict[str, str]]:
+) -> tuple[Manifest, dict[str, Buffer], dict[str, str], dict[str, str]]:
     """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)

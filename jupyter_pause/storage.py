@@ -13,6 +13,7 @@ from typing import Any, Callable
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from . import mapping
 from .errors import StoreError
 
 #: Blobs in flight at once when writing or reading many keys.
@@ -60,6 +61,9 @@ def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 Progress = Callable[[int], None]
+
+#: Bytes read from a store: a buffer of their own, or a private mapping of a local file.
+Buffer = bytearray | memoryview
 
 
 class _Counter:
@@ -167,10 +171,18 @@ class Store:
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
             raise self._fail("write", key, e) from e
 
-    def read(self, key: str) -> bytearray:
-        """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy)."""
+    def read(self, key: str, mapped: bool = False) -> Buffer:
+        """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).
+
+        With ``mapped``, a large local file comes back as a private mapping of it (see
+        ``mapping``): no copy is made, and pages are copied only where they are written to.
+        """
         path = self.path(key)
         try:
+            if self.local and mapped:
+                view = mapping.map_file(path)
+                if view is not None:
+                    return view
             if self.local:
                 size = os.path.getsize(path)
                 buf = bytearray(size)
@@ -191,19 +203,19 @@ class Store:
 
     def read_many(
         self, keys: Iterable[str], progress: Progress | None = None,
-        check: Callable[[str, bytearray], None] | None = None,
-    ) -> dict[str, bytearray | BaseException]:
+        check: Callable[[str, Buffer], None] | None = None, mapped: bool = False,
+    ) -> dict[str, Buffer | BaseException]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 
         ``progress(bytes_done)`` is called as each key arrives. ``check(key, data)`` runs in the
         reading thread as each key arrives (so checking overlaps reading); an exception it
-        raises takes the place of the bytes.
+        raises takes the place of the bytes. ``mapped``: as for ``read``.
         """
         done = _Counter(progress)
 
-        def one(key: str) -> bytearray | BaseException:
+        def one(key: str) -> Buffer | BaseException:
             try:
-                data = self.read(key)
+                data = self.read(key, mapped)
             except (FileNotFoundError, StoreError) as e:
                 return e
             done.add(len(data))
