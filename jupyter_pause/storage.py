@@ -19,6 +19,12 @@ from .errors import StoreError
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
 
+#: Remote stores: bytes handed to (or taken from) a file object at once, and its part size.
+#: The file object uploads a part whenever its buffer fills, so a large blob is never held
+#: twice in memory: each blob in flight costs at most about one part and one chunk extra.
+REMOTE_CHUNK = 8 << 20
+REMOTE_BLOCK = 16 << 20  # S3 parts must be at least 5 MiB
+
 _CREDENTIALS_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 
 
@@ -81,6 +87,22 @@ class _Counter:
             self.total += n
             total = self.total
         self.progress(total)
+
+
+def _read_remote(f: Any) -> bytearray:
+    """All of a remote file into one buffer, a chunk at a time (no second whole copy)."""
+    size = getattr(f, "size", None)
+    if not isinstance(size, int):
+        return bytearray(f.read())
+    buf = bytearray(size)
+    view, done = memoryview(buf), 0
+    while done < size:
+        chunk = f.read(min(REMOTE_CHUNK, size - done))
+        if not chunk:
+            break
+        view[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return buf if done == size else buf[:done]
 
 
 @dataclass(frozen=True)
@@ -166,8 +188,10 @@ class Store:
                     f.flush()
                     os.fsync(f.fileno())
             else:
-                with self.fs.open(path, "wb") as f:
-                    f.write(data)
+                view = memoryview(data).cast("B")
+                with self.fs.open(path, "wb", block_size=REMOTE_BLOCK) as f:
+                    for start in range(0, len(view), REMOTE_CHUNK):
+                        f.write(view[start : start + REMOTE_CHUNK])
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
             raise self._fail("write", key, e) from e
 
@@ -194,8 +218,8 @@ class Store:
                             break
                         done += n
                 return buf if done == size else buf[:done]
-            with self.fs.open(path, "rb") as f:
-                return bytearray(f.read())
+            with self.fs.open(path, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
+                return _read_remote(f)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:

@@ -378,3 +378,31 @@ def test_checkpoint_and_resume_round_trip(store_url: str) -> None:
 def test_s3_missing_bucket_fails_the_check(s3_env: str) -> None:
     with pytest.raises(StoreError, match="bucket 'no-such-bucket-zz' does not exist"):
         Store("s3://no-such-bucket-zz/prefix").check()
+
+
+@pytest.mark.s3
+def test_large_s3_blobs_are_never_held_twice_in_memory(s3_env: str) -> None:
+    """Written and read a chunk at a time: the Python heap never holds a second whole copy."""
+    import tracemalloc
+
+    import numpy as np
+
+    from jupyter_pause.storage import REMOTE_BLOCK, REMOTE_CHUNK
+
+    store = Store(s3_env)
+    data = np.random.default_rng(0).integers(0, 255, 96 << 20, dtype=np.uint8)
+    store.write("warm-up", b"x")  # client and connection pool set up outside the measurement
+    tracemalloc.start()
+    try:
+        store.write("big", memoryview(data))
+        _, write_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        back = store.read("big")
+        _, read_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert bytes(back[:1000]) == data[:1000].tobytes() and len(back) == data.nbytes
+    assert back == memoryview(data)
+    extra = 3 * REMOTE_BLOCK + REMOTE_CHUNK  # a part buffered, its copy being sent, one chunk; < the blob
+    assert write_peak < extra, f"writing held {write_peak >> 20} MiB"
+    assert read_peak < data.nbytes + extra, f"reading held {read_peak >> 20} MiB beyond the blob"
