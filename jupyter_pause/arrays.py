@@ -173,6 +173,14 @@ def _host_buffer(size: int, pin: bool) -> tuple[Any, bool]:
     return torch.empty(size, dtype=torch.uint8), False
 
 
+def to_device(data: Buffer, device: str) -> Any:
+    """A verified blob's bytes as a flat byte tensor on ``device`` (the host bytes may then go)."""
+    import torch
+
+    host = torch.frombuffer(data, dtype=torch.uint8) if len(data) else torch.empty(0, dtype=torch.uint8)
+    return host.to(device)
+
+
 def target_device(device: str, map_location: str) -> str:
     """Where a storage saved on ``device`` goes back to under ``map_location`` (auto | cpu)."""
     if device == "cpu" or map_location == "cpu":
@@ -196,10 +204,14 @@ def target_device(device: str, map_location: str) -> str:
 
 
 class ArrayLoader:
-    """Builds arrays on verified bytes, each once, so shared storages stay shared."""
+    """Builds arrays on verified bytes, each once, so shared storages stay shared.
+
+    ``blobs`` maps blob keys to their verified bytes, or to a flat byte tensor already on the
+    device its tensors go to (moved there while reading, see ``restore._placements``).
+    """
 
     def __init__(
-        self, records: dict[str, Any], blobs: dict[str, Buffer], map_location: str = "auto", hash_name: str = ""
+        self, records: dict[str, Any], blobs: dict[str, Any], map_location: str = "auto", hash_name: str = ""
     ):
         self.records = records
         self.blobs = blobs
@@ -238,6 +250,12 @@ class ArrayLoader:
         if record.kind == "torch":
             import torch
 
+            if isinstance(blob, torch.Tensor):  # moved to its device while it was read
+                part = blob[record.offset : record.offset + record.nbytes]
+                storage = (part if len(part) == len(blob) else part.clone()).untyped_storage()
+                if whole:
+                    self.known[(str(storage.device), storage.data_ptr(), record.nbytes)] = bytes.fromhex(record.blob)
+                return storage
             if record.nbytes == 0:
                 flat = torch.empty(0, dtype=torch.uint8)
             else:

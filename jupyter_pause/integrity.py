@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from .catalog import blob_key
 from .manifest import Manifest
@@ -32,22 +33,26 @@ class _Mismatch(Exception):
 
 
 def fetch(
-    store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None
-) -> tuple[dict[str, Buffer], dict[str, str]]:
+    store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None,
+    then: Callable[[str, Buffer], Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
     """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not.
 
     Each blob is verified by the thread that read it, while the others are still arriving.
+    ``then(key, data)``, when given, runs next in that thread, on verified bytes only; what it
+    returns is kept instead of the bytes (a tensor already moved to its GPU, say).
     """
     paths = {blob_key(manifest.session, k): k for k in dict.fromkeys(keys)}
 
-    def verify(path: str, data: Buffer) -> None:
+    def verify(path: str, data: Buffer) -> Any:
         key = paths[path]
         problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
         if problem is not None:
             raise _Mismatch(problem)
+        return data if then is None else then(key, data)
 
-    raw = store.read_many(paths, progress=progress, check=verify, mapped=True)
-    good: dict[str, Buffer] = {}
+    raw = store.read_many(paths, progress=progress, then=verify, mapped=True)
+    good: dict[str, Any] = {}
     bad: dict[str, str] = {}
     for path, key in paths.items():
         data = raw[path]

@@ -13,11 +13,11 @@ from typing import Any
 
 from . import activity, fingerprint, lineage, probe, rng, signing
 from .digests import value_digest
-from .arrays import ArrayLoader, target_device
+from .arrays import ArrayLoader, target_device, to_device
 from .catalog import Catalog
 from .config import PauseConfig
 from .context import Context, make_context
-from .errors import SelectionError
+from .errors import RestoreError, SelectionError
 from .integrity import describe, fetch
 from .manifest import Manifest
 from .pickler import load_variables
@@ -94,20 +94,49 @@ def _needed_blobs(manifest: Manifest) -> list[str]:
     return keys
 
 
-def _fetch(catalog: Catalog, manifest: Manifest) -> tuple[dict[str, Buffer], dict[str, str]]:
+def _placements(manifest: Manifest, map_location: str) -> dict[str, str]:
+    """Blobs holding only tensors bound for one device other than the CPU, and that device.
+
+    Each is moved there as soon as it is read and verified, and its host copy let go, so host
+    memory holds only the blobs in flight rather than a second copy of the whole GPU state.
+    A device this process cannot use gets no placement: the resume then names the problem.
+    """
+    wanted: dict[str, set[str]] = {}
+    for record in manifest.arrays.values():
+        gpu = record.kind == "torch" and record.device != "cpu" and map_location != "cpu"
+        wanted.setdefault(record.blob, set()).add(record.device if gpu else "cpu")
+    places = {blob: devices.pop() for blob, devices in wanted.items() if len(devices) == 1 and "cpu" not in devices}
+    usable = set()
+    for device in set(places.values()):
+        try:
+            usable.add(target_device(device, map_location))  # imports torch, on this thread
+        except RestoreError:
+            continue
+    return {blob: device for blob, device in places.items() if device in usable}
+
+
+def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> tuple[dict[str, Any], dict[str, str]]:
     """Read and verify what restoring ``manifest`` needs, reporting progress.
 
-    In a new kernel, importing torch is the slowest import there is; when the checkpoint needs
-    it, this thread imports it while other threads read the blobs, rather than after. (The
-    import stays on this thread: importing torch from two threads at once is not safe.)
+    Blobs bound for a GPU are moved there as they arrive (see ``_placements``). In a new
+    kernel, importing torch is the slowest import there is; when the checkpoint needs it, this
+    thread imports it while other threads read the blobs, rather than after. (The import stays
+    on this thread: importing torch from two threads at once is not safe.)
     """
     keys = list(dict.fromkeys(_needed_blobs(manifest)))
     total = sum(manifest.blobs.get(k, 0) for k in keys)
     activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
+    places = _placements(manifest, map_location)
+
+    def place(key: str, data: Buffer) -> Any:
+        device = places.get(key)
+        return data if device is None else to_device(data, device)
+
+    then = place if places else None
     if "torch" in sys.modules or not any(a.kind == "torch" for a in manifest.arrays.values()):
-        return fetch(catalog.store, manifest, keys, progress=activity.current.progress)
+        return fetch(catalog.store, manifest, keys, progress=activity.current.progress, then=then)
     with ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-read") as pool:
-        reading = pool.submit(fetch, catalog.store, manifest, keys, activity.current.progress)
+        reading = pool.submit(fetch, catalog.store, manifest, keys, activity.current.progress, then)
         try:
             importlib.import_module("torch")
         except Exception:  # reported by the unpickler, which needs it
@@ -122,13 +151,13 @@ def _vouch(manifest: Manifest, key: str | None) -> None:
 
 
 def _choose(
-    catalog: Catalog, session: str, ref: str, key: str | None = None
-) -> tuple[Manifest, dict[str, Buffer], dict[str, str], dict[str, str]]:
+    catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto"
+) -> tuple[Manifest, dict[str, Any], dict[str, str], dict[str, str]]:
     """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)
         _vouch(manifest, key)
-        good, bad = _fetch(catalog, manifest)
+        good, bad = _fetch(catalog, manifest, map_location)
         return manifest, good, bad, {}
     candidates = catalog.checkpoints(session)
     if not candidates:
@@ -141,7 +170,7 @@ def _choose(
         except signing.SignatureError as e:
             refused[manifest.id] = str(e)
             continue
-        good, bad = _fetch(catalog, manifest)
+        good, bad = _fetch(catalog, manifest, map_location)
         if not bad:
             return manifest, good, bad, {**refused, **damaged}
         damaged[manifest.id] = describe(manifest, bad)
@@ -151,7 +180,7 @@ def _choose(
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
     manifest = vouched[0]
-    good, bad = _fetch(catalog, manifest)
+    good, bad = _fetch(catalog, manifest, map_location)
     return manifest, good, bad, {k: v for k, v in {**refused, **damaged}.items() if k != manifest.id}
 
 
@@ -201,7 +230,7 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.signing_key or None
-    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest", key)
+    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest", key, map_location)
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
     unknown = [n for n in wanted if n not in saved]

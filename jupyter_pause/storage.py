@@ -227,25 +227,26 @@ class Store:
 
     def read_many(
         self, keys: Iterable[str], progress: Progress | None = None,
-        check: Callable[[str, Buffer], None] | None = None, mapped: bool = False,
-    ) -> dict[str, Buffer | BaseException]:
+        then: Callable[[str, Buffer], Any] | None = None, mapped: bool = False,
+    ) -> dict[str, Any]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 
-        ``progress(bytes_done)`` is called as each key arrives. ``check(key, data)`` runs in the
-        reading thread as each key arrives (so checking overlaps reading); an exception it
-        raises takes the place of the bytes. ``mapped``: as for ``read``.
+        ``progress(bytes_done)`` is called as each key arrives. ``then(key, data)`` runs in the
+        reading thread as each key arrives (so checking overlaps reading): what it returns is
+        kept instead of the bytes, and an exception it raises takes their place. ``mapped``: as
+        for ``read``.
         """
         done = _Counter(progress)
 
-        def one(key: str) -> Buffer | BaseException:
+        def one(key: str) -> Any:
             try:
                 data = self.read(key, mapped)
             except (FileNotFoundError, StoreError) as e:
                 return e
             done.add(len(data))
-            if check is not None:
+            if then is not None:
                 try:
-                    check(key, data)
+                    return then(key, data)
                 except Exception as e:
                     return e
             return data

@@ -214,3 +214,81 @@ def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
     assert set(taken) == set(ns)
     for record in manifest.variables:
         assert taken[record.name] == record.digest == value_digest(target[record.name]), record.name
+
+
+def _place_on_cpu_as_if_a_device(monkeypatch):
+    """Stand in for a GPU: every torch-only blob is 'moved' (copied) as it is read and verified."""
+    from jupyter_pause import restore
+
+    moved: list[int] = []
+    real = restore.to_device
+
+    def everywhere(manifest, map_location):  # the real rule: blobs holding tensors only
+        kinds: dict[str, set[str]] = {}
+        for r in manifest.arrays.values():
+            kinds.setdefault(r.blob, set()).add(r.kind)
+        return {blob: "cpu" for blob, k in kinds.items() if k == {"torch"}}
+
+    def copy(data, device):
+        moved.append(len(data))
+        return real(data, device).clone()  # a copy of its own, as on a device; the bytes can go
+
+    monkeypatch.setattr(restore, "_placements", everywhere)
+    monkeypatch.setattr(restore, "to_device", copy)
+    return moved
+
+
+def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, monkeypatch):
+    from jupyter_pause import probe
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(600, 600)
+    opt = torch.optim.AdamW(model.parameters())
+    model(torch.randn(2, 600)).sum().backward()
+    opt.step()
+    ns = {"model": model, "opt": opt, "small": torch.arange(10), "view": torch.arange(1e6)[3:9], "arr": np.ones(100_000)}
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    moved = _place_on_cpu_as_if_a_device(monkeypatch)
+    lineage.forget()
+    target: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=target)
+    torch_blobs = {r.blob for r in manifest.arrays.values()} - {r.blob for r in manifest.arrays.values() if r.kind != "torch"}
+    assert len(torch_blobs) >= 3 and len(moved) == len(torch_blobs) and sum(moved) == sum(manifest.blobs[b] for b in torch_blobs)
+    assert torch.equal(target["model"].weight, model.weight) and torch.equal(target["view"], ns["view"])
+    assert torch.equal(target["small"], ns["small"]) and np.array_equal(target["arr"], ns["arr"])
+    assert target["opt"].param_groups[0]["params"][0] is target["model"].weight
+    assert all(torch.equal(a["exp_avg"], b["exp_avg"]) for a, b in zip(target["opt"].state.values(), opt.state.values()))
+    taken = probe.as_restored(manifest.id)
+    assert taken == {v.name: v.digest for v in manifest.variables}, [v.name for v in manifest.variables]
+
+
+def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
+    ns = {"w": torch.randn(500_000), "b": torch.randn(400_000)}
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    blob = _array_blob(manifest, "w")
+    path = _blob_path(tmp_path, manifest, blob)
+    data = bytearray(path.read_bytes())
+    data[10] ^= 0xFF
+    path.write_bytes(bytes(data))
+    moved = _place_on_cpu_as_if_a_device(monkeypatch)
+    lineage.forget()
+    target: dict = {}
+    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
+    assert len(moved) == 1 and moved[0] == manifest.blobs[_array_blob(manifest, "b")]
+    assert "w" in result.skipped and torch.equal(target["b"], ns["b"])
+
+
+def test_placements_only_for_tensor_blobs_bound_for_a_usable_device(tmp_path):
+    from jupyter_pause.manifest import ArrayRecord
+    from jupyter_pause.restore import _placements
+
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace={"w": torch.ones(3)}).manifest
+    manifest.arrays = {
+        "a": ArrayRecord("torch", "torch.float32", [9], "cuda:0", "gpu-only", 0, 36, "C"),
+        "b": ArrayRecord("torch", "torch.float32", [9], "cuda:0", "mixed", 0, 36, "C"),
+        "c": ArrayRecord("numpy", "'<f4'", [9], "cpu", "mixed", 36, 36, "C"),
+        "d": ArrayRecord("torch", "torch.float32", [9], "cpu", "host", 0, 36, "C"),
+    }
+    assert _placements(manifest, "cpu") == {}
+    expected = {"gpu-only": "cuda:0"} if torch.cuda.is_available() else {}  # no GPU: none usable
+    assert _placements(manifest, "auto") == expected
