@@ -143,13 +143,6 @@ class ArrayCollector:
         self.touched.append(key)
         return (load_array, (key,))
 
-    def snapshot(self) -> None:
-        """Copy every array still backed by live memory, so later changes cannot reach it."""
-        for found in self.found.values():
-            if not found.private:
-                found.data = memoryview(bytearray(found.data))
-                found.keepalive, found.private = None, True
-
     def reducers(self) -> dict[type, Any]:
         """Exact types this collector reduces, for the pickler's dispatch."""
         table: dict[type, Any] = {np.ndarray: self.reduce_ndarray}

@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing
 from .background import BackgroundCheckpoint
 from .catalog import Catalog, new_checkpoint_id
@@ -218,17 +220,25 @@ def checkpoint_async(
 ) -> BackgroundCheckpoint:
     """Like ``checkpoint``, but return once the state is copied; writing goes on in a thread.
 
-    The caller is blocked while variables are selected, pickled and their array data copied to
-    host memory (so later changes cannot leak into the checkpoint). The manifest is committed
-    only after every blob is written; a kill before that leaves the previous checkpoint the
-    newest. Another checkpoint started meanwhile waits for this one.
+    The caller is blocked while variables are selected, pickled, hashed and the array data the
+    store does not hold yet copied to host memory (so later changes cannot leak into the
+    checkpoint). The manifest is committed only after every blob is written; a kill before
+    that leaves the previous checkpoint the newest. Another checkpoint started meanwhile waits
+    for this one.
     """
     with background.one_at_a_time:
         background.wait_for_background()
-        with activity.step("checkpointing", "copying state to host memory"):
-            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config, snapshot=True)
-            _describe(prepared)
-        return BackgroundCheckpoint(prepared, _write_and_commit)
+        with activity.step("checkpointing", "copying state to host memory") as step:
+            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config)
+            writer = _writer(prepared, step)
+            try:
+                _copy_what_is_new(prepared, writer)
+                writer.send(prepared.payloads)
+                _describe(prepared)
+            except BaseException:
+                writer.close()
+                raise
+        return BackgroundCheckpoint(prepared, lambda p, step: _commit(p, step, writer))
 
 
 @dataclass
@@ -272,7 +282,6 @@ def _capture(
     trigger: str,
     namespace: dict[str, Any] | None,
     config: PauseConfig | None,
-    snapshot: bool = False,
 ) -> Prepared:
     """The part that must see the live state: select, pickle, bring to host, hash the arrays."""
     requested = time.time()
@@ -295,8 +304,6 @@ def _capture(
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
     dump.collector.gather()
-    if snapshot:
-        dump.collector.snapshot()
     algorithm = signing.hash_for(ctx.config.signing_key)
     records, payloads, known = _plan_arrays(dump, algorithm)
     rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
@@ -306,6 +313,25 @@ def _capture(
         chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
         algorithm, lineage.position(ctx.store.url, ctx.session),
     )
+
+
+def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
+    """For a background write: copy the array data the store lacks out of live memory, so
+    later changes cannot reach the checkpoint. Blobs the store holds already are not copied
+    (they will not be written), and the copies run in parallel threads (NumPy's copy releases
+    the GIL), so the kernel waits for only the changed bytes, at memory speed."""
+    live = [key for key, data in p.payloads.items() if isinstance(data, memoryview) and not writer.has(key, len(data))]
+    private = {id(f.data) for f in p.dump.collector.found.values() if f.private}
+
+    def copy(key: str) -> tuple[str, Any]:
+        source = np.frombuffer(p.payloads[key], dtype=np.uint8)
+        target = np.empty_like(source)
+        np.copyto(target, source)
+        return key, memoryview(target)
+
+    with ThreadPoolExecutor(HASH_THREADS) as pool:
+        p.payloads.update(pool.map(copy, [k for k in live if id(p.payloads[k]) not in private]))
+    p.dump.collector.found.clear()  # nothing may read live memory from here on
 
 
 def _describe(p: Prepared) -> None:

@@ -35,6 +35,11 @@ class BlobWriter:
         self._batches: list[Future[None]] = []
         self._failed = False
 
+    def has(self, key: str, size: int) -> bool:
+        """Whether the store held blob ``key`` (of ``size`` bytes) when this writer started."""
+        stored = self._existing.get(blob_key(self.session, key))
+        return stored is not None and stored.size == size
+
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` in the pending note, then start writing those the store lacks."""
         batch = {}
@@ -42,8 +47,7 @@ class BlobWriter:
             if key in self.sizes:
                 continue
             self.sizes[key] = len(data)
-            stored = self._existing.get(blob_key(self.session, key))
-            if stored is None or stored.size != len(data):
+            if not self.has(key, len(data)):
                 batch[blob_key(self.session, key)] = data
         try:
             self.catalog.write_pending(self.session, self.checkpoint_id, self.created, sorted(self.sizes))

@@ -131,3 +131,29 @@ def test_async_magic_reports_its_summary_after_a_later_cell(start_kernel, tmp_pa
     assert "saved 1 variable(s)" in later and "of session 'r'" in later
     more = a.run("x = 1").ok().stdout + a.run("x = 2").ok().stdout
     assert "saved" not in more  # reported once, then the hook is gone
+
+
+def test_only_data_the_store_lacks_is_copied_and_later_changes_never_leak(tmp_path, monkeypatch):
+    import numpy as np
+
+    ns = {"kept": torch.randn(1_000_000), "changed": torch.randn(1_000_000)}
+    checkpoint_async(store=str(tmp_path), session="s", namespace=ns).wait(60)
+    ns["changed"].mul_(2)
+    expected = {k: v.clone() for k, v in ns.items()}
+    copied: list[int] = []
+    real = np.copyto
+
+    def counting(dst, src, *args, **kwargs):
+        copied.append(src.nbytes)
+        return real(dst, src, *args, **kwargs)
+
+    monkeypatch.setattr(np, "copyto", counting)
+    job = checkpoint_async(store=str(tmp_path), session="s", namespace=ns)
+    ns["kept"].add_(1)  # both change right after the call returns
+    ns["changed"].add_(1)
+    manifest = job.wait(60).manifest
+    assert copied == [4_000_000]  # the changed tensor only: the other's blob was stored
+    lineage.forget()
+    back: dict = {}
+    jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=back)
+    assert torch.equal(back["kept"], expected["kept"]) and torch.equal(back["changed"], expected["changed"])
