@@ -6,7 +6,8 @@ import os
 import pickle
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -102,13 +103,25 @@ def _kind(value: Any) -> str:
     return "object"
 
 
-def _checks(probe_value: str, modules: dict[str, Any]) -> bytes:
-    """The checks blob: the probe value and, per module, its recorded forward pass (or why none)."""
+def _model_checks(modules: dict[str, Any]) -> dict[str, Any]:
+    """Per module, its recorded forward pass (or why there is none)."""
     models: dict[str, Any] = {}
     for name, module in modules.items():
         check = modelcheck.record(module)
         models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
-    return pickle.dumps({"probe": probe_value, "models": models}, protocol=4)
+    return models
+
+
+def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[dict[str, Any]]:
+    """Record the model checks in a thread, beside the hashing (a forward pass releases the
+    GIL). Started only once everything is pickled: a check puts modules in eval mode for a
+    moment, which a pickle taken meanwhile would keep."""
+    modules = {n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())}
+    pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
+    try:
+        return pool.submit(_model_checks, modules)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known]:
@@ -262,6 +275,7 @@ class Prepared:
     rng: BlobRef
     algorithm: str
     position: lineage.Position
+    models: Future[dict[str, Any]]
     variables: list[VariableRecord] = field(default_factory=list)
     small: dict[str, Any] = field(default_factory=dict)
     checks: BlobRef | None = None
@@ -303,15 +317,20 @@ def _capture(
             f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
-    dump.collector.gather()
-    algorithm = signing.hash_for(ctx.config.signing_key)
-    records, payloads, known = _plan_arrays(dump, algorithm)
+    models = _start_model_checks(chosen.values, dump.segments)
+    try:
+        dump.collector.gather()
+        algorithm = signing.hash_for(ctx.config.signing_key)
+        records, payloads, known = _plan_arrays(dump, algorithm)
+    except BaseException:
+        futures.wait([models])  # the modules are back in their own mode before this returns
+        raise
     rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
     payloads[rng_ref.key] = rng_state
     return Prepared(
         ctx, new_checkpoint_id(requested), started, requested, time.time(), trigger, tag, dump,
         chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
-        algorithm, lineage.position(ctx.store.url, ctx.session),
+        algorithm, lineage.position(ctx.store.url, ctx.session), models,
     )
 
 
@@ -340,6 +359,7 @@ def _describe(p: Prepared) -> None:
     Still needs the live state (digests and model checks read it), but not the store: a
     synchronous checkpoint runs this while the array data is being written.
     """
+    models = p.models.result()  # first: the checks flip modules to eval mode for a moment
     for name, segment in p.dump.segments.items():
         key = signing.digest(segment.data, p.algorithm)
         p.small[key] = segment.data
@@ -348,8 +368,7 @@ def _describe(p: Prepared) -> None:
         ref = BlobRef(key, len(segment.data))
         p.variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
     p.probe_value = probe.new_probe()
-    modules = {v.name: p.values[v.name] for v in p.variables if v.kind == "module"}
-    checks = _checks(p.probe_value, {n: m for n, m in modules.items() if any(True for _ in m.parameters())})
+    checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
     p.checks = BlobRef(signing.digest(checks, p.algorithm), len(checks))
     p.small[p.checks.key] = checks
     notebook_bytes, note = read_notebook(p.ctx.notebook)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 import xxhash
@@ -99,14 +99,14 @@ class Manifest:
     def to_bytes(self, signing_key: str | None = None) -> bytes:
         """Serialise with a trailing checksum (a torn or edited manifest is recognised), signed
         with ``signing_key`` when one is given."""
-        body = {k: v for k, v in asdict(self).items() if k != "signature"}
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-        outer: dict[str, Any] = {"manifest": body, "checksum": xxhash.xxh3_128_hexdigest(canonical)}
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "signature"}
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=_fields).encode()
+        outer = b'{"manifest":' + canonical + b',"checksum":"' + xxhash.xxh3_128_hexdigest(canonical).encode() + b'"'
         if signing_key:
             from .signing import sign
 
-            outer["signature"] = sign(canonical, signing_key)
-        return json.dumps(outer, indent=1).encode()
+            outer += b',"signature":' + json.dumps(sign(canonical, signing_key)).encode()
+        return outer + b"}\n"
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, where: str = "manifest") -> Manifest:
@@ -129,6 +129,13 @@ class Manifest:
         manifest.signature = outer.get("signature")
         manifest._canonical = canonical  # type: ignore[attr-defined]
         return manifest
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    """A nested record as JSON sees it (what ``dataclasses.asdict`` gives, without its deep copy)."""
+    if not is_dataclass(record):
+        raise TypeError(f"{type(record).__name__} cannot go into a manifest")
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 def _manifest_from_dict(body: dict[str, Any]) -> Manifest:

@@ -52,7 +52,7 @@ def _recipe(module: Any) -> dict[str, Any] | None:
             spatial = max(weight.dim() - 2, 0)
             return {"kind": "normal", "shape": [1, int(layer.in_channels)] + [8] * spatial}
         if hasattr(layer, "in_features"):
-            return {"kind": "normal", "shape": [16, int(layer.in_features)]}
+            return {"kind": "normal", "shape": [1, int(layer.in_features)]}  # one row: every weight, a 16th of the work
     return None
 
 
