@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing
+from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing, staging
 from .background import BackgroundCheckpoint
 from .catalog import Catalog, new_checkpoint_id
 from .digests import Known, value_digest
@@ -337,19 +337,26 @@ def _capture(
 def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
     """For a background write: copy the array data the store lacks out of live memory, so
     later changes cannot reach the checkpoint. Blobs the store holds already are not copied
-    (they will not be written), and the copies run in parallel threads (NumPy's copy releases
-    the GIL), so the kernel waits for only the changed bytes, at memory speed."""
-    live = [key for key, data in p.payloads.items() if isinstance(data, memoryview) and not writer.has(key, len(data))]
+    (they will not be written). The copies go into one buffer kept from the last background
+    checkpoint (``staging``), in parallel threads (NumPy's copy releases the GIL), so the
+    kernel waits for only the changed bytes, at memory speed."""
     private = {id(f.data) for f in p.dump.collector.found.values() if f.private}
+    live = [
+        key for key, data in p.payloads.items()
+        if isinstance(data, memoryview) and id(data) not in private and not writer.has(key, len(data))
+    ]
+    buffer = staging.take(sum(len(p.payloads[k]) for k in live))
+    places, offset = {}, 0
+    for key in live:
+        places[key] = buffer[offset : offset + len(p.payloads[key])]
+        offset += len(p.payloads[key])
 
-    def copy(key: str) -> tuple[str, Any]:
-        source = np.frombuffer(p.payloads[key], dtype=np.uint8)
-        target = np.empty_like(source)
-        np.copyto(target, source)
-        return key, memoryview(target)
+    def copy(key: str) -> None:
+        np.copyto(places[key], np.frombuffer(p.payloads[key], dtype=np.uint8))
 
     with ThreadPoolExecutor(HASH_THREADS) as pool:
-        p.payloads.update(pool.map(copy, [k for k in live if id(p.payloads[k]) not in private]))
+        list(pool.map(copy, live))
+    p.payloads.update((key, memoryview(target)) for key, target in places.items())
     p.dump.collector.found.clear()  # nothing may read live memory from here on
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -134,8 +135,6 @@ def test_async_magic_reports_its_summary_after_a_later_cell(start_kernel, tmp_pa
 
 
 def test_only_data_the_store_lacks_is_copied_and_later_changes_never_leak(tmp_path, monkeypatch):
-    import numpy as np
-
     ns = {"kept": torch.randn(1_000_000), "changed": torch.randn(1_000_000)}
     checkpoint_async(store=str(tmp_path), session="s", namespace=ns).wait(60)
     ns["changed"].mul_(2)
@@ -157,3 +156,27 @@ def test_only_data_the_store_lacks_is_copied_and_later_changes_never_leak(tmp_pa
     back: dict = {}
     jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=back)
     assert torch.equal(back["kept"], expected["kept"]) and torch.equal(back["changed"], expected["changed"])
+
+
+def test_the_staging_buffer_is_kept_for_the_next_background_checkpoint(tmp_path):
+    from jupyter_pause import staging
+
+    staging.release()
+    ns = {"w": torch.randn(1_000_000)}
+    checkpoint_async(store=str(tmp_path), session="s", namespace=ns).wait(60)
+    kept = staging.kept_bytes()
+    assert kept >= 4_000_000
+    first = staging.take(kept)
+    ns["w"].add_(1)
+    expected = ns["w"].clone()
+    job = checkpoint_async(store=str(tmp_path), session="s", namespace=ns)
+    second = staging.take(kept)
+    assert np.shares_memory(first, second)  # the same memory, not a new allocation
+    ns["w"].add_(1)  # after the call: the copy in the kept buffer is what gets written
+    manifest = job.wait(60).manifest
+    lineage.forget()
+    back: dict = {}
+    jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=back)
+    assert torch.equal(back["w"], expected)
+    staging.release()
+    assert staging.kept_bytes() == 0
