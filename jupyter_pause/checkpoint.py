@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import activity, background, fingerprint, lineage, modelcheck, probe, rng, signing, staging
+from . import activity, background, fingerprint, lineage, mapping, modelcheck, probe, rng, signing, staging
 from .background import BackgroundCheckpoint
 from .catalog import Catalog, new_checkpoint_id
 from .digests import Known, value_digest
@@ -66,6 +66,8 @@ class CheckpointResult:
             f"{_size(s['bytes_total'])} ({_size(s['bytes_written'])} new, "
             f"{_size(s['bytes_reused'])} reused)",
         ]
+        if s.get("bytes_unread"):
+            lines.append(f"  {_size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it")
         lines += [f"  {note}" for note in self.notes]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
@@ -124,12 +126,20 @@ def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[
         pool.shutdown(wait=False)
 
 
-def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known]:
+def _unwritten_blob(found: Any, algorithm: str) -> str | None:
+    """The key of the blob ``found`` was mapped from by a resume, if not a byte of it changed."""
+    if found.origin is None or found.origin[0] != "cpu" or found.private:
+        return None
+    return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
+
+
+def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known, int]:
     """Give every collected array a blob: its own when large, a shared pack when small.
 
-    Large arrays are hashed in parallel (both digest algorithms release the GIL). Returns the
-    records, the blobs by key and, for xxh3 checkpoints, the digests of whole storages, which
-    the value digests reuse instead of reading those bytes again.
+    Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
+    still exactly as a resume mapped them from their blob. Returns the records, the blobs by
+    key, for xxh3 checkpoints the digests of whole storages (which the value digests reuse
+    instead of reading those bytes again), and how many bytes were known without reading.
     """
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}
@@ -137,8 +147,12 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
     pack: list[tuple[str, memoryview]] = []
     pack_size = 0
     large = [(k, f) for k, f in dump.collector.found.items() if len(f.data) >= OWN_BLOB_BYTES]
+    # Cheap first: memory a resume mapped from a blob, and nothing wrote since, is that blob.
+    keys = {k: unread for k, f in large if (unread := _unwritten_blob(f, algorithm)) is not None}
+    unknown = [(k, f) for k, f in large if k not in keys]
     with ThreadPoolExecutor(HASH_THREADS) as pool:
-        keys = dict(zip((k for k, _ in large), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), large)))
+        keys.update(zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)))
+    unread = sum(len(f.data) for k, f in large) - sum(len(f.data) for _, f in unknown)
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -167,7 +181,7 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()
-    return records, payloads, known
+    return records, payloads, known, unread
 
 
 def checkpoint(
@@ -276,6 +290,7 @@ class Prepared:
     algorithm: str
     position: lineage.Position
     models: Future[dict[str, Any]]
+    unread: int
     variables: list[VariableRecord] = field(default_factory=list)
     small: dict[str, Any] = field(default_factory=dict)
     checks: BlobRef | None = None
@@ -321,7 +336,7 @@ def _capture(
     try:
         dump.collector.gather()
         algorithm = signing.hash_for(ctx.config.signing_key)
-        records, payloads, known = _plan_arrays(dump, algorithm)
+        records, payloads, known, unread = _plan_arrays(dump, algorithm)
     except BaseException:
         futures.wait([models])  # the modules are back in their own mode before this returns
         raise
@@ -330,7 +345,7 @@ def _capture(
     return Prepared(
         ctx, new_checkpoint_id(requested), started, requested, time.time(), trigger, tag, dump,
         chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
-        algorithm, lineage.position(ctx.store.url, ctx.session), models,
+        algorithm, lineage.position(ctx.store.url, ctx.session), models, unread,
     )
 
 
@@ -439,7 +454,10 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
                 f"checkpoint starts lineage {p.position.lineage} and keeps them"
             )
     total = sum(blobs.values())
-    manifest.stats = {"bytes_total": total, "bytes_written": written, "bytes_reused": total - written}
+    manifest.stats = {
+        "bytes_total": total, "bytes_written": written, "bytes_reused": total - written,
+        "bytes_unread": p.unread,  # known unchanged from page flags, without hashing them
+    }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.signing_key or None)
     probe.remember(manifest.id, p.probe_value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from . import mapping
 from .catalog import blob_key
 from .manifest import Manifest
 from .signing import HASHES, digest
@@ -49,6 +50,7 @@ def fetch(
         problem = _problem(data, key, manifest.blobs.get(key, -1), manifest.hash)
         if problem is not None:
             raise _Mismatch(problem)
+        mapping.remember_blob(data, manifest.hash, key)  # a later checkpoint may skip rehashing it
         return data if then is None else then(key, data)
 
     raw = store.read_many(paths, progress=progress, then=verify, mapped=True)

@@ -1,10 +1,18 @@
-"""Local files mapped copy-on-write into memory, so a restore reads them without copying.
+"""Local files mapped copy-on-write into memory, so a restore reads them without copying,
+and a later checkpoint can tell, without reading them, that they are still unchanged.
 
 A blob read the ordinary way is copied from the page cache into a new buffer: twice the memory
 while both exist, and most of a warm resume's time. A private mapping (``MAP_PRIVATE``) instead
 shows the page cache's pages directly; tensors built on it share them until they are written
 to, when the kernel copies just the pages written. The file descriptor is closed at once (the
 mapping does not need it), and the mapping is removed when the last array built on it goes.
+
+Each mapping of a verified blob remembers the blob's digest. While no page of it has been
+written to, its memory still is that blob: on Linux, ``/proc/self/pagemap`` says of each page
+whether it still maps the file (never written) or has become a private copy (written, or
+swapped out after a write). ``unchanged_blob`` reads those flags (8 bytes per 4 KiB page), so a
+checkpoint skips hashing tensors that a resume brought back and nothing has touched since, such
+as frozen layers. Where the flags cannot be read, it answers None and the bytes are hashed.
 
 A mapped file must not shrink while mapped (reading past its new end is a ``SIGBUS``). Blobs are
 never rewritten in place once complete (their names are their contents), and deleting a mapped
@@ -17,6 +25,11 @@ import ctypes
 import mmap
 import os
 import sys
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
 
 #: Files smaller than this are read, not mapped: a mapping costs a few system calls.
 MIN_BYTES = 1 << 20
@@ -40,15 +53,25 @@ _LIBC = _libc()
 _FAILED = ctypes.c_void_p(-1).value
 
 
+_PAGE = mmap.PAGESIZE
+
+#: Mappings alive now, by start address (weakly: an entry goes when its mapping does).
+_live: weakref.WeakValueDictionary[int, _Mapping] = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
+
+
 class _Mapping:
     """Owns one mapping; unmaps it when the buffer that refers to it is garbage collected."""
 
     def __init__(self, address: int, size: int) -> None:
         self.address, self.size = address, size
+        #: (digest algorithm, digest) of the blob this maps, once verified.
+        self.blob: tuple[str, str] | None = None
 
     def __del__(self) -> None:
-        if _LIBC is not None:
-            _LIBC.munmap(self.address, self.size)
+        libc = _LIBC  # None at interpreter exit, when module globals are cleared
+        if libc is not None:
+            libc.munmap(self.address, self.size)
 
 
 def available() -> bool:
@@ -72,5 +95,51 @@ def map_file(path: str) -> memoryview | None:
     if address is None or address == _FAILED:
         return None
     buffer = (ctypes.c_ubyte * size).from_address(address)
-    buffer._mapping = _Mapping(address, size)  # type: ignore[attr-defined]  # lives as long as any view
+    owner = _Mapping(address, size)
+    buffer._mapping = owner  # type: ignore[attr-defined]  # lives as long as any view
+    with _live_lock:
+        _live[address] = owner
     return memoryview(buffer).cast("B")
+
+
+def _address(view: memoryview) -> int:
+    return ctypes.addressof(ctypes.c_char.from_buffer(view))
+
+
+def remember_blob(view: Any, algorithm: str, digest: str) -> None:
+    """Note that ``view`` (from ``map_file``) holds the verified blob ``digest``."""
+    if not isinstance(view, memoryview) or not len(view):
+        return
+    with _live_lock:
+        owner = _live.get(_address(view))
+        if owner is not None and owner.size == len(view):
+            owner.blob = (algorithm, digest)
+
+
+def unwritten(address: int, size: int) -> bool | None:
+    """Whether no page of ``[address, address + size)`` was written since it was mapped from
+    its file; None where the page flags cannot be read."""
+    first, last = address // _PAGE, (address + size - 1) // _PAGE
+    try:
+        with open("/proc/self/pagemap", "rb", buffering=0) as f:
+            f.seek(first * 8)
+            raw = f.read((last - first + 1) * 8)
+    except OSError:
+        return None
+    if len(raw) != (last - first + 1) * 8:
+        return None
+    flags = np.frombuffer(raw, dtype="<u8") >> np.uint64(61)  # bits 2..0: present, swapped, file page
+    swapped = flags & np.uint64(2)
+    private = flags & np.uint64(4) & ~(flags << np.uint64(2))  # present, and not the file's page
+    return not bool(np.any(swapped | private))
+
+
+def unchanged_blob(address: int, size: int, algorithm: str) -> str | None:
+    """The digest of the mapped blob whose memory is exactly ``[address, address + size)``,
+    provided none of it was written since; None otherwise (the caller hashes the bytes)."""
+    with _live_lock:
+        owner = _live.get(address)
+        blob = owner.blob if owner is not None and owner.size == size else None
+    if blob is None or blob[0] != algorithm:
+        return None
+    return blob[1] if unwritten(address, size) else None

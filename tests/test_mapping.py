@@ -76,3 +76,19 @@ def test_resume_builds_large_tensors_on_mapped_blobs(tmp_path):
     del target, again
     gc.collect()
     assert not _mapped(blob)
+
+
+def test_an_unwritten_mapping_names_its_blob_and_a_write_unnames_it(tmp_path):
+    path, data = _file(tmp_path)
+    view = mapping.map_file(str(path))
+    array = np.frombuffer(view, dtype=np.uint8)
+    address = array.__array_interface__["data"][0]
+    assert mapping.unchanged_blob(address, len(data), "xxh3_128") is None  # not verified yet
+    mapping.remember_blob(view, "xxh3_128", "ab" * 16)
+    assert int(array.sum()) == sum(data)  # reading changes nothing
+    assert mapping.unchanged_blob(address, len(data), "xxh3_128") == "ab" * 16
+    assert mapping.unchanged_blob(address, len(data), "sha256") is None  # another digest
+    assert mapping.unchanged_blob(address, len(data) - 1, "xxh3_128") is None  # not the whole blob
+    array[len(data) - 1] ^= 1  # one bit, in the last page
+    assert mapping.unchanged_blob(address, len(data), "xxh3_128") is None
+    assert mapping.unwritten(address, len(data) - mapping._PAGE) is True
