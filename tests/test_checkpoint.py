@@ -87,10 +87,14 @@ def test_an_in_place_change_is_never_missed(tmp_path, change):
     second = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     assert 0 < second.stats["bytes_written"] < first.stats["bytes_written"]
     assert [v.digest for v in first.variables] != [v.digest for v in second.variables]
+    _assert_resumes_as(tmp_path, second.id, ns)
 
+
+def _assert_resumes_as(store, checkpoint_id: str, ns: dict) -> None:
+    """A new process resuming ``checkpoint_id`` gets exactly the state ``ns`` holds now."""
     lineage.forget()
     back: dict = {}
-    jp.resume(second.id, store=str(tmp_path), session="s", namespace=back)
+    jp.resume(checkpoint_id, store=str(store), session="s", namespace=back)
     assert torch.equal(back["t"], ns["t"]) and np.array_equal(back["a"], ns["a"])
     assert np.array_equal(back["small"], ns["small"])
     assert torch.equal(back["model"].weight, ns["model"].weight)
@@ -132,9 +136,4 @@ def test_an_in_place_change_after_a_resume_is_never_missed(tmp_path, change):
     assert second.stats["bytes_written"] > unchanged.stats["bytes_written"]
     assert [v.digest for v in second.variables] != [v.digest for v in unchanged.variables]
     assert all(v.digest == value_digest(ns[v.name]) for v in second.variables)
-    lineage.forget()
-    back: dict = {}
-    jp.resume(second.id, store=str(tmp_path), session="s", namespace=back)
-    assert torch.equal(back["t"], ns["t"]) and np.array_equal(back["a"], ns["a"])
-    assert np.array_equal(back["small"], ns["small"])
-    assert torch.equal(back["model"].weight, ns["model"].weight)
+    _assert_resumes_as(tmp_path, second.id, ns)
