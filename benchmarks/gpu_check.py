@@ -169,6 +169,7 @@ def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
         build_timer.restore()
     out["resume_build_s"] = build_timer.seconds
     out["verdict"] = cycle.verdict.kind
+    out["verdict_details"] = cycle.verdict.details
     expected = torch.load(Path(store) / "reference.pt")
     restored = tensors(target["model"], target["opt"])
     out["bit_identical"] = len(restored) == len(expected) and all(
@@ -209,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = out["verdict"] == "restored" and out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
     print(f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "
           f"{out['optimizer_shares_parameters']}; map_location=cpu {out['map_location_cpu']}")
+    if out["verdict"] != "restored":
+        print("  restore test: " + "; ".join(out.get("verdict_details", [])))
     print("PASS" if ok else "FAIL")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

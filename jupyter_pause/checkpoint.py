@@ -24,6 +24,7 @@ from .manifest import ArrayRecord, BlobRef, Manifest, SkippedRecord, VariableRec
 from .notebook import read_notebook, relative_path
 from .pickler import DumpResult, dump_variables
 from .selection import select, type_name
+from .storage import ALIGNMENT
 from .writer import BlobWriter
 
 #: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
@@ -158,7 +159,10 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         nonlocal pack, pack_size
         if not pack:
             return
-        data = b"".join(view for _, view in pack)
+        data = bytearray(pack_size)
+        for array_key, view in pack:
+            offset = records[array_key].offset
+            data[offset : offset + len(view)] = view
         key = signing.digest(data, algorithm)
         payloads[key] = data
         for array_key, _ in pack:
@@ -175,9 +179,9 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
             if algorithm == "xxh3_128" and found.origin is not None:
                 known[found.origin] = bytes.fromhex(record.blob)
             continue
-        record.offset = pack_size
+        record.offset = -pack_size % ALIGNMENT + pack_size  # aligned as torch aligns its own
         pack.append((array_key, found.data))
-        pack_size += size
+        pack_size = record.offset + size
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()

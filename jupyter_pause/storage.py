@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import fsspec
+import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from . import mapping
@@ -18,6 +19,11 @@ from .errors import StoreError
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
+
+#: Buffers that blobs are read into start at a multiple of this, as torch's own CPU allocations
+#: do, so arrays built on them are aligned as the originals were (vectorised kernels may round
+#: differently on differently aligned data, and a model check must reproduce bit for bit).
+ALIGNMENT = 64
 
 #: Remote stores: bytes handed to (or taken from) a file object at once, and its part size.
 #: The file object uploads a part whenever its buffer fills, so a large blob is never held
@@ -69,7 +75,7 @@ def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
 Progress = Callable[[int], None]
 
 #: Bytes read from a store: a buffer of their own, or a private mapping of a local file.
-Buffer = bytearray | memoryview
+Buffer = memoryview
 
 
 class _Counter:
@@ -89,13 +95,23 @@ class _Counter:
         self.progress(total)
 
 
-def _read_remote(f: Any) -> bytearray:
+def _buffer(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT``."""
+    raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
+    start = -raw.__array_interface__["data"][0] % ALIGNMENT
+    return memoryview(raw[start : start + size])
+
+
+def _read_remote(f: Any) -> memoryview:
     """All of a remote file into one buffer, a chunk at a time (no second whole copy)."""
     size = getattr(f, "size", None)
     if not isinstance(size, int):
-        return bytearray(f.read())
-    buf = bytearray(size)
-    view, done = memoryview(buf), 0
+        data = f.read()
+        buf = _buffer(len(data))
+        buf[:] = data
+        return buf
+    buf = _buffer(size)
+    view, done = buf, 0
     while done < size:
         chunk = f.read(min(REMOTE_CHUNK, size - done))
         if not chunk:
@@ -209,9 +225,9 @@ class Store:
                     return view
             if self.local:
                 size = os.path.getsize(path)
-                buf = bytearray(size)
+                buf = _buffer(size)
                 with open(path, "rb", buffering=0) as f:
-                    view, done = memoryview(buf), 0
+                    view, done = buf, 0
                     while done < size:
                         n = f.readinto(view[done:])
                         if not n:
