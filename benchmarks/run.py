@@ -393,6 +393,17 @@ def case_tensor_write(
     return a, b
 
 
+def second_vs_first(i: int, pair: dict[str, Any], detail: str) -> dict[str, Any]:
+    """Close a case-3 pair: its ratio, and a log line with ``detail`` on the second checkpoint."""
+    f, s = pair["first"], pair["second"]
+    pair["ratio"] = s["seconds"] / f["seconds"]
+    log(
+        f"  pair {i + 1} ({'-'.join(pair['order'])}): first {f['seconds']:.2f} s, second "
+        f"{s['seconds']:.2f} s ({detail}), ratio {pair['ratio']:.3f}"
+    )
+    return pair
+
+
 def case_incremental(
     model: torch.nn.Module, opt: torch.optim.Optimizer, scratch: Scratch, cfg: dict[str, Any]
 ) -> dict[str, Any]:
@@ -436,14 +447,8 @@ def case_incremental(
             pair["first"], where = first()
         settle()
         prev = where
-        f, s = pair["first"], pair["second"]
-        pair["ratio"] = s["seconds"] / f["seconds"]
-        log(
-            f"  pair {i + 1} ({'-'.join(pair['order'])}): first {f['seconds']:.2f} s, second "
-            f"{s['seconds']:.2f} s (wrote {s['bytes_written'] / 1e6:.1f} of {s['bytes_total'] / 1e6:.0f} MB), "
-            f"ratio {pair['ratio']:.3f}"
-        )
-        return pair
+        s = pair["second"]
+        return second_vs_first(i, pair, f"wrote {s['bytes_written'] / 1e6:.1f} of {s['bytes_total'] / 1e6:.0f} MB")
 
     runs = pair_loop("3", cfg, one_pair)
     assert prev is not None
@@ -494,14 +499,11 @@ def case_incremental_resumed(
                 pair["first"] = {"seconds": seconds, **res.manifest.stats}
                 scratch.remove(store)
             settle()
-        f, s = pair["first"], pair["second"]
-        pair["ratio"] = s["seconds"] / f["seconds"]
-        log(
-            f"  pair {i + 1} ({'-'.join(pair['order'])}): first {f['seconds']:.2f} s, second "
-            f"{s['seconds']:.2f} s (hashed {(s['bytes_total'] - s['bytes_unread']) / 1e6:.0f} of "
-            f"{s['bytes_total'] / 1e6:.0f} MB, wrote {s['bytes_written'] / 1e6:.1f} MB), ratio {pair['ratio']:.3f}"
+        s = pair["second"]
+        hashed = (s["bytes_total"] - s["bytes_unread"]) / 1e6
+        return second_vs_first(
+            i, pair, f"hashed {hashed:.0f} of {s['bytes_total'] / 1e6:.0f} MB, wrote {s['bytes_written'] / 1e6:.1f} MB"
         )
-        return pair
 
     runs = pair_loop("3", cfg, one_pair)
     scratch.remove(home)
