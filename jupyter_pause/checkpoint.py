@@ -134,13 +134,16 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
     return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
 
 
-def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known, int]:
+def _plan_arrays(
+    dump: DumpResult, algorithm: str, defer: bool = False
+) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known, int, dict[str, Any]]:
     """Give every collected array a blob: its own when large, a shared pack when small.
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
-    still exactly as a resume mapped them from their blob. Returns the records, the blobs by
-    key, for xxh3 checkpoints the digests of whole storages (which the value digests reuse
-    instead of reading those bytes again), and how many bytes were known without reading.
+    still exactly as a resume mapped them from their blob, and, with ``defer``, those left for
+    the writer to hash as it writes them. Returns the records, the blobs by key, for xxh3
+    checkpoints the digests of whole storages (which the value digests reuse instead of reading
+    those bytes again), how many bytes were known without reading, and the deferred arrays.
     """
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}
@@ -151,9 +154,11 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
     # Cheap first: memory a resume mapped from a blob, and nothing wrote since, is that blob.
     keys = {k: unread for k, f in large if (unread := _unwritten_blob(f, algorithm)) is not None}
     unknown = [(k, f) for k, f in large if k not in keys]
-    with ThreadPoolExecutor(HASH_THREADS) as pool:
-        keys.update(zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)))
     unread = sum(len(f.data) for k, f in large) - sum(len(f.data) for _, f in unknown)
+    deferred = {k: f.data for k, f in unknown} if defer else {}
+    if not defer:
+        with ThreadPoolExecutor(HASH_THREADS) as pool:
+            keys.update(zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)))
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -173,6 +178,8 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         size = len(found.data)
         record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
         records[array_key] = record
+        if array_key in deferred:
+            continue  # hashed while it is written: see ``_take_keys``
         if array_key in keys:
             record.blob = keys[array_key]
             payloads[record.blob] = found.data
@@ -185,7 +192,7 @@ def _plan_arrays(dump: DumpResult, algorithm: str) -> tuple[dict[str, ArrayRecor
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()
-    return records, payloads, known, unread
+    return records, payloads, known, unread, deferred
 
 
 def checkpoint(
@@ -225,11 +232,13 @@ def checkpoint(
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
-            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config)
-            # The array data goes to the store while the rest is described.
-            writer = _writer(prepared, step)
+            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config, True)
+            # The array data goes to the store, hashed on the way, while the rest is described.
+            writer = _writer(prepared, step, reused_data_stays=True)
             writer.send(prepared.payloads)
+            keys = writer.hash_and_send(prepared.unhashed, prepared.algorithm)
             try:
+                _take_keys(prepared, keys)
                 _describe(prepared)
             except BaseException:
                 writer.close()
@@ -295,6 +304,7 @@ class Prepared:
     position: lineage.Position
     models: Future[dict[str, Any]]
     unread: int
+    unhashed: dict[str, Any]
     variables: list[VariableRecord] = field(default_factory=list)
     small: dict[str, Any] = field(default_factory=dict)
     checks: BlobRef | None = None
@@ -315,8 +325,10 @@ def _capture(
     trigger: str,
     namespace: dict[str, Any] | None,
     config: PauseConfig | None,
+    defer_hashing: bool = False,
 ) -> Prepared:
-    """The part that must see the live state: select, pickle, bring to host, hash the arrays."""
+    """The part that must see the live state: select, pickle, bring to host, hash the arrays
+    (with ``defer_hashing``, the large ones are left to the writer: see ``_take_keys``)."""
     requested = time.time()
     started = time.perf_counter()
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
@@ -340,7 +352,7 @@ def _capture(
     try:
         dump.collector.gather()
         algorithm = signing.hash_for(ctx.config.signing_key)
-        records, payloads, known, unread = _plan_arrays(dump, algorithm)
+        records, payloads, known, unread, deferred = _plan_arrays(dump, algorithm, defer_hashing)
     except BaseException:
         futures.wait([models])  # the modules are back in their own mode before this returns
         raise
@@ -349,7 +361,7 @@ def _capture(
     return Prepared(
         ctx, new_checkpoint_id(requested), started, requested, time.time(), trigger, tag, dump,
         chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
-        algorithm, lineage.position(ctx.store.url, ctx.session), models, unread,
+        algorithm, lineage.position(ctx.store.url, ctx.session), models, unread, deferred,
     )
 
 
@@ -408,16 +420,25 @@ def _describe(p: Prepared) -> None:
     p.values = {}  # the live objects are not needed past this point
 
 
-def _writer(p: Prepared, step: activity.Activity) -> BlobWriter:
+def _writer(p: Prepared, step: activity.Activity, reused_data_stays: bool = False) -> BlobWriter:
     step.begin("checkpointing", f"writing to {p.ctx.store.display_url}")
-    return BlobWriter(Catalog(p.ctx.store), p.ctx.session, p.id, p.requested, progress=step.progress)
+    return BlobWriter(
+        Catalog(p.ctx.store), p.ctx.session, p.id, p.requested, progress=step.progress,
+        reused_data_stays=reused_data_stays,
+    )
 
 
-def _write_and_commit(p: Prepared, step: activity.Activity) -> CheckpointResult:
-    """For a checkpoint already described: write all of its data, then commit."""
-    writer = _writer(p, step)
-    writer.send(p.payloads)
-    return _commit(p, step, writer)
+def _take_keys(p: Prepared, keys: dict[str, Future[str]]) -> None:
+    """Record the keys of the arrays the writer hashes as it writes them (waiting for the
+    hashes, not the writes)."""
+    for array_key, key in keys.items():
+        record, data = p.arrays[array_key], p.unhashed[array_key]
+        record.blob = key.result()
+        p.payloads[record.blob] = data
+        origin = p.dump.collector.found[array_key].origin
+        if p.algorithm == "xxh3_128" and origin is not None:
+            p.known[origin] = bytes.fromhex(record.blob)
+    p.unhashed = {}
 
 
 def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> CheckpointResult:

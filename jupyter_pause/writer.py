@@ -1,27 +1,42 @@
 """Writing a checkpoint's blobs while the rest of it is still being described.
 
-A checkpoint's large array blobs are known as soon as the state is pickled and hashed; its small
-blobs (variable streams, value digests, model checks) take longer to produce. ``BlobWriter``
-starts writing the first batch at once, in a thread, so the disk or network is busy while the
-kernel's CPU finishes the description. Every batch is named in the pending note before any of
-it is written, so cleanup never mistakes a blob being written for an orphan.
+A checkpoint's large array blobs can go to the store as soon as each is hashed; its small blobs
+(variable streams, value digests, model checks) take longer to produce. ``BlobWriter`` hashes
+and writes in threads, so the disk or network is busy from the first blob on while the kernel's
+CPU finishes the description.
+
+Cleanup (``retention``) leaves alone the blobs named in a pending note and every blob younger
+than its grace period. Blobs sent with ``send`` are named in the note before any is written;
+blobs from ``hash_and_send`` are written as soon as they are hashed and named at the next
+``send``, while still young. A blob this checkpoint reuses rather than writes could be removed
+by a cleanup that ran before the note named it, so ``finish`` looks again and puts back any
+that went missing.
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from . import signing
 from .catalog import Catalog, blob_key, blob_prefix
+from .errors import StoreError
+from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
 
 
 class BlobWriter:
-    """Writes content-addressed blobs of one checkpoint, batch by batch, skipping stored ones."""
+    """Writes content-addressed blobs of one checkpoint, skipping those the store holds.
+
+    ``reused_data_stays``: the data of blobs found stored stays as it was until ``finish``
+    (true while the kernel waits for a synchronous checkpoint), so a reused blob that went
+    missing meanwhile can be written again; otherwise its loss fails the checkpoint.
+    """
 
     def __init__(self, catalog: Catalog, session: str, checkpoint_id: str, created: float,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, reused_data_stays: bool = False) -> None:
         self.catalog = catalog
         self.session = session
         self.checkpoint_id = checkpoint_id
@@ -31,8 +46,12 @@ class BlobWriter:
         self.written = 0
         self.queued = 0
         self._existing = catalog.store.list(blob_prefix(session))
+        self._reused: dict[str, Any] = {}
+        self._reused_data_stays = reused_data_stays
+        self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-writer")
-        self._batches: list[Future[None]] = []
+        self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
+        self._batches: list[Future[Any]] = []
         self._failed = False
 
     def has(self, key: str, size: int) -> bool:
@@ -40,52 +59,98 @@ class BlobWriter:
         stored = self._existing.get(blob_key(self.session, key))
         return stored is not None and stored.size == size
 
-    def send(self, payloads: dict[str, Any]) -> None:
-        """Note ``payloads`` in the pending note, then start writing those the store lacks."""
-        batch = {}
-        for key, data in payloads.items():
+    def _claim(self, key: str, data: Any) -> bool:
+        """Count ``key`` in this checkpoint; True when it is the first time and the store lacks it."""
+        with self._lock:
             if key in self.sizes:
-                continue
+                return False
             self.sizes[key] = len(data)
-            if not self.has(key, len(data)):
-                batch[blob_key(self.session, key)] = data
+            if self.has(key, len(data)):
+                self._reused[key] = data
+                return False
+            self.queued += len(data)
+            return True
+
+    def _write(self, items: dict[str, Any]) -> None:
+        """Write ``{key: data}`` unless an earlier write of this checkpoint failed."""
+        if self._failed or not items:  # the checkpoint is lost already: write no more of it
+            return
+        paths = {blob_key(self.session, key): data for key, data in items.items()}
+        size = sum(len(d) for d in items.values())
+        start = self.written
+
+        def report(done: int) -> None:
+            if self.progress is not None:
+                self.progress(start + done, self.queued)
+
+        try:
+            self.catalog.store.write_many(paths, progress=report)
+        except BaseException:
+            self._failed = True
+            raise
+        with self._lock:
+            self.written += size
+
+    def send(self, payloads: dict[str, Any]) -> None:
+        """Note ``payloads`` (and every key so far) in the pending note, then start writing
+        those the store lacks, as one batch."""
+        batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
         try:
             self.catalog.write_pending(self.session, self.checkpoint_id, self.created, sorted(self.sizes))
         except BaseException:
             self.close()
             raise
-        if not batch:
-            return
-        offset, size = self.queued, sum(len(d) for d in batch.values())
-        self.queued += size
+        if batch:
+            self._batches.append(self._thread.submit(self._write, batch))
 
-        def report(done: int) -> None:
-            if self.progress is not None:
-                self.progress(offset + done, self.queued)
+    def hash_and_send(self, items: dict[str, Any], algorithm: str) -> dict[str, Future[str]]:
+        """Hash each of ``items`` and write it unless stored, in parallel threads, so the first
+        blob is on its way while the others are still hashed. Returns each item's key, to come
+        (as soon as it is hashed, not written)."""
+        keys: dict[str, Future[str]] = {name: Future() for name in items}
 
-        def write() -> None:
-            if self._failed:  # the checkpoint is lost already: write no more of it
-                return
+        def one(name: str, data: Any) -> None:
             try:
-                self.catalog.store.write_many(batch, progress=report)
-            except BaseException:
-                self._failed = True
+                key = signing.digest(data, algorithm)
+            except BaseException as e:
+                keys[name].set_exception(e)
                 raise
-            self.written += size
+            keys[name].set_result(key)
+            if self._claim(key, data):
+                self._write({key: data})
 
-        self._batches.append(self._thread.submit(write))
+        self._batches += [self._pool.submit(one, name, data) for name, data in items.items()]
+        return keys
 
     def finish(self) -> int:
-        """Wait until every batch is written; the bytes written. Raises the first failure."""
+        """Wait until every blob is written and every reused one is still there; the bytes
+        written. Raises the first failure."""
         try:
             for batch in self._batches:
                 batch.result()
+            self._put_back_missing()
         finally:
             self.close()
         return self.written
 
+    def _put_back_missing(self) -> None:
+        if not self._reused:
+            return
+        now = self.catalog.store.list(blob_prefix(self.session))
+        missing = {k: d for k, d in self._reused.items() if blob_key(self.session, k) not in now}
+        if missing and not self._reused_data_stays:
+            raise StoreError(
+                f"{len(missing)} blob(s) this checkpoint reuses were deleted while it was written "
+                f"(by `jupyter pause gc` with a short --grace?): {', '.join(sorted(missing)[:3])}; "
+                "nothing was committed, take the checkpoint again"
+            )
+        with self._lock:
+            self.queued += sum(len(d) for d in missing.values())
+        self._write(missing)
+
     def close(self) -> None:
-        """Stop taking batches and wait for those already started (after an error, say)."""
+        """Stop taking work and wait for what already started (after an error, say)."""
         for batch in self._batches:
             batch.cancel()
+        self._pool.shutdown(wait=True)
         self._thread.shutdown(wait=True)

@@ -67,3 +67,36 @@ def test_a_failed_batch_stops_the_batches_after_it(tmp_path, monkeypatch):
         writer.finish()
     assert calls == [1]
     assert not store.exists(blob_key("s", "b" * 32))
+
+
+def test_hash_and_send_names_each_blob_by_its_digest_and_writes_it_once(tmp_path):
+    from jupyter_pause import signing
+
+    store = Store(str(tmp_path))
+    writer = _writer(store)
+    items = {"a0": b"x" * 5000, "a1": b"y" * 7000, "a2": b"x" * 5000}  # a2: same bytes as a0
+    keys = writer.hash_and_send(items, "xxh3_128")
+    named = {name: future.result(30) for name, future in keys.items()}
+    assert named == {name: signing.digest(data, "xxh3_128") for name, data in items.items()}
+    assert writer.finish() == 12_000
+    assert store.read(blob_key("s", named["a1"])) == b"y" * 7000
+
+
+def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path):
+    store = Store(str(tmp_path))
+    store.write(blob_key("s", "a" * 32), b"kept")
+    writer = BlobWriter(Catalog(store), "s", "20260101-000000-abcdef", 1.0, reused_data_stays=True)
+    writer.send({"a" * 32: b"kept"})  # stored already: reused, not written
+    store.delete([blob_key("s", "a" * 32)])  # a cleanup that ran before the note named it
+    assert writer.finish() == 4
+    assert store.read(blob_key("s", "a" * 32)) == b"kept"
+
+
+def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_changed(tmp_path):
+    store = Store(str(tmp_path))
+    store.write(blob_key("s", "a" * 32), b"kept")
+    writer = _writer(store)  # a background checkpoint: the live data was not copied
+    writer.send({"a" * 32: b"kept"})
+    store.delete([blob_key("s", "a" * 32)])
+    with pytest.raises(StoreError, match="take the checkpoint again"):
+        writer.finish()
