@@ -45,6 +45,7 @@ class BlobWriter:
         self.sizes: dict[str, int] = {}
         self.written = 0
         self.queued = 0
+        self.done = 0
         self._existing = catalog.store.list(blob_prefix(session))
         self._reused: dict[str, Any] = {}
         self._reused_data_stays = reused_data_stays
@@ -77,11 +78,15 @@ class BlobWriter:
             return
         paths = {blob_key(self.session, key): data for key, data in items.items()}
         size = sum(len(d) for d in items.values())
-        start = self.written
+        reported = 0
 
         def report(done: int) -> None:
-            if self.progress is not None:
-                self.progress(start + done, self.queued)
+            nonlocal reported
+            with self._lock:  # one count for all threads, reported in order: it only grows
+                self.done += done - reported
+                reported = done
+                if self.progress is not None:
+                    self.progress(self.done, self.queued)
 
         try:
             self.catalog.store.write_many(paths, progress=report)

@@ -100,3 +100,15 @@ def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_chang
     store.delete([blob_key("s", "a" * 32)])
     with pytest.raises(StoreError, match="take the checkpoint again"):
         writer.finish()
+
+
+def test_progress_across_threads_only_grows_and_ends_at_the_total(tmp_path):
+    store = Store(str(tmp_path))
+    seen: list[tuple[int, int]] = []
+    writer = _writer(store, progress=lambda done, total: seen.append((done, total)))
+    writer.send({f"{i:032x}": bytes([i]) * (1000 + i) for i in range(20)})
+    writer.hash_and_send({f"a{i}": bytes([100 + i]) * (50_000 + i) for i in range(30)}, "xxh3_128")
+    total = writer.finish()
+    done = [d for d, _ in seen]
+    assert done == sorted(done) and seen[-1] == (total, total)
+    assert total == sum(1000 + i for i in range(20)) + sum(50_000 + i for i in range(30))
