@@ -36,6 +36,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server.lease import Lease, lease_key
+from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.storage import Store
 from tests.s3_server import S3Server, _die_with_parent
 from tests.server_helpers import (
@@ -512,7 +513,12 @@ async def resumed_on_b(jp_fetch, jp_serverapp, jp_root_dir, server_b, nb) -> dic
 
 async def test_node_a_sees_the_session_resumed_on_node_b(jp_fetch, jp_serverapp, jp_root_dir, server_b, nb):
     ready = await resumed_on_b(jp_fetch, jp_serverapp, jp_root_dir, server_b, nb)
+    # A's status view reuses what it read from the store for a moment (StatusBoard.cache_seconds)
+    deadline = time.monotonic() + StatusBoard.cache_seconds + 5
     on_a = await status(jp_fetch, nb.path)
+    while on_a["state"] != "ready" and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        on_a = await status(jp_fetch, nb.path)
     assert (on_a["state"], on_a["node"], on_a["verdict"]) == ("ready", "node-b", "restored"), on_a
     assert on_a["updated"] == ready["updated"]
     rows = json.loads((await jp_fetch("jupyter-pause", "api", "sessions")).body)["sessions"]
@@ -520,7 +526,11 @@ async def test_node_a_sees_the_session_resumed_on_node_b(jp_fetch, jp_serverapp,
     assert row["state"] == "ready", row
 
 
-async def test_node_a_refuses_to_resume_a_session_running_on_node_b(jp_fetch, jp_serverapp, jp_root_dir, server_b, nb):
+async def test_node_a_refuses_to_resume_a_session_running_on_node_b(
+    jp_fetch, jp_serverapp, jp_root_dir, server_b, nb, monkeypatch
+):
+    # A's status view may be stale (here: for ten minutes); its resume check must not be.
+    monkeypatch.setattr(StatusBoard, "cache_seconds", 600.0)
     await resumed_on_b(jp_fetch, jp_serverapp, jp_root_dir, server_b, nb)
     code, body = await a_resume(jp_fetch, nb.path)
     try:

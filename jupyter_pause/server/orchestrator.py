@@ -163,7 +163,7 @@ class PauseManager:
         busy = self._busy(session)
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state} here: {busy.detail}")
-        elsewhere = await asyncio.to_thread(self.board.read, session)
+        elsewhere = await asyncio.to_thread(self.board.read, session, True)
         if not force and elsewhere is not None and elsewhere.node != self.config.node:
             if elsewhere.state in BUSY_STATES or (elsewhere.state == "ready" and elsewhere.verdict):
                 since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elsewhere.updated))

@@ -86,10 +86,11 @@ class StatusBoard:
             return shared
         return local
 
-    def read(self, session: str) -> Status | None:
-        """The state written to the store for ``session``, if any (reused for ``cache_seconds``)."""
+    def read(self, session: str, fresh: bool = False) -> Status | None:
+        """The state written to the store for ``session``, if any (reused for ``cache_seconds``
+        unless ``fresh``: a decision to start a kernel must not rest on a state seconds old)."""
         cached = self._read_at.get(session)
-        if cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
+        if not fresh and cached is not None and time.monotonic() - cached[0] < self.cache_seconds:
             return cached[1]
         status = self._read(session)
         self._read_at[session] = (time.monotonic(), status)
