@@ -16,6 +16,7 @@ that went missing.
 from __future__ import annotations
 
 import threading
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -106,7 +107,12 @@ class BlobWriter:
             self.close()
             raise
         if batch:
-            self._batches.append(self._thread.submit(self._write, batch))
+            before = list(self._batches)  # a batch starts once the work sent before it ended, so
+            self._batches.append(self._thread.submit(self._after, before, batch))  # a failure stops it
+
+    def _after(self, before: list[Future[Any]], batch: dict[str, Any]) -> None:
+        futures.wait(before)
+        self._write(batch)
 
     def hash_and_send(self, items: dict[str, Any], algorithm: str) -> dict[str, Future[str]]:
         """Hash each of ``items`` and write it unless stored, in parallel threads, so the first
