@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .digests import Known, remember
 from .errors import RestoreError
 from .storage import Buffer
 
@@ -212,8 +213,8 @@ class ArrayLoader:
         self._built: dict[str, Any] = {}
         #: xxh3-128 digests of whole arrays built here, from their verified blob keys
         #: (``digests.Known``), so the value digests of the resume need not read them again.
-        self.known: dict[tuple[str, int, int], bytes] = {}
-        self._blob_keys_are_xxh3 = hash_name == "xxh3_128"
+        self.known: Known = {}
+        self.hash_name = hash_name
         #: Keys whose bytes were missing: built as zeros so loading can go on, never restored.
         self.missing: set[str] = set()
 
@@ -239,16 +240,13 @@ class ArrayLoader:
             # that reaches them is reported as not restored (see ``poisoned``).
             self.missing.add(key)
             blob, record = bytearray(record.nbytes), _replace(record, offset=0)
-        whole = self._blob_keys_are_xxh3 and key not in self.missing and record.nbytes == len(blob) and record.nbytes
+        whole = key not in self.missing and record.nbytes == len(blob) and record.nbytes
         if record.kind == "torch":
             import torch
 
             if isinstance(blob, torch.Tensor):  # moved to its device while it was read
                 part = blob[record.offset : record.offset + record.nbytes]
-                storage = (part if len(part) == len(blob) else part.clone()).untyped_storage()
-                if whole:
-                    self.known[(str(storage.device), storage.data_ptr(), record.nbytes)] = bytes.fromhex(record.blob)
-                return storage
+                return self._note((part if len(part) == len(blob) else part.clone()).untyped_storage(), record, whole)
             if record.nbytes == 0:
                 flat = torch.empty(0, dtype=torch.uint8)
             else:
@@ -256,18 +254,21 @@ class ArrayLoader:
             device = target_device(record.device, self.map_location)
             if device != "cpu":
                 flat = flat.to(device)
-            storage = flat.untyped_storage()
-            if whole:
-                self.known[(str(storage.device), storage.data_ptr(), record.nbytes)] = bytes.fromhex(record.blob)
-            return storage
+            return self._note(flat.untyped_storage(), record, whole)
         dtype = np.lib.format.descr_to_dtype(_literal(record.dtype))
         count = record.nbytes // dtype.itemsize
         flat = np.frombuffer(blob, dtype=dtype, count=count, offset=record.offset)
         if record.order == "F":
             return flat.reshape(record.shape[::-1]).T
         if whole:
-            self.known[("cpu", flat.__array_interface__["data"][0], record.nbytes)] = bytes.fromhex(record.blob)
+            remember(self.known, ("cpu", flat.__array_interface__["data"][0], record.nbytes), record.blob, self.hash_name)
         return flat.reshape(record.shape)
+
+    def _note(self, storage: Any, record: Any, whole: bool) -> Any:
+        """``storage``, its digest noted from its blob key when it is the whole blob."""
+        if whole:
+            remember(self.known, (str(storage.device), storage.data_ptr(), record.nbytes), record.blob, self.hash_name)
+        return storage
 
 
     def poisoned(

@@ -16,7 +16,7 @@ import numpy as np
 from . import activity, background, fingerprint, lineage, mapping, modelcheck, probe, rng, signing, staging
 from .background import BackgroundCheckpoint
 from .catalog import Catalog, new_checkpoint_id
-from .digests import Known, value_digest
+from .digests import Known, remember, value_digest
 from .config import PauseConfig
 from .context import make_context
 from .errors import SelectionError, SerializationError
@@ -154,7 +154,7 @@ def _plan_arrays(
     # Cheap first: memory a resume mapped from a blob, and nothing wrote since, is that blob.
     keys = {k: unread for k, f in large if (unread := _unwritten_blob(f, algorithm)) is not None}
     unknown = [(k, f) for k, f in large if k not in keys]
-    unread = sum(len(f.data) for k, f in large) - sum(len(f.data) for _, f in unknown)
+    unread = sum(len(f.data) for k, f in large if k in keys)
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
@@ -183,8 +183,7 @@ def _plan_arrays(
         if array_key in keys:
             record.blob = keys[array_key]
             payloads[record.blob] = found.data
-            if algorithm == "xxh3_128" and found.origin is not None:
-                known[found.origin] = bytes.fromhex(record.blob)
+            remember(known, found.origin, record.blob, algorithm)
             continue
         record.offset = -pack_size % ALIGNMENT + pack_size  # aligned as torch aligns its own
         pack.append((array_key, found.data))
@@ -435,9 +434,7 @@ def _take_keys(p: Prepared, keys: dict[str, Future[str]]) -> None:
         record, data = p.arrays[array_key], p.unhashed[array_key]
         record.blob = key.result()
         p.payloads[record.blob] = data
-        origin = p.dump.collector.found[array_key].origin
-        if p.algorithm == "xxh3_128" and origin is not None:
-            p.known[origin] = bytes.fromhex(record.blob)
+        remember(p.known, p.dump.collector.found[array_key].origin, record.blob, p.algorithm)
     p.unhashed = {}
 
 

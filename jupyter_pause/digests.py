@@ -26,6 +26,13 @@ class OverBudget(Exception):
 Known = dict[tuple[str, int, int], bytes]
 
 
+def remember(known: Known, origin: tuple[str, int, int] | None, digest: str, algorithm: str) -> None:
+    """Note in ``known`` that the bytes at ``origin`` have the hex ``digest``, when it is an
+    xxh3-128 digest (the kind value digests take); a blob key of another kind is not noted."""
+    if origin is not None and algorithm == "xxh3_128":
+        known[origin] = bytes.fromhex(digest)
+
+
 class _Digester:
     def __init__(self, budget: int, known: Known | None = None) -> None:
         self.budget = budget

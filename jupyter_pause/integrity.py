@@ -61,7 +61,7 @@ def fetch(
         if isinstance(data, _Mismatch):
             bad[key] = str(data)
         elif isinstance(data, BaseException):
-            bad[key] = _problem(data, key, 0, manifest.hash) or f"unreadable: {data}"
+            bad[key] = "missing" if isinstance(data, FileNotFoundError) else f"unreadable: {data}"
         else:
             good[key] = data
     return good, bad

@@ -282,6 +282,9 @@ class Store:
             self.write(key, data)
             done.add(len(data))
 
+        if len(items) == 1:  # already on a worker thread, as a writer's hashing threads are
+            one(*next(iter(items.items())))
+            return
         with ThreadPoolExecutor(PARALLELISM) as pool:
             for future in [pool.submit(one, key, data) for key, data in items.items()]:
                 future.result()
