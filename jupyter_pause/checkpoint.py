@@ -375,7 +375,15 @@ def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
         key for key, data in p.payloads.items()
         if isinstance(data, memoryview) and id(data) not in private and not writer.has(key, len(data))
     ]
-    buffer = staging.take(sum(len(p.payloads[k]) for k in live))
+    needed = sum(len(p.payloads[k]) for k in live)
+    try:
+        buffer = staging.take(needed)
+    except MemoryError:
+        raise SerializationError(
+            f"nothing saved: a background checkpoint needs {_size(needed)} of free host memory to copy "
+            "the changed data into; take a synchronous checkpoint (%checkpoint without --async "
+            "writes from live memory), or free memory and try again"
+        ) from None
     places, offset = {}, 0
     for key in live:
         places[key] = buffer[offset : offset + len(p.payloads[key])]

@@ -180,3 +180,22 @@ def test_the_staging_buffer_is_kept_for_the_next_background_checkpoint(tmp_path)
     assert torch.equal(back["w"], expected)
     staging.release()
     assert staging.kept_bytes() == 0
+
+
+def test_too_little_memory_for_the_copy_says_what_to_do_and_writes_nothing(tmp_path, monkeypatch):
+    from jupyter_pause import staging
+    from jupyter_pause.errors import SerializationError
+
+    ns = {"w": torch.randn(1_000_000)}
+    earlier = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    ns["w"].add_(1)
+
+    def no_memory(nbytes):
+        raise MemoryError
+
+    monkeypatch.setattr(staging, "take", no_memory)
+    with pytest.raises(SerializationError, match="without --async"):
+        checkpoint_async(store=str(tmp_path), session="s", namespace=ns)
+    assert [m.id for m in Catalog(Store(str(tmp_path))).checkpoints("s")] == [earlier.id]
+    monkeypatch.undo()
+    assert jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest.parent == earlier.id
