@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import arrays, lineage
+from jupyter_pause.engine import arrays, lineage
 
 
 def build(size_bytes: int, device: str, layers: int = 24) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -143,12 +143,17 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     torch.save([t.cpu() for t in found], reference)
     child = subprocess.run(
         [sys.executable, __file__, "--resume-in-child", str(store), result.manifest.id, device],
-        capture_output=True, text=True, timeout=900,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if child.returncode != 0:
         raise SystemExit(f"the resuming process failed:\n{child.stdout}\n{child.stderr}")
     out.update(json.loads(child.stdout.strip().splitlines()[-1]))
-    out["d2h_gbps"] = {"checkpoint": gbps(nbytes, out["checkpoint_d2h_s"]), "plain pinned copy": gbps(nbytes, plain_d2h)}
+    out["d2h_gbps"] = {
+        "checkpoint": gbps(nbytes, out["checkpoint_d2h_s"]),
+        "plain pinned copy": gbps(nbytes, plain_d2h),
+    }
     out["h2d_gbps"] = {"resume": gbps(nbytes, out["resume_build_s"]), "plain pinned copy": gbps(nbytes, plain_h2d)}
     if not args.store and not args.keep:
         shutil.rmtree(store, ignore_errors=True)
@@ -201,15 +206,24 @@ def main(argv: list[str] | None = None) -> int:
     out = check(args)
     gib = out["bytes"] / (1 << 30)
     print(f"{gib:.2f} GiB of model + AdamW state on {out['device']} ({out.get('gpu', 'no GPU')}), torch {out['torch']}")
-    print(f"  checkpoint {out['checkpoint_s']:.2f} s (--async blocks {out['async_blocked_s']:.2f} s); "
-          f"resume + verify {out['resume_s']:.2f} s")
+    print(
+        f"  checkpoint {out['checkpoint_s']:.2f} s (--async blocks {out['async_blocked_s']:.2f} s); "
+        f"resume + verify {out['resume_s']:.2f} s"
+    )
     for name in ("d2h_gbps", "h2d_gbps") if out["device"] != "cpu" else ():
         label = "device -> host" if name == "d2h_gbps" else "host -> device"
         figures = ", ".join(f"{k} {v:.1f} GB/s" for k, v in out[name].items())
         print(f"  {label}: {figures}")
-    ok = out["verdict"] == "restored" and out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
-    print(f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "
-          f"{out['optimizer_shares_parameters']}; map_location=cpu {out['map_location_cpu']}")
+    ok = (
+        out["verdict"] == "restored"
+        and out["bit_identical"]
+        and out["optimizer_shares_parameters"]
+        and out["map_location_cpu"]
+    )
+    print(
+        f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "
+        f"{out['optimizer_shares_parameters']}; map_location=cpu {out['map_location_cpu']}"
+    )
     if out["verdict"] != "restored":
         print("  restore test: " + "; ".join(out.get("verdict_details", [])))
     print("PASS" if ok else "FAIL")

@@ -46,8 +46,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import jupyter_pause  # noqa: E402
-from jupyter_pause import lineage, staging  # noqa: E402
+from jupyter_pause import staging  # noqa: E402
 from jupyter_pause.config import default_store_url  # noqa: E402
+from jupyter_pause.engine import lineage
 
 GIB = 1 << 30
 
@@ -556,8 +557,10 @@ def case_async(
                 pair["blocked"], pair["async_total"] = async_run()
             settle()
         pair["ratio"] = pair["blocked"] / pair["sync"]
-        log(f"  pair {i + 1}: sync {pair['sync']:.2f} s, async blocked {pair['blocked']:.2f} s "
-            f"(done after {pair['async_total']:.2f} s), ratio {pair['ratio']:.3f}")
+        log(
+            f"  pair {i + 1}: sync {pair['sync']:.2f} s, async blocked {pair['blocked']:.2f} s "
+            f"(done after {pair['async_total']:.2f} s), ratio {pair['ratio']:.3f}"
+        )
         return pair
 
     runs = pair_loop("5", cfg, one_pair)
@@ -644,7 +647,9 @@ def case_restore(
         "ours_s": statistics.median(p["ours"]["seconds"] for p in runs),
         "base_s": statistics.median(p["torch"]["seconds"] for p in runs),
         "ratio": summarise(ratios),
-        "figure": ("page cache dropped before each run" if cold else "page cache could NOT be dropped: warm-cache figures")
+        "figure": (
+            "page cache dropped before each run" if cold else "page cache could NOT be dropped: warm-cache figures"
+        )
         + f"; raw read of the .pt itself {statistics.median(p['floor'] for p in runs):.2f}x (the floor)",
         "cold_cache": cold,
         "n": len(runs),
@@ -725,9 +730,11 @@ def case_resume_to_next_cell(
                 pair["base"] = base_run()
             settle()
         pair["ratio"] = pair["ours"] / pair["base"]["budget"]
-        log(f"  pair {i + 1}: resume to next cell {pair['ours']:.2f} s, budget {pair['base']['budget']:.2f} s "
+        log(
+            f"  pair {i + 1}: resume to next cell {pair['ours']:.2f} s, budget {pair['base']['budget']:.2f} s "
             f"(kernel + torch + read {pair['base']['total']:.2f} s, of which read {pair['base']['read']:.2f} s), "
-            f"ratio {pair['ratio']:.3f}")
+            f"ratio {pair['ratio']:.3f}"
+        )
         return pair
 
     runs = pair_loop("6", cfg, one_pair)
@@ -863,7 +870,9 @@ def profile(cfg: dict[str, Any], scratch: Scratch, top: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer pairs (about 1 minute)")
-    parser.add_argument("--dir", type=Path, help="folder for temporary data (default: temp dir on the default store's disk)")
+    parser.add_argument(
+        "--dir", type=Path, help="folder for temporary data (default: temp dir on the default store's disk)"
+    )
     parser.add_argument("--pairs", type=int, help="pairs per comparison (default: 5-9 by case; see CONFIGS)")
     parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated cases to run (default 1,2,3,4,5,6)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")

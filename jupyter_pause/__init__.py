@@ -1,11 +1,19 @@
-"""jupyter-pause: pause a notebook session, free its GPU, and resume the same session later."""
+"""jupyter-pause: pause a notebook session, free its GPU, and resume the same session later.
+
+The public names below load their modules on first use, so ``import jupyter_pause`` stays cheap
+(the server and the command line import the package without torch or IPython).
+
+Layout: ``store/`` is the checkpoint format and its storage, ``engine/`` captures and restores a
+namespace and runs the restore test, ``kernel/`` is the IPython layer (magics, widget, automatic
+checkpoints, the entry points the server calls), ``server/`` the Jupyter server extension and
+``cli/`` the ``jupyter pause`` command.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from .checkpoint import BackgroundCheckpoint, CheckpointResult, checkpoint, checkpoint_async
-from .cycle import Cycle, resume_and_verify
 from .errors import (
     CheckpointNotFound,
     IntegrityError,
@@ -15,11 +23,35 @@ from .errors import (
     SerializationError,
     StoreError,
 )
-from .restore import ResumeResult, resume
-from .verdict import Verdict, verify
-from .widget import status
+
+if TYPE_CHECKING:
+    from .engine.checkpoint import (
+        BackgroundCheckpoint,
+        CheckpointResult,
+        checkpoint,
+        checkpoint_async,
+    )
+    from .engine.cycle import Cycle, resume_and_verify
+    from .engine.restore import ResumeResult, resume
+    from .engine.verdict import Verdict, verify
+    from .kernel.widget import status
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it, imported when the name is first used.
+_LAZY = {
+    "BackgroundCheckpoint": ".engine.checkpoint",
+    "CheckpointResult": ".engine.checkpoint",
+    "checkpoint": ".engine.checkpoint",
+    "checkpoint_async": ".engine.checkpoint",
+    "Cycle": ".engine.cycle",
+    "resume_and_verify": ".engine.cycle",
+    "ResumeResult": ".engine.restore",
+    "resume": ".engine.restore",
+    "Verdict": ".engine.verdict",
+    "verify": ".engine.verdict",
+    "status": ".kernel.widget",
+}
 
 __all__ = [
     "BackgroundCheckpoint",
@@ -44,6 +76,19 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'jupyter_pause' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     """Where jupyter-server finds the extension."""
     return [{"module": "jupyter_pause.server"}]
@@ -51,6 +96,6 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 def load_ipython_extension(shell: Any) -> None:
     """``%load_ext jupyter_pause``: register ``%checkpoint`` and ``%resume``."""
-    from .magics import PauseMagics
+    from .kernel.magics import PauseMagics
 
     shell.register_magics(PauseMagics(shell))

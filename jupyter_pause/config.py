@@ -35,8 +35,7 @@ def parse_storage_options(text: str, source: str = ENV_VARS["storage_options"]) 
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise PauseError(
-            f"{source} is not valid JSON ({e.msg} at position {e.pos}); "
-            'give a JSON object such as {"anon": false}'
+            f'{source} is not valid JSON ({e.msg} at position {e.pos}); give a JSON object such as {{"anon": false}}'
         ) from e
     if not isinstance(value, dict):
         raise PauseError(f"{source} must be a JSON object, not {type(value).__name__}")
@@ -50,19 +49,16 @@ class PauseConfig(Configurable):
     configuration (``c.PauseConfig.store = ...``), then the defaults.
     """
 
-    store = Unicode(
-        help="fsspec URL or local folder of the checkpoint store (env JUPYTER_PAUSE_STORE)."
-    ).tag(config=True)
+    store = Unicode(help="fsspec URL or local folder of the checkpoint store (env JUPYTER_PAUSE_STORE).").tag(
+        config=True
+    )
     session = Unicode(
         "",
         help="Session name; empty derives it from the notebook path (env JUPYTER_PAUSE_SESSION).",
     ).tag(config=True)
-    node = Unicode(help="Name of this node (env JUPYTER_PAUSE_NODE); default the hostname.").tag(
-        config=True
-    )
+    node = Unicode(help="Name of this node (env JUPYTER_PAUSE_NODE); default the hostname.").tag(config=True)
     storage_options = Dict(
-        help="fsspec storage options for the store, as a dict "
-        "(env JUPYTER_PAUSE_STORAGE_OPTIONS, a JSON object)."
+        help="fsspec storage options for the store, as a dict (env JUPYTER_PAUSE_STORAGE_OPTIONS, a JSON object)."
     ).tag(config=True)
 
     signing_key = Unicode(

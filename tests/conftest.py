@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_pause import lineage, probe
+from jupyter_pause.engine import lineage, probe
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.s3_server import s3_env, s3_server  # noqa: F401
 

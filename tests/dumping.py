@@ -6,8 +6,8 @@ from typing import Any
 
 import xxhash
 
-from jupyter_pause.manifest import ArrayRecord
-from jupyter_pause.pickler import DumpResult, dump_variables
+from jupyter_pause.engine.pickler import DumpResult, dump_variables
+from jupyter_pause.store.manifest import ArrayRecord
 
 
 def dump(values: dict[str, Any]) -> tuple[DumpResult, list, dict[str, ArrayRecord], dict[str, bytearray]]:

@@ -25,7 +25,9 @@ def write_notebook(root: Path, path: str, *sources: str) -> str:
 async def open_kernel(fetch: Any, path: str) -> str:
     """Start a kernel session for ``path`` as JupyterLab would; returns the kernel id."""
     response = await fetch(
-        "api", "sessions", method="POST",
+        "api",
+        "sessions",
+        method="POST",
         body=json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": "python3"}}),
     )
     return json.loads(response.body)["kernel"]["id"]

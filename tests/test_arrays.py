@@ -1,4 +1,4 @@
-"""jupyter_pause.arrays: NumPy arrays and torch storages saved as raw bytes, and put back."""
+"""jupyter_pause.engine.arrays: NumPy arrays and torch storages saved as raw bytes, and put back."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jupyter_pause.arrays import NUMPY_OUT_OF_BAND_BYTES, ArrayLoader, target_device
+from jupyter_pause.engine.arrays import (
+    NUMPY_OUT_OF_BAND_BYTES,
+    ArrayLoader,
+    target_device,
+)
+from jupyter_pause.engine.pickler import DumpResult, dump_variables, load_variables
 from jupyter_pause.errors import RestoreError
-from jupyter_pause.pickler import DumpResult, dump_variables, load_variables
 from tests.dumping import dump
 
 torch = pytest.importorskip("torch")
@@ -69,9 +73,7 @@ def test_non_contiguous_slices_come_back_equal(make: Any) -> None:
     assert np.array_equal(loaded["v"], view)
 
 
-@pytest.mark.parametrize(
-    "dtype", ["<f2", "<c16", "?", "<M8[ns]", "<U7", ">f8", ">i4", ">c8"], ids=str
-)
+@pytest.mark.parametrize("dtype", ["<f2", "<c16", "?", "<M8[ns]", "<U7", ">f8", ">i4", ">c8"], ids=str)
 def test_dtypes_including_big_endian_round_trip(dtype: str) -> None:
     rng = np.random.default_rng(0)
     raw = rng.integers(-30_000, 30_000, size=70_000)
@@ -150,9 +152,7 @@ def random_bits(n: int, dtype: Any) -> Any:
     return raw.view(dtype)
 
 
-@pytest.mark.parametrize(
-    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.complex64], ids=str
-)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.complex64], ids=str)
 def test_torch_storage_round_trips_bit_exact(dtype: Any) -> None:
     tensor = random_bits(4096, dtype)
     result, loaded = roundtrip({"t": tensor})

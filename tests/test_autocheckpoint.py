@@ -6,8 +6,8 @@ import os
 import signal
 import time
 
-from jupyter_pause.catalog import Catalog
-from jupyter_pause.storage import Store
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.storage import Store
 
 
 def _triggers(store, session):

@@ -8,8 +8,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 import jupyter_pause as jp
-from jupyter_pause import lineage
 from jupyter_pause.cli import main
+from jupyter_pause.engine import lineage
 from jupyter_pause.errors import PauseError
 from tests.server_helpers import call, write_notebook
 
@@ -108,7 +108,7 @@ def jp_server_config(tmp_path):
         ("pull", {"session": "nb", "path": HUGE}),
         ("pull", {"session": "nb", "path": 7}),
     ],
-    ids=lambda v: (v if isinstance(v, str) else json.dumps(v)[:40]),
+    ids=lambda v: v if isinstance(v, str) else json.dumps(v)[:40],
 )
 async def test_rest_hostile_fields_get_4xx_and_change_nothing(jp_fetch, jp_root_dir, tmp_path, verb, body):
     write_notebook(jp_root_dir, "nb.ipynb", "x = 1")

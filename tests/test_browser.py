@@ -54,12 +54,22 @@ def lab(tmp_path):
     log = (tmp_path / "lab.log").open("w")
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
-            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", f"--ServerApp.token={TOKEN}",
-            f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-            f"--PauseConfig.store={tmp_path / 'store'}", "--PauseServer.lease_settle=0.2",
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--ServerApp.token={TOKEN}",
+            f"--ServerApp.root_dir={root}",
+            f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+            f"--PauseConfig.store={tmp_path / 'store'}",
+            "--PauseServer.lease_settle=0.2",
         ],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         for _ in range(300):
@@ -95,8 +105,15 @@ def test_pause_and_resume_from_the_toolbar(lab):
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
         )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 900})

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import lineage
-from jupyter_pause.digests import value_digest
+from jupyter_pause.engine import lineage
+from jupyter_pause.engine.digests import value_digest
 
 
 @pytest.fixture(autouse=True)
@@ -72,8 +72,15 @@ def _small_packed_array(ns):
 
 
 CHANGES = [
-    _bump_element, _through_data, _through_numpy_view, _weight_under_no_grad, _optimizer_moment,
-    _numpy_element, _numpy_through_a_view, _one_byte, _small_packed_array,
+    _bump_element,
+    _through_data,
+    _through_numpy_view,
+    _weight_under_no_grad,
+    _optimizer_moment,
+    _numpy_element,
+    _numpy_through_a_view,
+    _one_byte,
+    _small_packed_array,
 ]
 
 

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import lineage
-from jupyter_pause.catalog import blob_key
 from jupyter_pause.cli import main
+from jupyter_pause.engine import lineage
+from jupyter_pause.store.catalog import blob_key
 
 
 @pytest.fixture
@@ -39,7 +39,10 @@ def test_jupyter_pause_is_a_jupyter_subcommand(store):
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
     done = subprocess.run(
         [os.path.join(bindir, "jupyter"), "pause", "list", "--store", str(path)],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert first.id in done.stdout and second.id in done.stdout and "baseline" in done.stdout

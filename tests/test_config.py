@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 from traitlets.config import Config
 
-from jupyter_pause.config import ENV_VARS, PauseConfig, default_store_url, parse_storage_options
+from jupyter_pause.config import (
+    ENV_VARS,
+    PauseConfig,
+    default_store_url,
+    parse_storage_options,
+)
 from jupyter_pause.errors import PauseError
 
 
@@ -62,9 +67,7 @@ def test_explicit_arguments_override_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("JUPYTER_PAUSE_STORE", "gs://from-env/pause")
     monkeypatch.setenv("JUPYTER_PAUSE_SESSION", "env-session")
     monkeypatch.setenv("JUPYTER_PAUSE_STORAGE_OPTIONS", '{"source": "env"}')
-    config = PauseConfig(
-        config=traitlets_config(), store="/explicit/store", session="explicit", storage_options={}
-    )
+    config = PauseConfig(config=traitlets_config(), store="/explicit/store", session="explicit", storage_options={})
     assert config.store == "/explicit/store"
     assert config.session == "explicit"
     assert config.storage_options == {}

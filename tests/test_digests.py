@@ -1,4 +1,4 @@
-"""jupyter_pause.digests.value_digest: the fingerprint the restore test compares values by."""
+"""jupyter_pause.engine.digests.value_digest: the fingerprint the restore test compares values by."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import lineage, probe
-from jupyter_pause.digests import value_digest
+from jupyter_pause.engine import lineage, probe
+from jupyter_pause.engine.digests import value_digest
 
 
 @pytest.fixture(autouse=True)
@@ -61,16 +61,21 @@ def test_different_values_digest_differently() -> None:
     assert value_digest(1) != value_digest(True)
 
 
-_SET_SCRIPT = "from jupyter_pause.digests import value_digest; " \
-    "print(value_digest({'alpha', 'beta', 'gamma', 'delta', 'epsilon'}), " \
+_SET_SCRIPT = (
+    "from jupyter_pause.engine.digests import value_digest; "
+    "print(value_digest({'alpha', 'beta', 'gamma', 'delta', 'epsilon'}), "
     "value_digest(frozenset({'x', 'y', 'zz', 'www'})), value_digest({'k': {'p', 'q', 'r'}}))"
+)
 
 
 def _digests_with_hash_seed(seed: int) -> str:
     out = subprocess.run(
         [sys.executable, "-c", _SET_SCRIPT],
         env={**os.environ, "PYTHONHASHSEED": str(seed)},
-        capture_output=True, text=True, check=True, timeout=60,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     return out.stdout.strip()
 
@@ -81,8 +86,11 @@ def test_sets_of_strings_digest_the_same_in_processes_with_different_hash_seeds(
     assert a == b
     # ... and the same as in this process, whatever its hash seed
     here = " ".join(
-        [value_digest({"alpha", "beta", "gamma", "delta", "epsilon"}), value_digest(frozenset({"x", "y", "zz", "www"})),
-         value_digest({"k": {"p", "q", "r"}})]
+        [
+            value_digest({"alpha", "beta", "gamma", "delta", "epsilon"}),
+            value_digest(frozenset({"x", "y", "zz", "www"})),
+            value_digest({"k": {"p", "q", "r"}}),
+        ]
     )
     assert a == here
 
@@ -220,7 +228,9 @@ def test_notebook_functions_digest_by_code() -> None:
 def test_notebook_classes_digest_by_their_methods() -> None:
     source = "class Model:\n    def step(self):\n        return 1\n"
     assert value_digest(_define(source, "Model")) == value_digest(_define(source, "Model"))
-    assert value_digest(_define(source.replace("return 1", "return 2"), "Model")) != value_digest(_define(source, "Model"))
+    assert value_digest(_define(source.replace("return 1", "return 2"), "Model")) != value_digest(
+        _define(source, "Model")
+    )
 
 
 def test_huge_int_gets_a_digest() -> None:
@@ -255,5 +265,9 @@ def test_model_and_optimizer_digests_survive_checkpoint_and_resume(tmp_path) -> 
     restored: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=restored)
     assert restored["model"] is not model
-    after = (value_digest(restored["model"]), value_digest(restored["opt"]), value_digest((restored["model"], restored["opt"])))
+    after = (
+        value_digest(restored["model"]),
+        value_digest(restored["opt"]),
+        value_digest((restored["model"], restored["opt"])),
+    )
     assert after == before

@@ -17,7 +17,10 @@ DEMO = Path(__file__).resolve().parent.parent / "notebooks" / "demo_training.ipy
 def _drill(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "jupyter_pause.cli", "drill", *args],
-        capture_output=True, text=True, env={**os.environ, **env}, timeout=300,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
     )
 
 
@@ -39,7 +42,9 @@ def test_demo_notebook_drill_is_restored(jupyter_dirs, tmp_path, kill):
     data = json.loads(report.read_text())
     assert data["verdict"] == "restored" and data["drill"]["kill"] is kill
     assert data["durations"]["resume_to_next_cell"] > 0 and "model" in data["restored"]
-    assert all(data["moments"][m] is not None for m in ("checkpoint_committed", "kernel_stopped", "kernel_ready", "verified"))
+    assert all(
+        data["moments"][m] is not None for m in ("checkpoint_committed", "kernel_stopped", "kernel_ready", "verified")
+    )
     # The notebook document itself went into the checkpoint.
     assert "notebook demo_training.ipynb saved as on disk" in done.stdout
 
@@ -48,7 +53,11 @@ def test_drill_stops_at_the_failing_cell(jupyter_dirs, tmp_path):
     nb = _notebook(tmp_path / "bad.ipynb", "x = 1", "raise ValueError('boom in cell two')", "y = 2")
     done = _drill(str(nb), "--store", str(tmp_path / "store"), env=jupyter_dirs)
     assert done.returncode == 2
-    assert "cell 2 (" in done.stderr and "raise ValueError" in done.stderr and "ValueError: boom in cell two" in done.stderr
+    assert (
+        "cell 2 (" in done.stderr
+        and "raise ValueError" in done.stderr
+        and "ValueError: boom in cell two" in done.stderr
+    )
 
 
 @pytest.mark.parametrize("kind", ["missing", "folder", "not-json"])

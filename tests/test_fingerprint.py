@@ -1,4 +1,4 @@
-"""jupyter_pause.fingerprint: what changed since the checkpoint, and which process took it."""
+"""jupyter_pause.engine.fingerprint: what changed since the checkpoint, and which process took it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy
 
-from jupyter_pause import fingerprint
+from jupyter_pause.engine import fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

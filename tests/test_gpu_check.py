@@ -13,9 +13,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
     figures = tmp_path / "figures.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks/gpu_check.py"), "--device", "cpu", "--size-gb", "0.02",
-         "--store", str(tmp_path / "store"), "--json", str(figures)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks/gpu_check.py"),
+            "--device",
+            "cpu",
+            "--size-gb",
+            "0.02",
+            "--store",
+            str(tmp_path / "store"),
+            "--json",
+            str(figures),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("PASS")

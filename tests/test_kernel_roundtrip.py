@@ -46,7 +46,7 @@ table = {"epoch": list(range(5)), "loss": history}
 features = np.random.rand(200, 100)
 '''
 
-CONTINUE = r'''
+CONTINUE = r"""
 import json as _json
 _out = {
     "losses": [train_step() for _ in range(3)],
@@ -60,7 +60,7 @@ _out = {
     "table": table["loss"],
 }
 print(_json.dumps(_out))
-'''
+"""
 
 
 def _last_json(text: str) -> dict:
@@ -114,7 +114,9 @@ def test_kill_during_checkpoint_leaves_earlier_checkpoint(start_kernel, tmp_path
         a.kill()
         listing = subprocess.run(
             [sys.executable, "-m", "jupyter_pause.cli", "list", "--store", str(store), "--json", "--session", "killed"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         committed = [r for r in json.loads(listing.stdout) if "incomplete" not in r]
         b = start_kernel(tmp_path / "b", JUPYTER_PAUSE_STORE=str(store))
@@ -133,12 +135,16 @@ def test_unsavable_and_secret_variables_reported_never_stored(start_kernel, tmp_
     store = tmp_path / "store"
     (tmp_path / "a").mkdir()
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), VERY_PRIVATE_ENV="env-value-77f1")
-    out = a.run(
-        "%load_ext jupyter_pause\nimport os, threading\n"
-        "api_token = 'tok-9d2c-secret'\ndb_password = 'pw-51aa-secret'\n"
-        "handle = open('log.txt', 'a')\nenv = os.environ\ngen = (i for i in range(3))\nkept = 41\n"
-        "%checkpoint --session secrets"
-    ).ok().stdout
+    out = (
+        a.run(
+            "%load_ext jupyter_pause\nimport os, threading\n"
+            "api_token = 'tok-9d2c-secret'\ndb_password = 'pw-51aa-secret'\n"
+            "handle = open('log.txt', 'a')\nenv = os.environ\ngen = (i for i in range(3))\nkept = 41\n"
+            "%checkpoint --session secrets"
+        )
+        .ok()
+        .stdout
+    )
     assert "handle (_io.TextIOWrapper): TypeError: open file" in out
     assert "gen (generator)" in out and "env (os._Environ)" in out
     assert "api_token (str): looks like a secret" in out

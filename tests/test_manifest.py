@@ -1,4 +1,4 @@
-"""jupyter_pause.manifest: the checkpoint's record survives storage exactly, or is refused."""
+"""jupyter_pause.store.manifest: the checkpoint's record survives storage exactly, or is refused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import xxhash
 
 from jupyter_pause.errors import IntegrityError
-from jupyter_pause.manifest import (
+from jupyter_pause.store.manifest import (
     FORMAT,
     ArrayRecord,
     BlobRef,

@@ -1,4 +1,4 @@
-"""jupyter_pause.modelcheck: a fixed probe through a module, recorded at checkpoint, reproduced after."""
+"""jupyter_pause.engine.modelcheck: a fixed probe through a module, recorded at checkpoint, reproduced after."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from jupyter_pause import modelcheck
-from jupyter_pause.modelcheck import ModelCheck, is_module, record, reproduce
+from jupyter_pause.engine import modelcheck
+from jupyter_pause.engine.modelcheck import ModelCheck, is_module, record, reproduce
 
 
 @pytest.fixture(autouse=True)
@@ -32,9 +32,7 @@ def linear_stack() -> nn.Module:
 
 
 def conv_net() -> nn.Module:
-    return nn.Sequential(
-        nn.Conv2d(3, 4, kernel_size=3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 5)
-    )
+    return nn.Sequential(nn.Conv2d(3, 4, kernel_size=3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 8 * 8, 5))
 
 
 def embedding_net() -> nn.Module:

@@ -1,4 +1,4 @@
-"""jupyter_pause.notebook: the session name a notebook gets, and the notebook file itself."""
+"""jupyter_pause.engine.notebook: the session name a notebook gets, and the notebook file itself."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_pause.catalog import check_session
-from jupyter_pause.notebook import (
+from jupyter_pause.engine.notebook import (
     DEFAULT_SESSION,
     default_session,
     read_notebook,
     relative_path,
     session_from_path,
 )
+from jupyter_pause.store.catalog import check_session
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,10 @@ BIN = Path(sys.executable).parent
 
 def _jupyter(*args: str) -> str:
     done = subprocess.run(
-        [str(BIN / "jupyter"), *args], capture_output=True, text=True, timeout=120,
+        [str(BIN / "jupyter"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
     )
     assert done.returncode == 0, done.stderr

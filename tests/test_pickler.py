@@ -1,4 +1,4 @@
-"""jupyter_pause.pickler + reducers: what a notebook's variables look like after a round trip.
+"""jupyter_pause.engine.pickler + reducers: what a notebook's variables look like after a round trip.
 
 Notebook code is simulated by exec'ing it in a ``{"__name__": "__main__"}`` dict, so its functions
 and classes have ``__module__ == "__main__"`` and exist nowhere else. The load side of those cases
@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 import pytest
 
-from jupyter_pause.arrays import ArrayLoader
-from jupyter_pause.pickler import DumpResult, load_variables
+from jupyter_pause.engine.arrays import ArrayLoader
+from jupyter_pause.engine.pickler import DumpResult, load_variables
 from tests.dumping import dump
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,8 +54,8 @@ def roundtrip(values: dict[str, Any]) -> tuple[DumpResult, dict[str, Any], dict[
 
 RUNNER = r"""
 import builtins, json, pickle, sys
-from jupyter_pause.arrays import ArrayLoader
-from jupyter_pause.pickler import load_variables
+from jupyter_pause.engine.arrays import ArrayLoader
+from jupyter_pause.engine.pickler import load_variables
 
 with open(sys.argv[1], "rb") as f:
     payload = pickle.load(f)
@@ -428,9 +428,7 @@ def test_notebook_lru_cached_function_restores(tmp_path: Path, monkeypatch: pyte
     )
     monkeypatch.setitem(sys.modules, "__main__", main)
     main.double(3)
-    out = resume_elsewhere(
-        {"double": main.double}, "out = [double(4), double(4), double.cache_info().hits]", tmp_path
-    )
+    out = resume_elsewhere({"double": main.double}, "out = [double(4), double(4), double.cache_info().hits]", tmp_path)
     assert out == [8, 8, 1]
 
 

@@ -1,4 +1,4 @@
-"""jupyter_pause.report: run reports, their derived durations, and how they are stored."""
+"""jupyter_pause.store.report: run reports, their derived durations, and how they are stored."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from jupyter_pause import report
-from jupyter_pause.catalog import session_prefix
 from jupyter_pause.errors import IntegrityError
-from jupyter_pause.report import MOMENTS, RunReport
-from jupyter_pause.storage import Store
+from jupyter_pause.store import report
+from jupyter_pause.store.catalog import session_prefix
+from jupyter_pause.store.report import MOMENTS, RunReport
+from jupyter_pause.store.storage import Store
 
 T0 = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import lineage
-from jupyter_pause.catalog import Catalog, blob_key
+from jupyter_pause.engine import lineage
 from jupyter_pause.errors import RestoreError, SelectionError
-from jupyter_pause.storage import Store
+from jupyter_pause.store.catalog import Catalog, blob_key
+from jupyter_pause.store.storage import Store
 
 
 @pytest.fixture(autouse=True)
@@ -195,8 +195,8 @@ def test_variable_sharing_lost_data_is_not_restored(tmp_path):
 
 def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
     """Resume digests whole arrays from their verified blob keys; a fresh digest must agree."""
-    from jupyter_pause import probe
-    from jupyter_pause.digests import value_digest
+    from jupyter_pause.engine import probe
+    from jupyter_pause.engine.digests import value_digest
 
     model = torch.nn.Linear(700, 700)
     ns = {
@@ -218,7 +218,7 @@ def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
 
 def _place_on_cpu_as_if_a_device(monkeypatch):
     """Stand in for a GPU: every torch-only blob is 'moved' (copied) as it is read and verified."""
-    from jupyter_pause import restore
+    from jupyter_pause.engine import restore
 
     moved: list[int] = []
     real = restore.to_device
@@ -239,25 +239,39 @@ def _place_on_cpu_as_if_a_device(monkeypatch):
 
 
 def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, monkeypatch):
-    from jupyter_pause import probe
+    from jupyter_pause.engine import probe
 
     torch.manual_seed(0)
     model = torch.nn.Linear(600, 600)
     opt = torch.optim.AdamW(model.parameters())
     model(torch.randn(2, 600)).sum().backward()
     opt.step()
-    ns = {"model": model, "opt": opt, "small": torch.arange(10), "view": torch.arange(1e6)[3:9], "arr": np.ones(100_000)}
+    ns = {
+        "model": model,
+        "opt": opt,
+        "small": torch.arange(10),
+        "view": torch.arange(1e6)[3:9],
+        "arr": np.ones(100_000),
+    }
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     moved = _place_on_cpu_as_if_a_device(monkeypatch)
     lineage.forget()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
-    torch_blobs = {r.blob for r in manifest.arrays.values()} - {r.blob for r in manifest.arrays.values() if r.kind != "torch"}
-    assert len(torch_blobs) >= 3 and len(moved) == len(torch_blobs) and sum(moved) == sum(manifest.blobs[b] for b in torch_blobs)
+    torch_blobs = {r.blob for r in manifest.arrays.values()} - {
+        r.blob for r in manifest.arrays.values() if r.kind != "torch"
+    }
+    assert (
+        len(torch_blobs) >= 3
+        and len(moved) == len(torch_blobs)
+        and sum(moved) == sum(manifest.blobs[b] for b in torch_blobs)
+    )
     assert torch.equal(target["model"].weight, model.weight) and torch.equal(target["view"], ns["view"])
     assert torch.equal(target["small"], ns["small"]) and np.array_equal(target["arr"], ns["arr"])
     assert target["opt"].param_groups[0]["params"][0] is target["model"].weight
-    assert all(torch.equal(a["exp_avg"], b["exp_avg"]) for a, b in zip(target["opt"].state.values(), opt.state.values()))
+    assert all(
+        torch.equal(a["exp_avg"], b["exp_avg"]) for a, b in zip(target["opt"].state.values(), opt.state.values())
+    )
     taken = probe.as_restored(manifest.id)
     assert taken == {v.name: v.digest for v in manifest.variables}, [v.name for v in manifest.variables]
 
@@ -279,8 +293,8 @@ def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
 
 
 def test_placements_only_for_tensor_blobs_bound_for_a_usable_device(tmp_path):
-    from jupyter_pause.manifest import ArrayRecord
-    from jupyter_pause.restore import _placements
+    from jupyter_pause.engine.restore import _placements
+    from jupyter_pause.store.manifest import ArrayRecord
 
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace={"w": torch.ones(3)}).manifest
     manifest.arrays = {

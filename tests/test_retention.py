@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import lineage
-from jupyter_pause.catalog import Catalog, blob_key, blob_prefix, pending_key
-from jupyter_pause.retention import collect
-from jupyter_pause.storage import Store
+from jupyter_pause.engine import lineage
+from jupyter_pause.store.catalog import Catalog, blob_key, blob_prefix, pending_key
+from jupyter_pause.store.retention import collect
+from jupyter_pause.store.storage import Store
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,14 @@ import json
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tests.server_helpers import call, open_kernel, run, status, wait_state, write_notebook
+from tests.server_helpers import (
+    call,
+    open_kernel,
+    run,
+    status,
+    wait_state,
+    write_notebook,
+)
 
 
 @pytest.fixture
@@ -27,11 +34,15 @@ def jp_server_config(store):
 async def test_pause_then_resume_brings_the_model_back(jp_fetch, jp_serverapp, jp_root_dir):
     path = write_notebook(jp_root_dir, "work/train.ipynb", "x = 1")
     kernel = await open_kernel(jp_fetch, path)
-    before = await run(jp_serverapp, kernel, (
-        "import torch, json\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 2)\n"
-        "opt = torch.optim.Adam(model.parameters())\nsauce = 'kept'\n"
-        "print(json.dumps(model.weight.sum().item()))"
-    ))
+    before = await run(
+        jp_serverapp,
+        kernel,
+        (
+            "import torch, json\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 2)\n"
+            "opt = torch.optim.Adam(model.parameters())\nsauce = 'kept'\n"
+            "print(json.dumps(model.weight.sum().item()))"
+        ),
+    )
     paused = await call(jp_fetch, "pause", path=path)
     assert paused["state"] == "checkpointing"
     done = await wait_state(jp_fetch, path, ("paused", "failed"))

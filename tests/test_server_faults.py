@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_pause.catalog import Catalog, manifest_key
-from jupyter_pause.manifest import Manifest
-from jupyter_pause.notebook import session_from_path
-from jupyter_pause.storage import Store
+from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.store.catalog import Catalog, manifest_key
+from jupyter_pause.store.manifest import Manifest
+from jupyter_pause.store.storage import Store
 from tests.server_helpers import (
     call,
     open_kernel,
@@ -317,7 +317,6 @@ class TestKernelDiesWhileCheckpointing:
         assert (await run(jp_serverapp, kernel, "print(small, 'big' in globals())")).split() == ["first", "False"]
         await manager.wait()
 
-
     async def test_failure_detail_does_not_say_a_dead_kernel_keeps_running(
         self, jp_fetch, jp_serverapp, jp_root_dir, store, manager
     ):
@@ -551,7 +550,9 @@ def metadata() -> FakeMetadata:
     fake.stop()
 
 
-async def every_session_paused_on_notice(fetch: Any, serverapp: Any, root: Path, store: Path, fake: FakeMetadata) -> None:
+async def every_session_paused_on_notice(
+    fetch: Any, serverapp: Any, root: Path, store: Path, fake: FakeMetadata
+) -> None:
     paths = [write_notebook(root, name, "x = 1") for name in ("one.ipynb", "sub/two.ipynb")]
     kernels = [await open_kernel(fetch, p) for p in paths]
     for kernel, path in zip(kernels, paths):

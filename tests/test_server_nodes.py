@@ -34,10 +34,10 @@ import pytest
 from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
-from jupyter_pause.notebook import session_from_path
+from jupyter_pause.engine.notebook import session_from_path
 from jupyter_pause.server.lease import Lease, lease_key
 from jupyter_pause.server.status import StatusBoard
-from jupyter_pause.storage import Store
+from jupyter_pause.store.storage import Store
 from tests.s3_server import S3Server, _die_with_parent
 from tests.server_helpers import (
     call,
@@ -135,16 +135,20 @@ class Remote:
         except OSError as e:
             return f"(no log: {e})"
 
-    async def request(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None,
-                      token: str | None = None) -> tuple[int, Any]:
+    async def request(
+        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None, token: str | None = None
+    ) -> tuple[int, Any]:
         """``(status code, JSON body or text)`` of one request; never raises on an HTTP status."""
         url = f"{self.url}/{path.lstrip('/')}"
         if params:
             url += "?" + urllib.parse.urlencode(params)
         response = await AsyncHTTPClient().fetch(
-            url, method=method, body=None if body is None else json.dumps(body),
+            url,
+            method=method,
+            body=None if body is None else json.dumps(body),
             headers={"Authorization": f"token {token or self.token}", "Content-Type": "application/json"},
-            raise_error=False, request_timeout=60,
+            raise_error=False,
+            request_timeout=60,
         )
         if response.code == 599:
             raise ConnectionError(f"server B did not answer {method} {path}: {response.error}")
@@ -250,18 +254,31 @@ def server_b(shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.Te
     port = free_port()
     log = base / "server.log"
     command = [
-        sys.executable, "-m", "jupyter_server",
-        f"--ServerApp.ip={HOST}", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
+        sys.executable,
+        "-m",
+        "jupyter_server",
+        f"--ServerApp.ip={HOST}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--ServerApp.open_browser=False",
         # Enabled by jupyter_pause.json in the venv's etc/jupyter, which a fresh JUPYTER_CONFIG_DIR
         # does not hide; the fixture checks the extension's start-up line in B's log.
-        f"--PauseConfig.store={shared_store}", "--PauseConfig.node=node-b",
-        f"--PauseServer.lease_settle={LEASE_SETTLE}", "--PauseServer.resource_poll_interval=0.2",
+        f"--PauseConfig.store={shared_store}",
+        "--PauseConfig.node=node-b",
+        f"--PauseServer.lease_settle={LEASE_SETTLE}",
+        "--PauseServer.resource_poll_interval=0.2",
         "--allow-root",
     ]
     with open(log, "ab") as out:
         process = subprocess.Popen(
-            command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            command,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
     remote = Remote(f"http://{HOST}:{port}", token, root, dirs["JUPYTER_RUNTIME_DIR"], process, log)
@@ -271,8 +288,9 @@ def server_b(shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.Te
             if process.poll() is not None:
                 pytest.fail(f"server B exited with {process.returncode}:\n{remote.log_tail()}", pytrace=False)
             if time.monotonic() > deadline:
-                pytest.fail(f"server B did not answer within {START_TIMEOUT:.0f} s:\n{remote.log_tail()}",
-                            pytrace=False)
+                pytest.fail(
+                    f"server B did not answer within {START_TIMEOUT:.0f} s:\n{remote.log_tail()}", pytrace=False
+                )
             time.sleep(0.2)
         assert "jupyter-pause: store" in log.read_text(errors="replace"), remote.log_tail()
         yield remote
@@ -283,7 +301,9 @@ def server_b(shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.Te
 # -- helpers ----------------------------------------------------------------------------------
 
 
-async def paused_on_a(jp_fetch: Any, jp_serverapp: Any, jp_root_dir: Path, nb: Nb, secret: str) -> tuple[dict[str, Any], list]:
+async def paused_on_a(
+    jp_fetch: Any, jp_serverapp: Any, jp_root_dir: Path, nb: Nb, secret: str
+) -> tuple[dict[str, Any], list]:
     """``nb`` on A with a model in its kernel, paused; (paused status, the model's output)."""
     write_notebook(jp_root_dir, nb.path, "x = 1")
     kernel = await open_kernel(jp_fetch, nb.path)
@@ -332,8 +352,16 @@ def store_of(url: str) -> Store:
 
 def put_lease(url: str, session: str, **fields: Any) -> Lease:
     """Write a lease into the store as another resume would have (``jupyter_pause.server.lease``)."""
-    held = Lease(**{"holder": "server pid 424242", "node": "node-crashed", "token": secrets.token_hex(8),
-                    "expires": time.time() + 600, "what": "resumed", **fields})
+    held = Lease(
+        **{
+            "holder": "server pid 424242",
+            "node": "node-crashed",
+            "token": secrets.token_hex(8),
+            "expires": time.time() + 600,
+            "what": "resumed",
+            **fields,
+        }
+    )
     store_of(url).write(lease_key(session), json.dumps(asdict(held)).encode())
     return held
 

@@ -10,9 +10,9 @@ import torch
 import xxhash
 
 import jupyter_pause as jp
-from jupyter_pause import lineage, probe
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.signing import SignatureError, key_id
+from jupyter_pause.engine import lineage, probe
+from jupyter_pause.store.signing import SignatureError, key_id
 
 KEY = "correct horse battery staple 7f1e"
 
@@ -28,7 +28,9 @@ def new_process(monkeypatch):
 
 def _take(store, key=None, **ns):
     lineage.forget()
-    return jp.checkpoint(store=str(store), session="s", namespace=ns, config=PauseConfig(signing_key=key or "")).manifest
+    return jp.checkpoint(
+        store=str(store), session="s", namespace=ns, config=PauseConfig(signing_key=key or "")
+    ).manifest
 
 
 def _resume(store, key=None, ref="latest"):

@@ -1,4 +1,4 @@
-"""The storage layer (``jupyter_pause.storage.Store``) on memory, a local folder and real S3.
+"""The storage layer (``jupyter_pause.store.storage.Store``) on memory, a local folder and real S3.
 
 The S3 backend is the SeaweedFS server of ``tests/s3_server.py``, configured only through the
 standard AWS variables (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``),
@@ -19,10 +19,10 @@ import pytest
 import torch
 
 import jupyter_pause
-from jupyter_pause import lineage
 from jupyter_pause.config import ENV_VARS
+from jupyter_pause.engine import lineage
 from jupyter_pause.errors import StoreError
-from jupyter_pause.storage import Store, redact
+from jupyter_pause.store.storage import Store, redact
 from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
 BACKENDS = ["memory", "local", pytest.param("s3", marks=pytest.mark.s3)]
@@ -289,7 +289,7 @@ def test_s3_store_takes_its_endpoint_from_aws_endpoint_url(s3_env: str, s3_serve
     store = Store(s3_env)  # no storage options: the environment alone says where S3 is
     store.write("proof/key", b"on the test server")
     direct = s3_server.filesystem()
-    assert direct.cat_file(f"{s3_env[len('s3://'):]}/proof/key") == b"on the test server"
+    assert direct.cat_file(f"{s3_env[len('s3://') :]}/proof/key") == b"on the test server"
 
 
 @pytest.mark.s3
@@ -389,7 +389,7 @@ def test_large_s3_blobs_are_never_held_twice_in_memory(s3_env: str) -> None:
 
     import numpy as np
 
-    from jupyter_pause.storage import REMOTE_BLOCK, REMOTE_CHUNK
+    from jupyter_pause.store.storage import REMOTE_BLOCK, REMOTE_CHUNK
 
     store = Store(s3_env)
     data = np.random.default_rng(0).integers(0, 255, 96 << 20, dtype=np.uint8)

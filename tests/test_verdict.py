@@ -1,4 +1,4 @@
-"""jupyter_pause.verdict in one process: "another process" is a new process token and forgotten state.
+"""jupyter_pause.engine.verdict in one process: "another process" is a new process token and forgotten state.
 
 The same verdicts with real kernels are in tests/test_verdict_kernels.py.
 """
@@ -15,12 +15,12 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause import fingerprint, lineage, probe
-from jupyter_pause import report as reports
-from jupyter_pause.catalog import blob_key
-from jupyter_pause.digests import value_digest
+from jupyter_pause.engine import fingerprint, lineage, probe
+from jupyter_pause.engine.digests import value_digest
 from jupyter_pause.errors import CheckpointNotFound
-from jupyter_pause.storage import Store
+from jupyter_pause.store import report as reports
+from jupyter_pause.store.catalog import blob_key
+from jupyter_pause.store.storage import Store
 
 SESSION = "v"
 
@@ -194,9 +194,7 @@ def test_resume_and_verify_leaves_a_report(tmp_path, monkeypatch) -> None:
     cid = take(tmp_path, state())
     new_process(monkeypatch)
     ns: dict = {}
-    cycle = jp.resume_and_verify(
-        store=str(tmp_path), session=SESSION, namespace=ns, moments={"kernel_stopped": 1.0e9}
-    )
+    cycle = jp.resume_and_verify(store=str(tmp_path), session=SESSION, namespace=ns, moments={"kernel_stopped": 1.0e9})
     assert cycle.verdict.kind == "restored"
     assert cycle.report_key is not None
     (stored,) = reports.load(Store(str(tmp_path)), SESSION)
@@ -213,7 +211,7 @@ def test_resume_and_verify_leaves_a_report(tmp_path, monkeypatch) -> None:
 
 def _digest_free_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A checkpoint whose variables are all too large to digest, resumed in a new process."""
-    monkeypatch.setattr(sys.modules["jupyter_pause.checkpoint"], "DIGEST_MAX_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(sys.modules["jupyter_pause.engine.checkpoint"], "DIGEST_MAX_SEGMENT_BYTES", 0)
     result = jp.checkpoint(store=str(tmp_path), session=SESSION, namespace={"big": list(range(100)), "other": "x"})
     assert all(v.digest is None for v in result.manifest.variables)
     new_process(monkeypatch)

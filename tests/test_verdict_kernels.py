@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from jupyter_pause.catalog import blob_key
+from jupyter_pause.store.catalog import blob_key
 
-STATE = r'''
+STATE = r"""
 %load_ext jupyter_pause
 import torch
 torch.manual_seed(11)
@@ -15,7 +15,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 model(torch.randn(4, 5)).sum().backward(); opt.step()
 table = {"run": list(range(500)), "score": [i * 0.5 for i in range(500)]}
 label = "experiment 3"
-'''
+"""
 
 
 def _manifest(store):

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from jupyter_pause import activity
-from jupyter_pause.activity import Activity
-from jupyter_pause.widget import status
+from jupyter_pause.engine import activity
+from jupyter_pause.engine.activity import Activity
+from jupyter_pause.kernel.widget import status
 
 
 def test_activity_transitions_and_text():
@@ -19,7 +19,12 @@ def test_activity_transitions_and_text():
     act.progress(400)
     act.progress(5000)  # never past the total
     act.finish("20261129-000000-abcdef", 0.0, verdict=None)
-    assert seen == [("checkpointing", 0, 1000), ("checkpointing", 400, 1000), ("checkpointing", 1000, 1000), ("ready", 1000, 1000)]
+    assert seen == [
+        ("checkpointing", 0, 1000),
+        ("checkpointing", 400, 1000),
+        ("checkpointing", 1000, 1000),
+        ("ready", 1000, 1000),
+    ]
     assert "last checkpoint 20261129-000000-abcdef" in act.text()
     act.fail("store unreachable")
     assert act.text().startswith("failed: store unreachable")
@@ -33,9 +38,9 @@ def test_status_outside_a_kernel_is_text():
     assert repr(shown) == activity.current.text()
 
 
-WIDGET_PROBE = r'''
+WIDGET_PROBE = r"""
 import json, jupyter_pause
-from jupyter_pause import activity
+from jupyter_pause.engine import activity
 w = jupyter_pause.status()
 states = []
 activity.current.observers.append(lambda a: states.append([a.state, a.done, a.total, round(w.bar.value, 3), w.bytes.value]))
@@ -43,7 +48,7 @@ import torch
 big = torch.zeros(3_000_000)
 r = jupyter_pause.checkpoint(session="w")
 print(json.dumps({"kind": type(w).__name__, "states": states, "info": w.info.value, "state": w.state.value}))
-'''
+"""
 
 
 def test_widget_follows_a_real_checkpoint_in_a_kernel(start_kernel, tmp_path):

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from jupyter_pause.catalog import Catalog, blob_key, pending_key
 from jupyter_pause.errors import StoreError
-from jupyter_pause.storage import Store
-from jupyter_pause.writer import BlobWriter
+from jupyter_pause.store.catalog import Catalog, blob_key, pending_key
+from jupyter_pause.store.storage import Store
+from jupyter_pause.store.writer import BlobWriter
 
 
 def _writer(store: Store, progress=None) -> BlobWriter:
@@ -70,7 +70,7 @@ def test_a_failed_batch_stops_the_batches_after_it(tmp_path, monkeypatch):
 
 
 def test_hash_and_send_names_each_blob_by_its_digest_and_writes_it_once(tmp_path):
-    from jupyter_pause import signing
+    from jupyter_pause.store import signing
 
     store = Store(str(tmp_path))
     writer = _writer(store)

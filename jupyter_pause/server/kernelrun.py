@@ -57,7 +57,9 @@ async def wait_idle(kernel_manager: Any, kernel_id: str, timeout: float, process
         await asyncio.sleep(0.2)
 
 
-async def execute(kernel_manager: Any, kernel_id: str, code: str, timeout: float, process: tuple[int, Any] | None = None) -> str:
+async def execute(
+    kernel_manager: Any, kernel_id: str, code: str, timeout: float, process: tuple[int, Any] | None = None
+) -> str:
     """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``."""
     process = process or process_of(kernel_manager, kernel_id)
     kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
@@ -71,9 +73,9 @@ async def execute(kernel_manager: Any, kernel_id: str, code: str, timeout: float
 
     try:
         await client.wait_for_ready(timeout=60)
-        run = asyncio.ensure_future(client.execute_interactive(
-            code, timeout=timeout, output_hook=hook, store_history=False, allow_stdin=False
-        ))
+        run = asyncio.ensure_future(
+            client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False, allow_stdin=False)
+        )
         while not run.done():
             await asyncio.wait([run], timeout=0.5)
             if not run.done():

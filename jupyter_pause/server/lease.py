@@ -14,9 +14,9 @@ import secrets
 import time
 from dataclasses import asdict, dataclass
 
-from ..catalog import session_prefix
 from ..errors import PauseError
-from ..storage import Store
+from ..store.catalog import session_prefix
+from ..store.storage import Store
 
 
 class LeaseHeld(PauseError):
@@ -48,7 +48,9 @@ def _read(store: Store, session: str) -> Lease | None:
         return None  # a torn lease is no lease
 
 
-async def acquire(store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float) -> Lease:
+async def acquire(
+    store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float
+) -> Lease:
     """Take the lease of ``session`` or raise ``LeaseHeld`` naming who has it."""
     for _ in range(5):
         started = time.monotonic()

@@ -12,12 +12,11 @@ import os
 import time
 from typing import Any
 
-
-from ..catalog import Catalog
 from ..config import PauseConfig
+from ..engine.notebook import session_from_path
 from ..errors import CheckpointNotFound, PauseError
-from ..notebook import session_from_path
-from ..storage import Store
+from ..store.catalog import Catalog
+from ..store.storage import Store
 from . import kernelrun, lease, pulling, resources
 from .http import MAX_PATH, http_error, maybe_await
 from .settings import PauseServer
@@ -61,9 +60,11 @@ class PauseManager:
     async def notebook(self, path: Any) -> str:
         """Check ``path`` names a notebook inside the server root; return it normalised."""
         if not isinstance(path, str) or not path.strip():
-            raise http_error(400, "give the notebook's path, relative to the server root, as \"path\"")
+            raise http_error(400, 'give the notebook\'s path, relative to the server root, as "path"')
         if len(path) > MAX_PATH:
-            raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
+            raise http_error(
+                400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}"
+            )
         path = path.strip("/")
         model = await maybe_await(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
@@ -105,8 +106,9 @@ class PauseManager:
         busy = self._busy(session)
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
-        status = await self._state(session, "checkpointing", "waiting for the running cell to finish",
-                                path=path, verdict=None)
+        status = await self._state(
+            session, "checkpointing", "waiting for the running cell to finish", path=path, verdict=None
+        )
         self._spawn(self._pause(path, session, model, trigger))
         return status
 
@@ -134,8 +136,9 @@ class PauseManager:
         moments["checkpoint_committed"] = time.time()
         await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
-        await self._state(session, "paused", f"kernel shut down; checkpoint {checkpoint}",
-                       checkpoint=checkpoint, moments=moments)
+        await self._state(
+            session, "paused", f"kernel shut down; checkpoint {checkpoint}", checkpoint=checkpoint, moments=moments
+        )
 
     def _newest(self, session: str) -> str | None:
         checkpoints = self.catalog.checkpoints(session)
@@ -168,21 +171,30 @@ class PauseManager:
             if elsewhere.state in BUSY_STATES or (elsewhere.state == "ready" and elsewhere.verdict):
                 since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elsewhere.updated))
                 raise http_error(
-                    409, f"{path} is {elsewhere.state} on {elsewhere.node} (since {since}); pause it there "
-                    'first, or pass "force": true if that node is gone'
+                    409,
+                    f"{path} is {elsewhere.state} on {elsewhere.node} (since {since}); pause it there "
+                    'first, or pass "force": true if that node is gone',
                 )
         try:
             manifest = await asyncio.to_thread(self.catalog.resolve, session, checkpoint)
         except CheckpointNotFound as e:
             raise http_error(404, str(e)) from e
         try:
-            held = await lease.acquire(self.store, session, self.holder, self.config.node, "resumed",
-                                       self.settings.lease_seconds, self.settings.lease_settle)
+            held = await lease.acquire(
+                self.store,
+                session,
+                self.holder,
+                self.config.node,
+                "resumed",
+                self.settings.lease_seconds,
+                self.settings.lease_settle,
+            )
         except lease.LeaseHeld as e:
             raise http_error(409, str(e)) from e
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
-        status = await self._state(session, "waiting", "checking resources", path=path,
-                                checkpoint=manifest.id, verdict=None)
+        status = await self._state(
+            session, "waiting", "checking resources", path=path, checkpoint=manifest.id, verdict=None
+        )
         self._spawn(self._resume(path, session, manifest, location, held))
         return status
 
@@ -199,27 +211,36 @@ class PauseManager:
         if outcome is None:
             await self._state(session, "failed", failure)
         else:
-            await self._state(session, "ready", f"{outcome['verdict']}: {outcome['detail']}",
-                           checkpoint=manifest.id, verdict=outcome["verdict"])
+            await self._state(
+                session,
+                "ready",
+                f"{outcome['verdict']}: {outcome['detail']}",
+                checkpoint=manifest.id,
+                verdict=outcome["verdict"],
+            )
 
     async def _restore(self, path: str, session: str, manifest: Any, location: str) -> dict[str, Any]:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
         deadline = time.monotonic() + self.settings.resource_wait_timeout
-        while (lack := await asyncio.to_thread(resources.missing, manifest, self.settings.cuda_devices, location)) is not None:
+        while (
+            lack := await asyncio.to_thread(resources.missing, manifest, self.settings.cuda_devices, location)
+        ) is not None:
             if time.monotonic() > deadline:
                 raise PauseError(
                     f"gave up after {self.settings.resource_wait_timeout:g} s: {lack}; resume on a node "
-                    "that has it, or with map_location \"cpu\""
+                    'that has it, or with map_location "cpu"'
                 )
             await self._state(session, "waiting", lack)
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
         await self._state(session, "restoring", "starting a kernel")
-        model = await maybe_await(self.sessions_manager.create_session(
-            path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
-        ))
+        model = await maybe_await(
+            self.sessions_manager.create_session(
+                path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
+            )
+        )
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
         await self._state(session, "restoring", f"restoring checkpoint {manifest.id}")
@@ -242,7 +263,9 @@ class PauseManager:
         if not isinstance(path, str) or not path.strip():
             raise http_error(400, "give the notebook's path as ?path=")
         if len(path) > MAX_PATH:
-            raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
+            raise http_error(
+                400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}"
+            )
         path = path.strip("/")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
@@ -258,17 +281,20 @@ class PauseManager:
             checkpoints = self.catalog.checkpoints(session)
             status = self.board.get(session)
             newest = checkpoints[0] if checkpoints else None
-            rows.append({
-                "session": session,
-                "state": status.state if status else ("paused" if newest else "ready"),
-                "detail": status.detail if status else "",
-                "path": (status.path if status and status.path else None) or ((newest.notebook or {}).get("path") if newest else None),
-                "node": newest.node if newest else (status.node if status else None),
-                "checkpoint": newest.id if newest else None,
-                "created": newest.created if newest else None,
-                "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
-                "updated": status.updated if status else None,
-            })
+            rows.append(
+                {
+                    "session": session,
+                    "state": status.state if status else ("paused" if newest else "ready"),
+                    "detail": status.detail if status else "",
+                    "path": (status.path if status and status.path else None)
+                    or ((newest.notebook or {}).get("path") if newest else None),
+                    "node": newest.node if newest else (status.node if status else None),
+                    "checkpoint": newest.id if newest else None,
+                    "created": newest.created if newest else None,
+                    "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
+                    "updated": status.updated if status else None,
+                }
+            )
         return rows
 
     async def pull(self, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:

@@ -7,9 +7,9 @@ import json
 import os
 from typing import Any
 
-from .. import signing
 from ..errors import CheckpointNotFound, PauseError
-from ..integrity import fetch
+from ..store import signing
+from ..store.integrity import fetch
 from .http import MAX_PATH, http_error, maybe_await
 
 
@@ -27,8 +27,13 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
         raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
     if manager.config.signing_key:
         try:
-            signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature,
-                          manifest.hash, manager.config.signing_key)
+            signing.check(
+                manifest.id,
+                getattr(manifest, "_canonical", None),
+                manifest.signature,
+                manifest.hash,
+                manager.config.signing_key,
+            )
         except signing.SignatureError as e:
             raise http_error(409, str(e)) from e
     good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])
@@ -38,16 +43,15 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
     target = (path if isinstance(path, str) and path.strip() else manifest.notebook["path"]).strip("/")
     if manager.session_name(target) != session:
         raise http_error(
-            400, f"{target} would be session {manager.session_name(target)!r}, not {session!r}: keep the path the notebook had"
+            400,
+            f"{target} would be session {manager.session_name(target)!r}, not {session!r}: keep the path the notebook had",
         )
     if await maybe_await(manager.contents.file_exists(target)):
         existing = await maybe_await(manager.contents.get(target, content=True, type="file", format="text"))
         if existing["content"].encode() == data:
             return {"path": target, "session": session, "checkpoint": manifest.id, "written": False}
         if not overwrite:
-            raise http_error(
-                409, f"{target} exists here with different content; pass \"overwrite\": true to replace it"
-            )
+            raise http_error(409, f'{target} exists here with different content; pass "overwrite": true to replace it')
     await _ensure_folder(manager.contents, os.path.dirname(target))
     content = json.loads(data)
     await maybe_await(manager.contents.save({"type": "notebook", "format": "json", "content": content}, target))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..manifest import Manifest
+from ..store.manifest import Manifest
 
 
 def cuda_needed(manifest: Manifest) -> int:

@@ -8,9 +8,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..catalog import session_prefix
 from ..errors import StoreError
-from ..storage import Store
+from ..store.catalog import session_prefix
+from ..store.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,16 @@ class StatusBoard:
         if state not in STATES:
             raise ValueError(f"unknown state {state!r}")
         previous = self.local.get(session) or Status(session)
-        status = Status(**{**asdict(previous), **fields, "state": state, "detail": detail,
-                           "node": self.node, "updated": time.time()})
+        status = Status(
+            **{
+                **asdict(previous),
+                **fields,
+                "state": state,
+                "detail": detail,
+                "node": self.node,
+                "updated": time.time(),
+            }
+        )
         self.local[session] = status
         self._read_at.pop(session, None)
         return status

@@ -21,7 +21,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any)
         terminalreporter.write_line(line)
 
 
-def cli_verify(store: str | Path, session: str | None = None, env: dict[str, str] | None = None) -> tuple[int, list[dict]]:
+def cli_verify(
+    store: str | Path, session: str | None = None, env: dict[str, str] | None = None
+) -> tuple[int, list[dict]]:
     """``jupyter pause verify --json --store S``, as a separate process: (exit code, rows)."""
     command = [sys.executable, "-m", "jupyter_pause.cli", "verify", "--json", "--store", str(store)]
     if session:

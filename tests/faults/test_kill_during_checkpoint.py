@@ -13,19 +13,15 @@ import random
 import shutil
 import time
 
-from jupyter_pause.catalog import Catalog
-from jupyter_pause.storage import Store
-
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
 
 KILLS = 20
 SEED = 20261129
 SESSION = "killed"
 #: The kernel is numpy only (no torch import): it starts fast. ~160 MB of fresh data per kill.
-SETUP = (
-    "%load_ext jupyter_pause\nimport numpy as np\nmarker = 'first'\n"
-    "%checkpoint marker --tag first\n"
-)
+SETUP = "%load_ext jupyter_pause\nimport numpy as np\nmarker = 'first'\n%checkpoint marker --tag first\n"
 # Made in the killed cell itself, so the kill also lands while the data is being made.
 BIG = (
     "g = np.random.default_rng({seed}); big = [g.random(1_000_000) for _ in range(20)]\n"

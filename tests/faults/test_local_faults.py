@@ -13,10 +13,9 @@ import numpy as np
 import pytest
 
 import jupyter_pause
-from jupyter_pause import lineage
-from jupyter_pause.catalog import Catalog, blob_key, manifest_key
-from jupyter_pause.storage import Store
-
+from jupyter_pause.engine import lineage
+from jupyter_pause.store.catalog import Catalog, blob_key, manifest_key
+from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
 
 SESSION = "faults"
@@ -24,13 +23,15 @@ SESSION = "faults"
 
 # ---------------------------------------------------------------- 3. disk full (tmpfs of 20 MB)
 
+
 @pytest.fixture
 def small_disk(tmp_path, tally):
     """A 20 MB tmpfs folder; skipped, with the reason, where it cannot be mounted."""
     where = tmp_path / "full"
     where.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         reason = f"disk-full test: cannot mount a 20 MB tmpfs ({done.stderr.strip() or done.returncode}); needs root"
         tally.skipped.append(reason)
@@ -46,8 +47,10 @@ def test_disk_full_keeps_previous_checkpoint(small_disk, start_kernel, tmp_path,
     store = small_disk / "store"
     (tmp_path / "a").mkdir()
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION=SESSION)
-    a.run("%load_ext jupyter_pause\nimport numpy as np\nmarker = 'fits'\n"
-          "data = np.random.default_rng(1).random(500_000)\n%checkpoint").ok()  # 4 MB
+    a.run(
+        "%load_ext jupyter_pause\nimport numpy as np\nmarker = 'fits'\n"
+        "data = np.random.default_rng(1).random(500_000)\n%checkpoint"
+    ).ok()  # 4 MB
     a.run("marker = 'too-big'\ndata = np.random.default_rng(2).random(4_000_000)").ok()  # 32 MB
     failed = a.run("%checkpoint")
     tally.fault("disk full during %checkpoint")
@@ -70,6 +73,7 @@ def test_disk_full_keeps_previous_checkpoint(small_disk, start_kernel, tmp_path,
 
 
 # ------------------------------------------------ 4. every byte-position class of damage, in turn
+
 
 def _flip(path: Path, at: int | None = None) -> None:
     data = bytearray(path.read_bytes())
@@ -113,8 +117,17 @@ def _damage(kind: str, store: Path, c1, c2) -> None:
         path_of(large).unlink()
 
 
-@pytest.mark.parametrize("kind", ["manifest", "small blob flipped", "large blob flipped",
-                                  "large blob truncated", "small blob missing", "large blob missing"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "manifest",
+        "small blob flipped",
+        "large blob flipped",
+        "large blob truncated",
+        "small blob missing",
+        "large blob missing",
+    ],
+)
 def test_damage_is_found_before_restore(kind, two_checkpoints, tmp_path, tally):
     base, c1, c2 = two_checkpoints
     store = tmp_path / "copy"
@@ -147,12 +160,15 @@ def test_damage_is_found_before_restore(kind, two_checkpoints, tmp_path, tally):
 
 # --------------------------------------------------------------- 5. SIGTERM to a busy kernel
 
+
 def test_sigterm_to_busy_kernel_commits_or_keeps_previous(start_kernel, tmp_path, tally):
     store = tmp_path / "store"
     (tmp_path / "a").mkdir()
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION=SESSION)
-    a.run("%load_ext jupyter_pause\nimport numpy as np\nmarker = 'before'\nprogress = []\n"
-          "data = np.random.default_rng(3).random(2_000_000)\n%checkpoint --tag before").ok()
+    a.run(
+        "%load_ext jupyter_pause\nimport numpy as np\nmarker = 'before'\nprogress = []\n"
+        "data = np.random.default_rng(3).random(2_000_000)\n%checkpoint --tag before"
+    ).ok()
     a.send("import time\nmarker = 'busy'\nfor i in range(600):\n    progress.append(i)\n    time.sleep(0.05)")
     time.sleep(1.0)
     process = a.manager.provisioner.process

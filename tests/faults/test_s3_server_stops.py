@@ -12,9 +12,8 @@ import uuid
 import pytest
 
 import tests.s3_server as s3
-from jupyter_pause.catalog import Catalog
-from jupyter_pause.storage import Store
-
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify, wait_cell
 
 SESSION = "s3fault"
@@ -85,15 +84,19 @@ def test_store_stops_mid_checkpoint_then_comes_back(own_s3, start_kernel, tmp_pa
     s3.use_aws_env(monkeypatch, own_s3.env())
     prefix = uuid.uuid4().hex
     url = f"s3://{own_s3.bucket}/{prefix}"
-    env = {"JUPYTER_PAUSE_STORE": url, "JUPYTER_PAUSE_SESSION": SESSION,
-           "JUPYTER_PAUSE_STORAGE_OPTIONS": json.dumps(OPTIONS)}
+    env = {
+        "JUPYTER_PAUSE_STORE": url,
+        "JUPYTER_PAUSE_SESSION": SESSION,
+        "JUPYTER_PAUSE_STORAGE_OPTIONS": json.dumps(OPTIONS),
+    }
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a = start_kernel(tmp_path / "a", **env)
-    a.run("%load_ext jupyter_pause\nimport numpy as np\nmarker = 'first'\nsmall = np.arange(1000.)\n"
-          "%checkpoint --tag first").ok()
-    a.run("g = np.random.default_rng(7); big = [g.random(2_000_000) for _ in range(16)]\n"
-          "marker = 'second'").ok()
+    a.run(
+        "%load_ext jupyter_pause\nimport numpy as np\nmarker = 'first'\nsmall = np.arange(1000.)\n"
+        "%checkpoint --tag first"
+    ).ok()
+    a.run("g = np.random.default_rng(7); big = [g.random(2_000_000) for _ in range(16)]\nmarker = 'second'").ok()
 
     fs = own_s3.filesystem()
     before = _pending(fs, own_s3, prefix)

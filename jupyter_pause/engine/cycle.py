@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import PauseConfig
+from ..store import report as reports
+from ..store.report import RunReport
 from . import activity, probe
-from . import report as reports
-from .config import PauseConfig
 from .context import make_context
-from .report import RunReport
 from .restore import ResumeResult, resume_in
 from .verdict import Verdict, verify_manifest
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
-from .errors import PauseError
-from .notebook import session_from_path
+from ..engine.notebook import session_from_path
+from ..errors import PauseError
 
 
 class DrillError(PauseError):
@@ -131,7 +131,7 @@ def run_drill(
     echo: Any = print,
 ) -> DrillResult:
     """Run the pause/resume drill on ``notebook``; see the module docstring for the steps."""
-    from .config import PauseConfig
+    from ..config import PauseConfig
 
     path = Path(notebook).resolve()
     cells = load_notebook(path)
@@ -179,9 +179,9 @@ def run_drill(
             )
             report = _last_json(out)
             echo("  " + "\n  ".join(out.strip().splitlines()[:-1]))
-            probe_back = _last_json(second.run(
-                f"print(_json.dumps(globals().get('pause_drill_probe') == {token!r}))", "the probe check"
-            ))
+            probe_back = _last_json(
+                second.run(f"print(_json.dumps(globals().get('pause_drill_probe') == {token!r}))", "the probe check")
+            )
             cell = _check_cell(cells)
             check = "none"
             if cell is not None:

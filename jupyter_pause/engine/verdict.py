@@ -15,14 +15,14 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import PauseConfig
+from ..errors import IntegrityError
+from ..store.catalog import Catalog
+from ..store.integrity import fetch
+from ..store.manifest import Manifest
 from . import fingerprint, lineage, modelcheck, probe
-from .catalog import Catalog
-from .config import PauseConfig
 from .context import Context, make_context
 from .digests import value_digest
-from .errors import IntegrityError
-from .integrity import fetch
-from .manifest import Manifest
 
 KINDS = ("restored", "partial", "fresh", "live")
 
@@ -95,7 +95,9 @@ def _variable_status(
     return status, changed
 
 
-def _model_status(manifest: Manifest, checks: dict[str, Any], namespace: dict[str, Any], changed: dict[str, str]) -> dict[str, str]:
+def _model_status(
+    manifest: Manifest, checks: dict[str, Any], namespace: dict[str, Any], changed: dict[str, str]
+) -> dict[str, str]:
     results: dict[str, str] = {}
     for name, recorded in checks.get("models", {}).items():
         if "none" in recorded:
@@ -160,7 +162,8 @@ def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | Non
         present = [v.name for v in manifest.variables if v.name in ctx.namespace]
         verdict.details.append(
             "the probe value of the paused kernel is not in this kernel: it holds none of the "
-            "checkpoint's state" + (f" (its {len(present)} variable(s) of the same names were made here)" if present else "")
+            "checkpoint's state"
+            + (f" (its {len(present)} variable(s) of the same names were made here)" if present else "")
         )
         verdict.details.append(f"run %resume {manifest.id} (or jupyter_pause.resume()) to bring the session back")
         return verdict
@@ -175,12 +178,12 @@ def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | Non
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", "present, too large to compare")}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
     matched = sum(s == "matches" for s in verdict.variables.values())
-    verdict.details.append(f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) match their digests")
+    verdict.details.append(
+        f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) match their digests"
+    )
     if wrong or failed_models:
         verdict.kind = "partial"
-        verdict.details.append(
-            "not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models])
-        )
+        verdict.details.append("not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models]))
     else:
         verdict.kind = "restored"
     return verdict

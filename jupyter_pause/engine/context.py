@@ -6,10 +6,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .catalog import check_session
-from .config import PauseConfig
+from ..config import PauseConfig
+from ..store.catalog import check_session
+from ..store.storage import Store
 from .notebook import default_session, notebook_path
-from .storage import Store
 
 
 @dataclass

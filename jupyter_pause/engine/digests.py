@@ -153,17 +153,24 @@ class _Digester:
         closure = tuple(_cell_value(c) for c in f.__closure__ or ())
         return self._combine(
             "function",
-            (self._code(f.__code__), self.digest(f.__defaults__), self.digest(f.__kwdefaults__),
-             self.digest(closure), self._leaf(f.__qualname__.encode())),
+            (
+                self._code(f.__code__),
+                self.digest(f.__defaults__),
+                self.digest(f.__kwdefaults__),
+                self.digest(closure),
+                self._leaf(f.__qualname__.encode()),
+            ),
         )
 
     def _class(self, cls: type) -> bytes:
         head = self._leaf(f"class:{cls.__module__}.{cls.__qualname__}".encode())
         if cls.__module__ != "__main__":
             return head
-        members = [self.digest(k) + self.digest(v) for k, v in vars(cls).items()
-                   if isinstance(v, (types.FunctionType, staticmethod, classmethod, property))
-                   or k == "__slots__"]
+        members = [
+            self.digest(k) + self.digest(v)
+            for k, v in vars(cls).items()
+            if isinstance(v, (types.FunctionType, staticmethod, classmethod, property)) or k == "__slots__"
+        ]
         return self._combine("class", (head, *members))
 
     def _reduced(self, obj: Any, name: str) -> bytes:

@@ -7,8 +7,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ..errors import IntegrityError
 from .catalog import session_prefix
-from .errors import IntegrityError
 from .storage import Store
 
 #: Moments of a cycle, in order; any may be unknown (None) to whoever writes the report.

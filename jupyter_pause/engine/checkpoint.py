@@ -13,19 +13,35 @@ from typing import Any
 
 import numpy as np
 
-from . import activity, background, fingerprint, lineage, mapping, modelcheck, probe, rng, signing, staging
+from ..config import PauseConfig
+from ..errors import SelectionError, SerializationError
+from ..store import mapping, signing
+from ..store.catalog import Catalog, new_checkpoint_id
+from ..store.manifest import (
+    ArrayRecord,
+    BlobRef,
+    Manifest,
+    SkippedRecord,
+    VariableRecord,
+)
+from ..store.storage import ALIGNMENT
+from ..store.writer import BlobWriter
+from . import (
+    activity,
+    background,
+    fingerprint,
+    lineage,
+    modelcheck,
+    probe,
+    rng,
+    staging,
+)
 from .background import BackgroundCheckpoint
-from .catalog import Catalog, new_checkpoint_id
-from .digests import Known, remember, value_digest
-from .config import PauseConfig
 from .context import make_context
-from .errors import SelectionError, SerializationError
-from .manifest import ArrayRecord, BlobRef, Manifest, SkippedRecord, VariableRecord
+from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
 from .pickler import DumpResult, dump_variables
 from .selection import select, type_name
-from .storage import ALIGNMENT
-from .writer import BlobWriter
 
 #: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
 OWN_BLOB_BYTES = 1 << 20
@@ -119,7 +135,9 @@ def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[
     """Record the model checks in a thread, beside the hashing (a forward pass releases the
     GIL). Started only once everything is pickled: a check puts modules in eval mode for a
     moment, which a pickle taken meanwhile would keep."""
-    modules = {n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())}
+    modules = {
+        n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())
+    }
     pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
     try:
         return pool.submit(_model_checks, modules)
@@ -158,7 +176,9 @@ def _plan_arrays(
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
-            keys.update(zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)))
+            keys.update(
+                zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown))
+            )
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -358,9 +378,26 @@ def _capture(
     rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
     payloads[rng_ref.key] = rng_state
     return Prepared(
-        ctx, new_checkpoint_id(requested), started, requested, time.time(), trigger, tag, dump,
-        chosen.values, chosen.skipped + failed, chosen.imports, records, payloads, known, rng_ref,
-        algorithm, lineage.position(ctx.store.url, ctx.session), models, unread, deferred,
+        ctx,
+        new_checkpoint_id(requested),
+        started,
+        requested,
+        time.time(),
+        trigger,
+        tag,
+        dump,
+        chosen.values,
+        chosen.skipped + failed,
+        chosen.imports,
+        records,
+        payloads,
+        known,
+        rng_ref,
+        algorithm,
+        lineage.position(ctx.store.url, ctx.session),
+        models,
+        unread,
+        deferred,
     )
 
 
@@ -372,7 +409,8 @@ def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
     kernel waits for only the changed bytes, at memory speed."""
     private = {id(f.data) for f in p.dump.collector.found.values() if f.private}
     live = [
-        key for key, data in p.payloads.items()
+        key
+        for key, data in p.payloads.items()
         if isinstance(data, memoryview) and id(data) not in private and not writer.has(key, len(data))
     ]
     needed = sum(len(p.payloads[k]) for k in live)
@@ -411,7 +449,9 @@ def _describe(p: Prepared) -> None:
         value = p.values[name]
         check = value_digest(value, known=p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
         ref = BlobRef(key, len(segment.data))
-        p.variables.append(VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check))
+        p.variables.append(
+            VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check)
+        )
     p.probe_value = probe.new_probe()
     checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
     p.checks = BlobRef(signing.digest(checks, p.algorithm), len(checks))
@@ -430,7 +470,11 @@ def _describe(p: Prepared) -> None:
 def _writer(p: Prepared, step: activity.Activity, reused_data_stays: bool = False) -> BlobWriter:
     step.begin("checkpointing", f"writing to {p.ctx.store.display_url}")
     return BlobWriter(
-        Catalog(p.ctx.store), p.ctx.session, p.id, p.requested, progress=step.progress,
+        Catalog(p.ctx.store),
+        p.ctx.session,
+        p.id,
+        p.requested,
+        progress=step.progress,
         reused_data_stays=reused_data_stays,
     )
 
@@ -485,7 +529,9 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
             )
     total = sum(blobs.values())
     manifest.stats = {
-        "bytes_total": total, "bytes_written": written, "bytes_reused": total - written,
+        "bytes_total": total,
+        "bytes_written": written,
+        "bytes_reused": total - written,
         "bytes_unread": p.unread,  # known unchanged from page flags, without hashing them
     }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}

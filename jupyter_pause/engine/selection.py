@@ -8,8 +8,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from .errors import SelectionError
-from .manifest import SkippedRecord
+from ..errors import SelectionError
+from ..store.manifest import SkippedRecord
 
 #: Name fragments that mark a secret wherever they appear in a name.
 SECRET_FRAGMENTS = ("password", "passwd", "secret", "api_key", "apikey", "credential", "private_key")

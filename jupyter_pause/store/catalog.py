@@ -15,7 +15,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from .errors import CheckpointNotFound, IntegrityError, PauseError
+from ..errors import CheckpointNotFound, IntegrityError, PauseError
 from .manifest import Manifest
 from .storage import Store
 
@@ -28,8 +28,7 @@ def check_session(name: str) -> str:
     if not isinstance(name, str) or not SESSION_PATTERN.match(name):
         shown = repr(name) if len(str(name)) <= 60 else repr(str(name)[:60]) + "..."
         raise PauseError(
-            f"invalid session name {shown}: use 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
+            f"invalid session name {shown}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
     return name
 

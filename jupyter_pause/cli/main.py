@@ -10,16 +10,16 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from . import report as reports
-from . import signing
-from .catalog import Catalog, check_session
+from ..config import PauseConfig
+from ..errors import CheckpointNotFound, PauseError
+from ..store import report as reports
+from ..store import signing
+from ..store.catalog import Catalog, check_session
+from ..store.integrity import check, describe
+from ..store.manifest import Manifest
+from ..store.retention import DEFAULT_GRACE_SECONDS, collect
+from ..store.storage import Store
 from .drill import run_drill
-from .config import PauseConfig
-from .errors import CheckpointNotFound, PauseError
-from .integrity import check, describe
-from .manifest import Manifest
-from .retention import DEFAULT_GRACE_SECONDS, collect
-from .storage import Store
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -59,9 +59,7 @@ def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
             return catalog.resolve(name, ref)
         except CheckpointNotFound:
             continue
-    raise CheckpointNotFound(
-        f"no checkpoint {ref!r} in store {catalog.store.display_url}; see `jupyter pause list`"
-    )
+    raise CheckpointNotFound(f"no checkpoint {ref!r} in store {catalog.store.display_url}; see `jupyter pause list`")
 
 
 def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
@@ -70,17 +68,27 @@ def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
     for session in _sessions(catalog, args.session):
         listing = catalog.listing(session)
         for m in listing.checkpoints:
-            rows.append({
-                "session": session, "id": m.id, "created": m.created, "node": m.node,
-                "trigger": m.trigger, "lineage": m.lineage, "variables": len(m.variables),
-                "bytes": m.stats.get("bytes_total", 0), "tag": m.tag,
-                "notebook": (m.notebook or {}).get("path"),
-            })
+            rows.append(
+                {
+                    "session": session,
+                    "id": m.id,
+                    "created": m.created,
+                    "node": m.node,
+                    "trigger": m.trigger,
+                    "lineage": m.lineage,
+                    "variables": len(m.variables),
+                    "bytes": m.stats.get("bytes_total", 0),
+                    "tag": m.tag,
+                    "notebook": (m.notebook or {}).get("path"),
+                }
+            )
         for checkpoint_id in listing.pending:
             rows.append({"session": session, "id": checkpoint_id, "incomplete": "never committed"})
         for checkpoint_id, reason in listing.unreadable.items():
             rows.append({"session": session, "id": checkpoint_id, "incomplete": reason})
-    lines = [f"{'SESSION':24} {'CHECKPOINT':24} {'TAKEN (UTC)':19}  {'NODE':12} {'TRIGGER':8} {'VARS':>4} {'SIZE':>10}  TAG"]
+    lines = [
+        f"{'SESSION':24} {'CHECKPOINT':24} {'TAKEN (UTC)':19}  {'NODE':12} {'TRIGGER':8} {'VARS':>4} {'SIZE':>10}  TAG"
+    ]
     for r in rows:
         if "incomplete" in r:
             continue
@@ -113,7 +121,9 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
         lines.append(f"  skipped {s.name} ({s.type}): {s.reason}")
     devices = ", ".join(sorted(m.devices())) or "-"
     env = m.environment
-    lines.append(f"tensors on: {devices}   python {env.get('python')}   torch {env.get('packages', {}).get('torch', '-')}")
+    lines.append(
+        f"tensors on: {devices}   python {env.get('python')}   torch {env.get('packages', {}).get('torch', '-')}"
+    )
     return asdict(m), "\n".join(lines)
 
 
@@ -134,14 +144,28 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
                 results.append({"session": session, "id": m.id, "ok": False, "problems": str(e)})
                 continue
             problems = check(catalog.store, m)
-            results.append({"session": session, "id": m.id, "ok": not problems,
-                            "problems": describe(m, problems) if problems else ""})
+            results.append(
+                {
+                    "session": session,
+                    "id": m.id,
+                    "ok": not problems,
+                    "problems": describe(m, problems) if problems else "",
+                }
+            )
         for checkpoint_id in listing.pending:
-            results.append({"session": session, "id": checkpoint_id, "ok": False, "incomplete": True,
-                            "problems": "partial write: data without a manifest (not a checkpoint)"})
+            results.append(
+                {
+                    "session": session,
+                    "id": checkpoint_id,
+                    "ok": False,
+                    "incomplete": True,
+                    "problems": "partial write: data without a manifest (not a checkpoint)",
+                }
+            )
         for checkpoint_id, reason in listing.unreadable.items():
-            results.append({"session": session, "id": checkpoint_id, "ok": False, "incomplete": True,
-                            "problems": reason})
+            results.append(
+                {"session": session, "id": checkpoint_id, "ok": False, "incomplete": True, "problems": reason}
+            )
     lines = [
         f"{'ok     ' if r['ok'] else ('partial' if r.get('incomplete') else 'DAMAGED')} {r['session']} {r['id']}"
         + (f": {r['problems']}" if r["problems"] else "")
@@ -162,8 +186,7 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
         raise ValueError("--older-than must be a positive age, such as 7d")
     catalog = _catalog(args)
     reports = [
-        collect(catalog, session, keep=args.keep, older_than=args.older_than,
-                grace=args.grace, dry_run=args.dry_run)
+        collect(catalog, session, keep=args.keep, older_than=args.older_than, grace=args.grace, dry_run=args.dry_run)
         for session in _sessions(catalog, args.session)
     ]
     return [asdict(r) for r in reports], "\n".join(r.summary() for r in reports) or "nothing to clean"
@@ -178,14 +201,24 @@ def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
             continue
         paused = sum(r.durations()["paused"] or 0 for r in runs)
         data += [r.to_dict() for r in runs]
-        blocks.append("\n".join(r.text() for r in runs) + f"\n  {session}: {len(runs)} resume(s), paused {paused / 60:.1f} min in all")
+        blocks.append(
+            "\n".join(r.text() for r in runs)
+            + f"\n  {session}: {len(runs)} resume(s), paused {paused / 60:.1f} min in all"
+        )
     return data, "\n".join(blocks) or f"no run reports in {catalog.store.display_url}"
 
 
 def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
     echo = (lambda *_: None) if args.json else print
-    result = run_drill(args.notebook, store=args.store, session=args.session, kill=args.kill,
-                       report_file=args.report, timeout=args.timeout, echo=echo)
+    result = run_drill(
+        args.notebook,
+        store=args.store,
+        session=args.session,
+        kill=args.kill,
+        report_file=args.report,
+        timeout=args.timeout,
+        echo=echo,
+    )
     args.exit_code = 0 if result.passed else 1
     return result.report, ""
 
@@ -208,11 +241,17 @@ def parser() -> argparse.ArgumentParser:
     gc = sub.add_parser("gc", parents=[common], help="apply retention and remove unreferenced data")
     gc.add_argument("--keep", type=int, help="keep the newest N checkpoints of each lineage")
     gc.add_argument("--older-than", type=duration, help="remove checkpoints older than this (e.g. 7d)")
-    gc.add_argument("--grace", type=duration, default=DEFAULT_GRACE_SECONDS,
-                    help="leave unreferenced data younger than this alone (default 1h)")
+    gc.add_argument(
+        "--grace",
+        type=duration,
+        default=DEFAULT_GRACE_SECONDS,
+        help="leave unreferenced data younger than this alone (default 1h)",
+    )
     gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     gc.set_defaults(run=cmd_gc)
-    sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(run=cmd_report)
+    sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(
+        run=cmd_report
+    )
     drill = sub.add_parser("drill", parents=[common], help="pause and resume a notebook end to end, and prove it")
     drill.add_argument("notebook", help="the .ipynb file to drill")
     drill.add_argument("--report", metavar="FILE", help="also write the run report (JSON) here")
@@ -238,7 +277,3 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "verify" and any(not r["ok"] and not r.get("incomplete") for r in data):
         return 1
     return int(args.exit_code)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

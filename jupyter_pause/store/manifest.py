@@ -8,7 +8,7 @@ from typing import Any
 
 import xxhash
 
-from .errors import IntegrityError
+from ..errors import IntegrityError
 
 #: Version of the manifest layout; readers refuse layouts newer than they know.
 FORMAT = 1
@@ -141,9 +141,7 @@ def _fields(record: Any) -> dict[str, Any]:
 def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     known = {f.name for f in fields(Manifest)} - {"signature"}
     data = {k: v for k, v in body.items() if k in known}
-    data["variables"] = [
-        VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])
-    ]
+    data["variables"] = [VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])]
     data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]
     data["arrays"] = {k: ArrayRecord(**a) for k, a in data.get("arrays", {}).items()}
     for name in ("rng", "checks"):

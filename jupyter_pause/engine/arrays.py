@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import RestoreError
+from ..store.storage import Buffer
 from .digests import Known, remember
-from .errors import RestoreError
-from .storage import Buffer
 
 #: NumPy arrays smaller than this stay inside the pickle stream (no blob of their own).
 NUMPY_OUT_OF_BAND_BYTES = 64 * 1024
@@ -27,9 +27,7 @@ NUMPY_OUT_OF_BAND_BYTES = 64 * 1024
 
 def load_array(key: str, dtype: str | None = None) -> Any:
     """Placeholder named in pickle streams; a jupyter-pause unpickler resolves it to real data."""
-    raise RestoreError(
-        "this pickle stream refers to arrays stored beside it; load it with jupyter_pause.resume()"
-    )
+    raise RestoreError("this pickle stream refers to arrays stored beside it; load it with jupyter_pause.resume()")
 
 
 @dataclass
@@ -81,7 +79,13 @@ class ArrayCollector:
             dtype = storage.dtype if typed else torch.uint8
             itemsize = torch.empty(0, dtype=dtype).element_size()
             found = Collected(
-                "torch", str(dtype), [size // itemsize], device, "C", memoryview(b""), keepalive=untyped,
+                "torch",
+                str(dtype),
+                [size // itemsize],
+                device,
+                "C",
+                memoryview(b""),
+                keepalive=untyped,
                 origin=(device, untyped.data_ptr(), size) if size else None,
             )
             if untyped.device.type != "cpu":
@@ -136,10 +140,19 @@ class ArrayCollector:
                 flat, order, private = np.ascontiguousarray(array).reshape(-1), "C", True
             data = memoryview(flat.view(np.uint8))
             dtype = np.lib.format.dtype_to_descr(array.dtype)
-            origin = ("cpu", array.__array_interface__["data"][0], array.nbytes) if order == "C" and not private else None
+            origin = (
+                ("cpu", array.__array_interface__["data"][0], array.nbytes) if order == "C" and not private else None
+            )
             self.found[key] = Collected(
-                "numpy", repr(dtype), list(array.shape), "cpu", order, data, keepalive=(array, flat),
-                private=private, origin=origin,
+                "numpy",
+                repr(dtype),
+                list(array.shape),
+                "cpu",
+                order,
+                data,
+                keepalive=(array, flat),
+                private=private,
+                origin=origin,
             )
         self.touched.append(key)
         return (load_array, (key,))
@@ -192,8 +205,7 @@ def target_device(device: str, map_location: str) -> str:
             "--map-location cpu to restore them into host memory"
         )
     raise RestoreError(
-        f"the checkpoint holds tensors on {device}, which this loader cannot place; "
-        "use --map-location cpu"
+        f"the checkpoint holds tensors on {device}, which this loader cannot place; use --map-location cpu"
     )
 
 
@@ -204,9 +216,7 @@ class ArrayLoader:
     device its tensors go to (moved there while reading, see ``restore._placements``).
     """
 
-    def __init__(
-        self, records: dict[str, Any], blobs: dict[str, Any], map_location: str = "auto", hash_name: str = ""
-    ):
+    def __init__(self, records: dict[str, Any], blobs: dict[str, Any], map_location: str = "auto", hash_name: str = ""):
         self.records = records
         self.blobs = blobs
         self.map_location = map_location
@@ -261,7 +271,9 @@ class ArrayLoader:
         if record.order == "F":
             return flat.reshape(record.shape[::-1]).T
         if whole:
-            remember(self.known, ("cpu", flat.__array_interface__["data"][0], record.nbytes), record.blob, self.hash_name)
+            remember(
+                self.known, ("cpu", flat.__array_interface__["data"][0], record.nbytes), record.blob, self.hash_name
+            )
         return flat.reshape(record.shape)
 
     def _note(self, storage: Any, record: Any, whole: bool) -> Any:
@@ -269,7 +281,6 @@ class ArrayLoader:
         if whole:
             remember(self.known, (str(storage.device), storage.data_ptr(), record.nbytes), record.blob, self.hash_name)
         return storage
-
 
     def poisoned(
         self, value: Any, namespace: dict[str, Any] | None = None, extra: tuple[Any, ...] = (), limit: int = 5_000_000

@@ -34,7 +34,10 @@ class _Mismatch(Exception):
 
 
 def fetch(
-    store: Store, manifest: Manifest, keys: Iterable[str], progress: Progress | None = None,
+    store: Store,
+    manifest: Manifest,
+    keys: Iterable[str],
+    progress: Progress | None = None,
     then: Callable[[str, Buffer], Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not.

@@ -37,7 +37,9 @@ def is_module(value: Any) -> bool:
     if isinstance(value, type):
         return False
     try:
-        return all(callable(getattr(value, a, None)) for a in ("state_dict", "load_state_dict", "parameters", "forward"))
+        return all(
+            callable(getattr(value, a, None)) for a in ("state_dict", "load_state_dict", "parameters", "forward")
+        )
     except Exception:  # an object that raises on attribute access is no module
         return False
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import sys
 
 from IPython.core.error import UsageError
-from IPython.display import display
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
 
+from ..config import PauseConfig
+from ..engine.checkpoint import checkpoint, checkpoint_async
+from ..engine.cycle import resume_and_verify
+from ..engine.restore import MAP_LOCATIONS
+from ..engine.verdict import verify
+from ..errors import PauseError
 from .autocheckpoint import PeriodicRegistry, install_sigterm_checkpoint
-from .checkpoint import checkpoint, checkpoint_async
-from .config import PauseConfig
-from .errors import PauseError
-from .cycle import resume_and_verify
-from .restore import MAP_LOCATIONS
-from .verdict import verify
 from .widget import status, widgets_available
 
 
@@ -39,8 +39,12 @@ class PauseMagics(Magics):
     @argument("--strict", action="store_true", help="fail, saving nothing, if a variable cannot be saved")
     @argument("--tag", help="free text stored with the checkpoint")
     @argument("--every", metavar="MINUTES", help="also checkpoint every MINUTES between cells; 'off' stops")
-    @argument("--async", dest="background", action="store_true",
-              help="return once the state is copied to host memory; write it in the background")
+    @argument(
+        "--async",
+        dest="background",
+        action="store_true",
+        help="return once the state is copied to host memory; write it in the background",
+    )
     @line_magic
     def checkpoint(self, line: str) -> None:
         """Save the notebook, variables, torch state and RNG state to the store."""
@@ -72,19 +76,29 @@ class PauseMagics(Magics):
     def _start_background(self, args: object) -> None:
         """``--async``: start the write and report its outcome after the cell that sees it end."""
         job = checkpoint_async(
-            args.names or None, store=args.store, session=args.session, exclude=args.exclude,  # type: ignore[attr-defined]
-            strict=args.strict, tag=args.tag, config=self.config_object,  # type: ignore[attr-defined]
+            args.names or None,
+            store=args.store,
+            session=args.session,
+            exclude=args.exclude,  # type: ignore[attr-defined]
+            strict=args.strict,
+            tag=args.tag,
+            config=self.config_object,  # type: ignore[attr-defined]
         )
-        print(f"state copied in {job.blocked:.2f} s; writing the checkpoint in the background "
-              "(its summary follows after the cell during which it commits)")
+        print(
+            f"state copied in {job.blocked:.2f} s; writing the checkpoint in the background "
+            "(its summary follows after the cell during which it commits)"
+        )
 
         def report(result: object = None) -> None:
             if not job.done:
                 return
             self.shell.events.unregister("post_run_cell", report)
             if job.error is not None:
-                print(f"jupyter-pause: background checkpoint FAILED: {job.error}; "
-                      "the previous checkpoint stays the newest", file=sys.stderr)
+                print(
+                    f"jupyter-pause: background checkpoint FAILED: {job.error}; "
+                    "the previous checkpoint stays the newest",
+                    file=sys.stderr,
+                )
             else:
                 print(job.wait().summary())
 

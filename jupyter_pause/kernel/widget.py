@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
-from . import activity
-from .activity import Activity
+from ..engine import activity
+from ..engine.activity import Activity
 
 _COLOURS = {
     "ready": "#2e7d32",

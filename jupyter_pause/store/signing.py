@@ -14,7 +14,7 @@ from typing import Any
 
 import xxhash
 
-from .errors import IntegrityError
+from ..errors import IntegrityError
 
 ALGORITHM = "hmac-sha256"
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import PauseError
+from ..errors import PauseError
 
 _sigterm_installed = False
 _in_progress = threading.Lock()
@@ -71,8 +71,10 @@ class Periodic:
             print(f"periodic {summary.splitlines()[0]}")
         except PauseError as e:
             self.failures += 1
-            print(f"jupyter-pause: periodic checkpoint failed ({e}); will try again in {self.minutes:g} min",
-                  file=sys.stderr)
+            print(
+                f"jupyter-pause: periodic checkpoint failed ({e}); will try again in {self.minutes:g} min",
+                file=sys.stderr,
+            )
 
 
 class PeriodicRegistry:

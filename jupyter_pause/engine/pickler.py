@@ -37,7 +37,17 @@ class Lost:
 LOST = Lost()
 
 #: Objects complete the moment they are memoised: safe to keep from a segment that failed later.
-_COMPLETE_ON_PUT = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, str, bytes, int, float, tuple)
+_COMPLETE_ON_PUT = (
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.ModuleType,
+    str,
+    bytes,
+    int,
+    float,
+    tuple,
+)
 
 
 class SegmentWriter(io.RawIOBase):
@@ -120,6 +130,10 @@ class DillStatePickler(_Reducing, dill.Pickler):
         self._table = collector.reducers()
 
 
+# Release 0.1.0 kept these modules at the top of the package, and its pickle streams name them there.
+MOVED_MODULES = {"jupyter_pause.arrays": arrays.__name__, "jupyter_pause.reducers": reducers.__name__}
+
+
 class _Resolving:
     """find_class that resolves jupyter-pause's placeholders to this restore's data."""
 
@@ -127,6 +141,7 @@ class _Resolving:
     _namespace: dict[str, Any]
 
     def find_class(self, module: str, name: str) -> Any:
+        module = MOVED_MODULES.get(module, module)
         if module == arrays.__name__ and name == "load_array":
             return self._loader.load
         if module == reducers.__name__ and name == "make_function":
@@ -258,7 +273,11 @@ def load_variables(
 
 
 def _after_failure(
-    unpickler: StateUnpickler, data: bytes | bytearray, reader: SegmentReader, loader: ArrayLoader, namespace: dict[str, Any]
+    unpickler: StateUnpickler,
+    data: bytes | bytearray,
+    reader: SegmentReader,
+    loader: ArrayLoader,
+    namespace: dict[str, Any],
 ) -> StateUnpickler:
     """A clean unpickler after a failed segment: same memo, the segment's unfinished objects lost.
 

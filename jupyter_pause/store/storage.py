@@ -14,8 +14,8 @@ import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
+from ..errors import StoreError
 from . import mapping
-from .errors import StoreError
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
@@ -189,8 +189,7 @@ class Store:
         reason = self.scrub(str(error) or type(error).__name__)
         where = f"{key!r} in store {self.display_url}" if key else f"store {self.display_url}"
         return StoreError(
-            f"cannot {action} {where}: {reason}; "
-            "check that the store is reachable and writable, then try again"
+            f"cannot {action} {where}: {reason}; check that the store is reachable and writable, then try again"
         )
 
     def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
@@ -242,8 +241,11 @@ class Store:
             raise self._fail("read", key, e) from e
 
     def read_many(
-        self, keys: Iterable[str], progress: Progress | None = None,
-        then: Callable[[str, Buffer], Any] | None = None, mapped: bool = False,
+        self,
+        keys: Iterable[str],
+        progress: Progress | None = None,
+        then: Callable[[str, Buffer], Any] | None = None,
+        mapped: bool = False,
     ) -> dict[str, Any]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 

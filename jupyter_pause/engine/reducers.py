@@ -194,10 +194,14 @@ def reduce_class(cls: type) -> tuple[Any, ...]:
     return (make_class, args, namespace, None, None, set_class_state)
 
 
-_ENUM_INTERNALS = frozenset({"_generate_next_value_", "__new__", "_new_member_", "__module__", "__qualname__", "__doc__"})
+_ENUM_INTERNALS = frozenset(
+    {"_generate_next_value_", "__new__", "_new_member_", "__module__", "__qualname__", "__doc__"}
+)
 
 
-def make_enum(metaclass: type, name: str, bases: tuple[type, ...], members: dict[str, Any], qualname: str, module: str) -> type:
+def make_enum(
+    metaclass: type, name: str, bases: tuple[type, ...], members: dict[str, Any], qualname: str, module: str
+) -> type:
     """An Enum class with its members; methods come with its state."""
     classdict = metaclass.__prepare__(name, bases)  # type: ignore[attr-defined]
     for member, value in members.items():
@@ -245,9 +249,7 @@ def reduce_module(module: types.ModuleType) -> tuple[Any, ...]:
 def refuse_file(obj: io.IOBase) -> tuple[Any, ...]:
     """Open files are never saved: restoring one could truncate or move the file on disk."""
     name = getattr(obj, "name", None)
-    raise TypeError(
-        f"open file {name!r} is not saved (restoring a handle can change the file); reopen it after resume"
-    )
+    raise TypeError(f"open file {name!r} is not saved (restoring a handle can change the file); reopen it after resume")
 
 
 def refuse_environ(obj: Any) -> tuple[Any, ...]:

@@ -20,9 +20,9 @@ from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from ..errors import StoreError
 from . import signing
 from .catalog import Catalog, blob_key, blob_prefix
-from .errors import StoreError
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -36,8 +36,15 @@ class BlobWriter:
     missing meanwhile can be written again; otherwise its loss fails the checkpoint.
     """
 
-    def __init__(self, catalog: Catalog, session: str, checkpoint_id: str, created: float,
-                 progress: Progress | None = None, reused_data_stays: bool = False) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        session: str,
+        checkpoint_id: str,
+        created: float,
+        progress: Progress | None = None,
+        reused_data_stays: bool = False,
+    ) -> None:
         self.catalog = catalog
         self.session = session
         self.checkpoint_id = checkpoint_id

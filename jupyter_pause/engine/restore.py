@@ -11,17 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import activity, fingerprint, lineage, probe, rng, signing
-from .digests import value_digest
+from ..config import PauseConfig
+from ..errors import RestoreError, SelectionError
+from ..store import signing
+from ..store.catalog import Catalog
+from ..store.integrity import describe, fetch
+from ..store.manifest import Manifest
+from ..store.storage import Buffer
+from . import activity, fingerprint, lineage, probe, rng
 from .arrays import ArrayLoader, target_device, to_device
-from .catalog import Catalog
-from .config import PauseConfig
 from .context import Context, make_context
-from .errors import RestoreError, SelectionError
-from .integrity import describe, fetch
-from .manifest import Manifest
+from .digests import value_digest
 from .pickler import load_variables
-from .storage import Buffer
 
 MAP_LOCATIONS = ("auto", "cpu")
 
@@ -50,7 +51,8 @@ class ResumeResult:
         m = self.manifest
         taken = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(m.created))
         lines = [
-            (r if r.startswith(f"checkpoint {i} ") else f"checkpoint {i} is damaged: {r}") + "; "
+            (r if r.startswith(f"checkpoint {i} ") else f"checkpoint {i} is damaged: {r}")
+            + "; "
             + ("restoring what verifies" if i == m.id else f"resuming from {m.id} instead")
             for i, r in self.damaged.items()
         ]
