@@ -1,0 +1,38 @@
+"""Sizes and durations as a person reads them, in one convention everywhere (decimal units).
+
+Short figures, never a long tail: ``999 B``, ``150 kB``, ``1.5 MB``,
+``12 GB``; ``250 ms``, ``4.50 s``, ``2.4 min``, ``1.5 h``. A value that would round up to the
+next unit's threshold is shown in that unit (``1.0 MB``, never ``1000 kB``).
+"""
+
+from __future__ import annotations
+
+#: Decimal multiples of a byte, as the SI writes them.
+BYTE_UNITS = ("kB", "MB", "GB", "TB", "PB")
+
+
+def size(n: float) -> str:
+    """``n`` bytes in decimal units: ``0 B``, ``999 B``, ``150 kB``, ``1.5 MB``, ``12 GB``."""
+    if n < 0:
+        return "-" + size(-n)
+    value, unit = float(n), "B"
+    for bigger in BYTE_UNITS:
+        if round(value) < 1000:
+            break
+        value, unit = value / 1000, bigger
+    if unit == "B" or round(value, 1) >= 10:
+        return f"{value:.0f} {unit}"
+    return f"{value:.1f} {unit}"
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in the unit that reads best: ``250 ms``, ``4.50 s``, ``2.4 min``, ``1.5 h``."""
+    if seconds < 0:
+        return "-" + duration(-seconds)
+    if round(seconds * 1000) < 1000:
+        return f"{seconds * 1000:.0f} ms"
+    if round(seconds, 2) < 60:
+        return f"{seconds:.2f} s"
+    if round(seconds / 60, 1) < 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
