@@ -1,5 +1,8 @@
 """Running a snippet in a kernel the Jupyter server manages, and waiting for it to be idle.
 
+What the server runs is built by ``jupyter_pause.kernel.remote`` (``call_source``), and its reply
+read back there (``parse_reply``); this module only carries source in and printed output out.
+
 A kernel that dies may be restarted by Jupyter on the same id within seconds, empty. Every wait
 here therefore holds on to the process it started with, and treats a different process as death:
 a checkpoint of a freshly restarted kernel would save nothing and bury the good one.
@@ -8,7 +11,6 @@ a checkpoint of a freshly restarted kernel would save nothing and bury the good 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -99,11 +101,3 @@ async def execute(
 async def _alive(kernel: Any) -> bool:
     result = kernel.is_alive()
     return bool(await result) if asyncio.iscoroutine(result) else bool(result)
-
-
-def last_json(output: str) -> Any:
-    """The JSON value printed on the last line of ``output``."""
-    lines = output.strip().splitlines()
-    if not lines:
-        raise KernelCodeError("the kernel printed nothing back")
-    return json.loads(lines[-1])

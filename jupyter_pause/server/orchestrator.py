@@ -15,6 +15,7 @@ from typing import Any
 from ..config import PauseConfig
 from ..engine.notebook import session_from_path
 from ..errors import CheckpointNotFound, PauseError
+from ..kernel import remote
 from ..store.catalog import Catalog
 from ..store.storage import Store
 from . import kernelrun, lease, pulling, resources
@@ -119,14 +120,9 @@ class PauseManager:
             process = kernelrun.process_of(self.kernels, kernel_id)
             await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout, process)
             await self._state(session, "checkpointing", "checkpointing the kernel")
-            code = (
-                "import json as _pause_json, jupyter_pause as _pause\n"
-                f"_pause_result = _pause.checkpoint(session={session!r}, trigger={trigger!r})\n"
-                "print(_pause_json.dumps(_pause_result.manifest.id))\n"
-                "del _pause_result, _pause_json, _pause"
-            )
-            output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout, process)
-            checkpoint = kernelrun.last_json(output)
+            source = remote.call_source("pause", session=session, trigger=trigger)
+            output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
+            checkpoint = remote.parse_reply(output, remote.PauseReply).checkpoint
         except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
@@ -199,7 +195,7 @@ class PauseManager:
         return status
 
     async def _resume(self, path: str, session: str, manifest: Any, location: str, held: lease.Lease) -> None:
-        outcome: dict[str, Any] | None = None
+        outcome: remote.ResumeReply | None = None
         failure = ""
         try:
             outcome = await self._restore(path, session, manifest, location)
@@ -214,12 +210,12 @@ class PauseManager:
             await self._state(
                 session,
                 "ready",
-                f"{outcome['verdict']}: {outcome['detail']}",
+                f"{outcome.verdict}: {outcome.detail}",
                 checkpoint=manifest.id,
-                verdict=outcome["verdict"],
+                verdict=outcome.verdict,
             )
 
-    async def _restore(self, path: str, session: str, manifest: Any, location: str) -> dict[str, Any]:
+    async def _restore(self, path: str, session: str, manifest: Any, location: str) -> remote.ResumeReply:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
@@ -244,17 +240,11 @@ class PauseManager:
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
         await self._state(session, "restoring", f"restoring checkpoint {manifest.id}")
-        code = (
-            "import json as _pause_json, jupyter_pause as _pause\n"
-            f"_pause_cycle = _pause.resume_and_verify({manifest.id!r}, session={session!r}, "
-            f"map_location={location!r}, moments={_known(moments)!r})\n"
-            "print(_pause_cycle.result.summary())\nprint(_pause_cycle.verdict.summary())\n"
-            "print(_pause_json.dumps({'verdict': _pause_cycle.verdict.kind, "
-            "'detail': _pause_cycle.verdict.details[-1] if _pause_cycle.verdict.details else ''}))\n"
-            "del _pause_cycle, _pause_json, _pause"
+        source = remote.call_source(
+            "resume", checkpoint=manifest.id, session=session, map_location=location, moments=_known(moments)
         )
-        output = await kernelrun.execute(self.kernels, kernel_id, code, self.settings.checkpoint_timeout)
-        return kernelrun.last_json(output)  # type: ignore[no-any-return]
+        output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
+        return remote.parse_reply(output, remote.ResumeReply)
 
     # -- reading ---------------------------------------------------------------------------
 
