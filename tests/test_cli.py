@@ -105,3 +105,13 @@ def test_bad_arguments_are_clear(store, capsys):
 def test_empty_store(tmp_path, capsys):
     code, out, _ = _run(capsys, "list", "--store", str(tmp_path / "empty"))
     assert code == 0 and "no checkpoints in" in out
+
+
+def test_sizes_read_in_decimal_units(tmp_path, capsys):
+    lineage.forget()
+    ns = {"payload": b"\x01" * 150_000, "weights": torch.zeros(375_000)}  # 150 kB and 1.5 MB
+    jp.checkpoint(store=str(tmp_path), session="sizes", namespace=ns)
+    lineage.forget()
+    code, out, _ = _run(capsys, "show", "latest", "--session", "sizes", "--store", str(tmp_path))
+    rows = {line.split()[0]: line.split()[-2:] for line in out.splitlines() if line.startswith("  ")}
+    assert code == 0 and rows["payload"] == ["150", "kB"] and rows["weights"] == ["1.5", "MB"]

@@ -124,7 +124,7 @@ def test_text_names_the_verdict_and_the_time_to_the_next_cell() -> None:
     assert "2.4 min" in line  # 143 s
     assert "gpu-07" in text and "gpu-12" in text
     assert "not restored: handle: open file" in text
-    assert "123.4 MB" in text
+    assert "123 MB" in text  # 123_400_000 bytes
 
 
 def test_text_leaves_out_unknown_durations() -> None:

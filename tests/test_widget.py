@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from jupyter_pause import units
 from jupyter_pause.engine import activity
 from jupyter_pause.engine.activity import Activity
 from jupyter_pause.kernel.widget import status
@@ -63,5 +64,6 @@ def test_widget_follows_a_real_checkpoint_in_a_kernel(start_kernel, tmp_path):
     assert writing, states  # the write step knows its total
     done = [s[1] for s in writing]
     assert done == sorted(done) and done[-1] == writing[-1][2]  # progress only grows, to the total
-    assert writing[-1][3] == 1.0 and "MB" in writing[-1][4]
+    total = units.size(writing[-1][2])
+    assert writing[-1][3] == 1.0 and writing[-1][4] == f"{total} / {total}"  # "12 MB / 12 MB"
     assert "last checkpoint" in data["info"] and ">ready<" in data["state"]

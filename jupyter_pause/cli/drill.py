@@ -19,6 +19,7 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from .. import units
 from ..engine.notebook import session_from_path
 from ..errors import PauseError
 
@@ -200,5 +201,5 @@ def run_drill(
     echo(f"verdict: {result.verdict}   probe: {'back' if probe_back else 'MISSING'}   check cell: {check}")
     for name, seconds in report["durations"].items():
         if seconds is not None:
-            echo(f"  {name.replace('_', ' '):24} {seconds:.2f} s")
+            echo(f"  {name.replace('_', ' '):24} {units.duration(seconds)}")
     return result

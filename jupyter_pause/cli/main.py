@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from .. import units
 from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..store import report as reports
@@ -34,12 +35,6 @@ def duration(text: str) -> float:
 
 def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch))
-
-
-def _size(n: int) -> str:
-    if n < 1000:
-        return f"{n} B"
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} KB"
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
@@ -94,7 +89,7 @@ def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
             continue
         lines.append(
             f"{r['session']:24} {r['id']:24} {_when(r['created'])}  {r['node'][:12]:12} "
-            f"{r['trigger']:8} {r['variables']:>4} {_size(r['bytes']):>10}  {r['tag'] or ''}"
+            f"{r['trigger']:8} {r['variables']:>4} {units.size(r['bytes']):>10}  {r['tag'] or ''}"
         )
     incomplete = [r for r in rows if "incomplete" in r]
     if incomplete:
@@ -110,13 +105,14 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
     lines = [
         f"checkpoint {m.id}  session {m.session!r}  lineage {m.lineage}  parent {m.parent or '-'}",
         f"taken {_when(m.created)} UTC on {m.node} ({m.trigger}){'  tag: ' + m.tag if m.tag else ''}",
-        f"size {_size(m.stats.get('bytes_total', 0))} ({_size(m.stats.get('bytes_written', 0))} written by it)",
+        f"size {units.size(m.stats.get('bytes_total', 0))} "
+        f"({units.size(m.stats.get('bytes_written', 0))} written by it)",
         f"notebook: {m.notebook['path'] if m.notebook else '-'}",
         "variables:",
     ]
     for v in m.variables:
         data = v.blob.size + sum(m.arrays[a].nbytes for a in v.arrays if a in m.arrays)
-        lines.append(f"  {v.name:20} {v.kind:10} {v.type:40} {_size(data):>10}")
+        lines.append(f"  {v.name:20} {v.kind:10} {v.type:40} {units.size(data):>10}")
     for s in m.skipped:
         lines.append(f"  skipped {s.name} ({s.type}): {s.reason}")
     devices = ", ".join(sorted(m.devices())) or "-"
@@ -203,7 +199,7 @@ def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
         data += [r.to_dict() for r in runs]
         blocks.append(
             "\n".join(r.text() for r in runs)
-            + f"\n  {session}: {len(runs)} resume(s), paused {paused / 60:.1f} min in all"
+            + f"\n  {session}: {len(runs)} resume(s), paused {units.duration(paused)} in all"
         )
     return data, "\n".join(blocks) or f"no run reports in {catalog.store.display_url}"
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Callable
 
+from .. import units
+
 STATES = ("ready", "checkpointing", "paused", "waiting", "restoring", "failed")
 
 
@@ -64,7 +66,7 @@ class Activity:
         """One line for a terminal or a front end without widgets."""
         parts = [self.state + (f": {self.detail}" if self.detail else "")]
         if self.state in ("checkpointing", "restoring") and self.total:
-            parts.append(f"{self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB")
+            parts.append(f"{units.size(self.done)} of {units.size(self.total)}")
         if self.checkpoint:
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.checkpoint_time or 0))
             parts.append(f"last checkpoint {self.checkpoint} at {when}")

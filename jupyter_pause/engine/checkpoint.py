@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import units
 from ..config import PauseConfig
 from ..errors import SelectionError, SerializationError
 from ..store import mapping, signing
@@ -79,25 +80,17 @@ class CheckpointResult:
         m, s = self.manifest, self.manifest.stats
         lines = [
             f"checkpoint {m.id} of session {m.session!r} -> {self.store_url}",
-            f"  saved {len(m.variables)} variable(s) in {self.seconds:.2f} s: "
-            f"{_size(s['bytes_total'])} ({_size(s['bytes_written'])} new, "
-            f"{_size(s['bytes_reused'])} reused)",
+            f"  saved {len(m.variables)} variable(s) in {units.duration(self.seconds)}: "
+            f"{units.size(s['bytes_total'])} ({units.size(s['bytes_written'])} new, "
+            f"{units.size(s['bytes_reused'])} reused)",
         ]
         if s.get("bytes_unread"):
-            lines.append(f"  {_size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it")
+            lines.append(f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it")
         lines += [f"  {note}" for note in self.notes]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
             lines += [f"    {r.name} ({r.type}): {r.reason}" for r in m.skipped]
         return "\n".join(lines)
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 def _kind(value: Any) -> str:
@@ -418,7 +411,7 @@ def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
         buffer = staging.take(needed)
     except MemoryError:
         raise SerializationError(
-            f"nothing saved: a background checkpoint needs {_size(needed)} of free host memory to copy "
+            f"nothing saved: a background checkpoint needs {units.size(needed)} of free host memory to copy "
             "the changed data into; take a synchronous checkpoint (%checkpoint without --async "
             "writes from live memory), or free memory and try again"
         ) from None

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import units
 from ..config import PauseConfig
 from ..errors import RestoreError, SelectionError
 from ..store import signing
@@ -58,7 +59,7 @@ class ResumeResult:
         ]
         lines.append(
             f"resumed checkpoint {m.id} of session {m.session!r} (taken on {m.node} at {taken}) "
-            f"from {self.store_url} in {self.seconds:.2f} s"
+            f"from {self.store_url} in {units.duration(self.seconds)}"
         )
         lines.append(f"  restored {len(self.restored)} variable(s): {', '.join(self.restored) or '-'}")
         if self.imported:

@@ -9,6 +9,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
+from .. import units
 from ..config import PauseConfig
 from ..engine.checkpoint import checkpoint, checkpoint_async
 from ..engine.cycle import resume_and_verify
@@ -85,7 +86,7 @@ class PauseMagics(Magics):
             config=self.config_object,  # type: ignore[attr-defined]
         )
         print(
-            f"state copied in {job.blocked:.2f} s; writing the checkpoint in the background "
+            f"state copied in {units.duration(job.blocked)}; writing the checkpoint in the background "
             "(its summary follows after the cell during which it commits)"
         )
 

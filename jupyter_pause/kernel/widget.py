@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any
 
+from .. import units
 from ..engine import activity
 from ..engine.activity import Activity
 
@@ -60,7 +61,7 @@ class StatusWidget:
         busy = source.state in ("checkpointing", "restoring") and source.total > 0
         self.bar.layout.visibility = "visible" if busy else "hidden"
         self.bar.value = source.done / source.total if source.total else 0.0
-        self.bytes.value = f"{source.done / 1e6:.1f} / {source.total / 1e6:.1f} MB" if busy else ""
+        self.bytes.value = f"{units.size(source.done)} / {units.size(source.total)}" if busy else ""
         facts = []
         if source.checkpoint:
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(source.checkpoint_time or 0))

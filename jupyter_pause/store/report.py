@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .. import units
 from ..errors import IntegrityError
 from .catalog import session_prefix
 from .storage import Store
@@ -79,22 +80,14 @@ class RunReport:
             f"{self.session}  checkpoint {self.checkpoint}  verdict {self.verdict}",
             f"  from {self.checkpoint_node} to {self.resume_node} on "
             f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(when))} ({self.trigger}), "
-            f"{self.bytes / 1e6:.1f} MB, {len(self.restored)} restored, {len(self.skipped)} not",
+            f"{units.size(self.bytes)}, {len(self.restored)} restored, {len(self.skipped)} not",
         ]
         for name, seconds in self.durations().items():
             if seconds is not None:
-                lines.append(f"  {name.replace('_', ' '):24} {_seconds(seconds)}")
+                lines.append(f"  {name.replace('_', ' '):24} {units.duration(seconds)}")
         lines += [f"  not restored: {n}: {r}" for n, r in self.skipped.items()]
         lines += [f"  environment: {d}" for d in self.environment]
         return "\n".join(lines)
-
-
-def _seconds(value: float) -> str:
-    if value >= 3600:
-        return f"{value / 3600:.1f} h"
-    if value >= 60:
-        return f"{value / 60:.1f} min"
-    return f"{value:.2f} s"
 
 
 def report_key(session: str, checkpoint: str, when: float) -> str:

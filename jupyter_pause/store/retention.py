@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
+from .. import units
 from .catalog import Catalog, blob_key, blob_prefix, manifest_key, pending_key
 from .manifest import Manifest
 
@@ -30,7 +31,7 @@ class GcReport:
         return (
             f"session {self.session!r}: kept {len(self.kept)} checkpoint(s), {verb} "
             f"{len(self.removed)} checkpoint(s), {len(self.abandoned)} abandoned partial write(s), "
-            f"{self.blobs_removed} blob(s) ({self.bytes_freed / 1e6:.1f} MB)"
+            f"{self.blobs_removed} blob(s) ({units.size(self.bytes_freed)})"
         )
 
 
