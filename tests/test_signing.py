@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -12,6 +14,8 @@ import xxhash
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.engine import lineage, probe
+from jupyter_pause.store import signing
+from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.signing import SignatureError, key_id
 
 KEY = "correct horse battery staple 7f1e"
@@ -124,3 +128,68 @@ def test_cli_verify_refuses_unsigned_with_a_key(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert f"DAMAGED s {unsigned.id}: checkpoint {unsigned.id} is not signed" in out
     assert f"ok      s {signed.id}" in out
+
+
+def _read(manifest: Manifest, key: str | None = None) -> Manifest:
+    """The manifest as a reader gets it from the store: written (signed with ``key``), then parsed."""
+    return Manifest.from_bytes(manifest.to_bytes(key))
+
+
+def _record(hash_name: str = "sha256") -> Manifest:
+    return Manifest("20270101-000000-abcdef", "s", "lin", None, 1.0, "manual", "node", hash=hash_name)
+
+
+def test_verify_accepts_what_the_key_signed():
+    signing.verify(_read(_record(), KEY), KEY)  # no error
+
+
+def test_verify_without_a_key_accepts_anything():
+    signing.verify(_read(_record()), None)
+    signing.verify(_read(_record(), "some other key"), "")
+
+
+def test_verify_refuses_a_tampered_manifest_and_says_so():
+    outer = json.loads(_record().to_bytes(KEY))
+    outer["manifest"]["tag"] = "edited by someone"
+    canonical = json.dumps(outer["manifest"], sort_keys=True, separators=(",", ":")).encode()
+    outer["checksum"] = xxhash.xxh3_128_hexdigest(canonical)  # the torn-write check passes
+    tampered = Manifest.from_bytes(json.dumps(outer).encode())
+    with pytest.raises(SignatureError, match="20270101-000000-abcdef was changed after it was signed") as e:
+        signing.verify(tampered, KEY)
+    assert "resume an older checkpoint" in str(e.value)
+
+
+def test_verify_refuses_an_unsigned_manifest_when_a_key_is_set():
+    for unsigned in (_read(_record()), _record()):  # read from a store, or never written at all
+        with pytest.raises(SignatureError, match="20270101-000000-abcdef is not signed") as e:
+            signing.verify(unsigned, KEY)
+        assert "unset JUPYTER_PAUSE_SIGNING_KEY" in str(e.value)
+
+
+def test_verify_refuses_another_keys_signature_naming_both_key_ids():
+    with pytest.raises(SignatureError, match="signed with another key") as e:
+        signing.verify(_read(_record(), "another key entirely"), KEY)
+    assert key_id("another key entirely") in str(e.value) and key_id(KEY) in str(e.value)
+    assert "set JUPYTER_PAUSE_SIGNING_KEY to the key that signed it" in str(e.value)
+
+
+def test_verify_refuses_a_signed_manifest_with_fast_blob_digests():
+    with pytest.raises(SignatureError, match="blob digests are xxh3_128, not sha256"):
+        signing.verify(_read(_record("xxh3_128"), KEY), KEY)
+
+
+def test_pull_refuses_an_unsigned_notebook_when_the_server_has_a_key(tmp_path):
+    from tornado import web
+
+    from jupyter_pause.server.pulling import pull
+    from jupyter_pause.store.catalog import Catalog
+    from jupyter_pause.store.storage import Store
+
+    catalog = Catalog(Store(str(tmp_path)))
+    unsigned = _record()
+    unsigned.notebook = {"path": "s.ipynb", "blob": "ab" * 16, "size": 2}
+    catalog.commit(unsigned)  # written without a key
+    manager = SimpleNamespace(catalog=catalog, store=catalog.store, config=PauseConfig(signing_key=KEY))
+    with pytest.raises(web.HTTPError) as e:
+        asyncio.run(pull(manager, "s"))
+    assert e.value.status_code == 409 and f"checkpoint {unsigned.id} is not signed" in str(e.value.log_message)

@@ -120,7 +120,9 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
     lines.append(
         f"tensors on: {devices}   python {env.get('python')}   torch {env.get('packages', {}).get('torch', '-')}"
     )
-    return asdict(m), "\n".join(lines)
+    data = asdict(m)
+    del data["canonical"]  # the exact bytes of the body above, kept for the signature check
+    return data, "\n".join(lines)
 
 
 def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
@@ -134,8 +136,7 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
         key = PauseConfig().signing_key or None
         for m in chosen:
             try:
-                if key:
-                    signing.check(m.id, getattr(m, "_canonical", None), m.signature, m.hash, key)
+                signing.verify(m, key)
             except signing.SignatureError as e:
                 results.append({"session": session, "id": m.id, "ok": False, "problems": str(e)})
                 continue

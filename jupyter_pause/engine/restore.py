@@ -147,19 +147,13 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> tuple[dic
         return reading.result()
 
 
-def _vouch(manifest: Manifest, key: str | None) -> None:
-    """With a signing key, refuse a checkpoint it did not sign, before reading any of its data."""
-    if key:
-        signing.check(manifest.id, getattr(manifest, "_canonical", None), manifest.signature, manifest.hash, key)
-
-
 def _choose(
     catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto"
 ) -> tuple[Manifest, dict[str, Any], dict[str, str], dict[str, str]]:
     """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)
-        _vouch(manifest, key)
+        signing.verify(manifest, key)
         good, bad = _fetch(catalog, manifest, map_location)
         return manifest, good, bad, {}
     candidates = catalog.checkpoints(session)
@@ -169,7 +163,7 @@ def _choose(
     refused: dict[str, str] = {}
     for manifest in candidates:
         try:
-            _vouch(manifest, key)
+            signing.verify(manifest, key)
         except signing.SignatureError as e:
             refused[manifest.id] = str(e)
             continue

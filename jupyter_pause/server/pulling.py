@@ -25,17 +25,10 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
         raise http_error(404, str(e)) from e
     if not manifest.notebook:
         raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
-    if manager.config.signing_key:
-        try:
-            signing.check(
-                manifest.id,
-                getattr(manifest, "_canonical", None),
-                manifest.signature,
-                manifest.hash,
-                manager.config.signing_key,
-            )
-        except signing.SignatureError as e:
-            raise http_error(409, str(e)) from e
+    try:
+        signing.verify(manifest, manager.config.signing_key)
+    except signing.SignatureError as e:
+        raise http_error(409, str(e)) from e
     good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])
     if bad:
         raise http_error(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")

@@ -13,6 +13,9 @@ from ..errors import IntegrityError
 #: Version of the manifest layout; readers refuse layouts newer than they know.
 FORMAT = 1
 
+#: Fields of ``Manifest`` known only once it is read, never written into its body.
+NOT_IN_BODY = frozenset({"signature", "canonical"})
+
 
 @dataclass
 class BlobRef:
@@ -95,11 +98,12 @@ class Manifest:
 
     #: Set when read: the signature block and the exact bytes it covers (not part of the body).
     signature: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    canonical: bytes | None = field(default=None, compare=False, repr=False)
 
     def to_bytes(self, signing_key: str | None = None) -> bytes:
         """Serialise with a trailing checksum (a torn or edited manifest is recognised), signed
         with ``signing_key`` when one is given."""
-        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "signature"}
+        body = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_BODY}
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=_fields).encode()
         outer = b'{"manifest":' + canonical + b',"checksum":"' + xxhash.xxh3_128_hexdigest(canonical).encode() + b'"'
         if signing_key:
@@ -127,7 +131,7 @@ class Manifest:
             )
         manifest = _manifest_from_dict(body)
         manifest.signature = outer.get("signature")
-        manifest._canonical = canonical  # type: ignore[attr-defined]
+        manifest.canonical = canonical
         return manifest
 
 
@@ -139,7 +143,7 @@ def _fields(record: Any) -> dict[str, Any]:
 
 
 def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
-    known = {f.name for f in fields(Manifest)} - {"signature"}
+    known = {f.name for f in fields(Manifest)} - NOT_IN_BODY
     data = {k: v for k, v in body.items() if k in known}
     data["variables"] = [VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])]
     data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]

@@ -15,6 +15,7 @@ from typing import Any
 import xxhash
 
 from ..errors import IntegrityError
+from .manifest import Manifest
 
 ALGORITHM = "hmac-sha256"
 
@@ -51,9 +52,19 @@ def sign(canonical: bytes, key: str) -> dict[str, str]:
     return {"alg": ALGORITHM, "key_id": key_id(key), "value": value}
 
 
-def check(checkpoint: str, canonical: bytes | None, signature: dict[str, Any] | None, hash_name: str, key: str) -> None:
-    """Raise ``SignatureError`` unless ``signature`` is ``key``'s over ``canonical``."""
-    if not signature or canonical is None:
+def verify(manifest: Manifest, key: str | None) -> None:
+    """Refuse a checkpoint ``key`` did not sign, before any of its data is read; without a key, accept any.
+
+    Raises
+    ------
+    SignatureError
+        The manifest is unsigned, signed with another key, changed after it was signed, or
+        signed over blob digests that are not sha256.
+    """
+    if not key:
+        return
+    checkpoint, signature = manifest.id, manifest.signature
+    if not signature or manifest.canonical is None:
         raise SignatureError(
             f"checkpoint {checkpoint} is not signed, and a signing key is configured: refusing to load it "
             "(take a new checkpoint with the key set, or unset JUPYTER_PAUSE_SIGNING_KEY to load unsigned ones)"
@@ -61,13 +72,20 @@ def check(checkpoint: str, canonical: bytes | None, signature: dict[str, Any] | 
     if signature.get("key_id") != key_id(key):
         raise SignatureError(
             f"checkpoint {checkpoint} was signed with another key (key id {signature.get('key_id')}, "
-            f"this one is {key_id(key)}): refusing to load it"
+            f"this one is {key_id(key)}): refusing to load it (set JUPYTER_PAUSE_SIGNING_KEY to the key "
+            "that signed it)"
         )
-    expected = hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+    expected = hmac.new(key.encode(), manifest.canonical, hashlib.sha256).hexdigest()
     if signature.get("alg") != ALGORITHM or not hmac.compare_digest(expected, str(signature.get("value", ""))):
-        raise SignatureError(f"checkpoint {checkpoint} was changed after it was signed: refusing to load it")
-    if hash_name != "sha256":
-        raise SignatureError(f"checkpoint {checkpoint} is signed but its blob digests are {hash_name}, not sha256")
+        raise SignatureError(
+            f"checkpoint {checkpoint} was changed after it was signed: refusing to load it "
+            "(resume an older checkpoint; `jupyter pause verify` checks them all)"
+        )
+    if manifest.hash != "sha256":
+        raise SignatureError(
+            f"checkpoint {checkpoint} is signed but its blob digests are {manifest.hash}, not sha256: "
+            "refusing to load it"
+        )
 
 
 def describe(signature: dict[str, Any] | None, key: str | None) -> str:
