@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,9 +16,19 @@ import nbformat
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+pytestmark = pytest.mark.integration
+
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+# The README's picture of the toolbar, taken while the session is paused.
+TOOLBAR_PICTURE = REPO / "docs" / "toolbar.png"
 TOKEN = "pause-browser-test"
+KERNEL_TIMEOUT = 60_000
+# What JupyterLab shows once a notebook has a kernel, and once that kernel is connected and idle.
+HAS_KERNEL = re.compile(r"^(?!No Kernel$).+")
+STATUS_BAR_KERNEL = "#jp-main-statusbar .jp-StatusBar-TextItem[title^='Change kernel for']"
+CONNECTED_IDLE = re.compile(r"^(?!No Kernel ).+ \| Idle$")
 
 
 def _free_port() -> int:
@@ -99,6 +110,53 @@ def _run_cell(page, index: int) -> None:
     page.keyboard.press("Shift+Enter")
 
 
+def _expect_kernel_idle(page, when: str) -> None:
+    """Wait until JupyterLab shows the notebook connected to a kernel that is idle.
+
+    Each step is a state JupyterLab renders, in the order it reaches them; the first one missing
+    is named in the failure. The toolbar's execution indicator alone is not enough: it reads
+    ``data-status="idle"`` before the notebook has any kernel.
+    """
+    toolbar = page.locator(".jp-NotebookPanel-toolbar")
+    expect(
+        toolbar.locator('[data-jp-item-name="kernelName"]'),
+        f"{when}: the notebook has no kernel (the toolbar's kernel name still reads 'No Kernel')",
+    ).to_have_text(HAS_KERNEL, timeout=KERNEL_TIMEOUT)
+    # The status bar shows SessionContext.kernelDisplayStatus: the kernel's own status once its
+    # websocket is connected, otherwise 'Initializing', 'Connecting', 'Unknown'...
+    expect(
+        page.locator(STATUS_BAR_KERNEL),
+        f"{when}: the notebook's kernel is not connected and idle (status bar: '<kernel> | Idle')",
+    ).to_have_text(CONNECTED_IDLE, timeout=KERNEL_TIMEOUT)
+    expect(
+        toolbar.locator(".jp-Notebook-ExecutionIndicator"),
+        f"{when}: the toolbar's execution indicator does not show the kernel idle",
+    ).to_have_attribute("data-status", "idle", timeout=KERNEL_TIMEOUT)
+
+
+def _expect_no_kernel(page, when: str) -> None:
+    """Wait until JupyterLab shows the notebook without a kernel."""
+    expect(
+        page.locator('.jp-NotebookPanel-toolbar [data-jp-item-name="kernelName"]'),
+        f"{when}: the notebook still shows a kernel (the toolbar's kernel name is not 'No Kernel')",
+    ).to_have_text("No Kernel", timeout=KERNEL_TIMEOUT)
+
+
+def _screenshot_toolbar(page, path: Path) -> None:
+    """The notebook toolbar from its first button to the pause status, nothing else."""
+    toolbar = page.locator(".jp-NotebookPanel-toolbar")
+    page.mouse.move(0, 0)  # no hover highlight on the button just clicked
+    box = toolbar.bounding_box()
+    status = toolbar.locator(".jp-PauseStatus").bounding_box()
+    assert box and status, "the notebook toolbar is not on screen"
+    right = min(box["x"] + box["width"], status["x"] + status["width"] + 8)
+    path.parent.mkdir(exist_ok=True)
+    page.screenshot(
+        path=str(path),
+        clip={"x": box["x"], "y": box["y"], "width": right - box["x"], "height": box["height"]},
+    )
+
+
 def test_pause_and_resume_from_the_toolbar(lab):
     ARTIFACTS.mkdir(exist_ok=True)
     assert Path(CHROMIUM).exists(), "Debian's chromium is needed: `make test` installs it"
@@ -120,29 +178,47 @@ def test_pause_and_resume_from_the_toolbar(lab):
             page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
             toolbar = page.locator(".jp-NotebookPanel-toolbar")
             status = toolbar.locator(".jp-PauseStatus")
-            pause = toolbar.get_by_role("button", name="Pause")
-            resume = toolbar.get_by_role("button", name="Resume")
+            pause = toolbar.get_by_role("button", name="Pause", exact=True)
+            resume = toolbar.get_by_role("button", name="Resume", exact=True)
+            # The same buttons as elements (jp-button), for their text and attributes.
+            pause_item = toolbar.locator('[data-jp-item-name="jupyter-pause-pause"] jp-button')
+            resume_item = toolbar.locator('[data-jp-item-name="jupyter-pause-resume"] jp-button')
             expect(status).to_have_attribute("data-state", "ready", timeout=60_000)
             expect(pause).to_be_visible()
             expect(resume).to_be_visible()
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+            # Words, not only icons: Pause sits near the kernel's interrupt square.
+            for item, label, title in (
+                (pause_item, "Pause", r"^Pause: save the notebook"),
+                (resume_item, "Resume", r"^Resume: start a kernel"),
+            ):
+                expect(item.locator(".jp-ToolbarButtonComponent-label")).to_have_text(label)
+                expect(item.locator(".jp-ToolbarButtonComponent-label")).to_be_visible()
+                expect(item).to_have_attribute("title", re.compile(title))
 
+            _expect_kernel_idle(page, "before running the first cell")
             _run_cell(page, 0)
             expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
+            _expect_kernel_idle(page, "after the first cell")
 
             pause.click()
             expect(status).to_have_attribute("data-state", "paused", timeout=120_000)
             expect(status).to_have_text("paused")
+            expect(pause_item).to_have_attribute("aria-disabled", "true")
+            expect(resume_item).to_have_attribute("aria-disabled", "false")
             assert _get(f"{lab}/api/kernels") == []
+            _expect_no_kernel(page, "after the pause")
+            _screenshot_toolbar(page, TOOLBAR_PICTURE)
             page.screenshot(path=str(ARTIFACTS / "paused.png"))
 
-            # Running a cell while paused says so, and starts no empty kernel.
+            # Running a cell while paused says so, and starts no empty kernel: the guard declines
+            # the start before it opens the dialog (a stray kernel would also show below, after
+            # the resume, as a second kernel).
             _run_cell(page, 1)
             dialog = page.locator(".jp-Dialog")
             expect(dialog).to_contain_text("This session is paused", timeout=30_000)
             dialog.get_by_role("button", name="Cancel").click()
             expect(dialog).to_have_count(0)
-            time.sleep(1.0)
+            _expect_no_kernel(page, "after cancelling the paused dialog")
             assert _get(f"{lab}/api/kernels") == []
 
             # The sidebar lists the paused session.
@@ -156,6 +232,7 @@ def test_pause_and_resume_from_the_toolbar(lab):
             page.screenshot(path=str(ARTIFACTS / "restored.png"))
             assert len(_get(f"{lab}/api/kernels")) == 1
 
+            _expect_kernel_idle(page, "after the resume, before running a cell")
             _run_cell(page, 1)
             expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
             page.screenshot(path=str(ARTIFACTS / "after-resume.png"))

@@ -6,7 +6,7 @@ import {
 import { ICommandPalette, IToolbarWidgetRegistry } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { CommandToolbarButton, refreshIcon } from '@jupyterlab/ui-components';
+import { refreshIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { NotebookPauseController } from './controller';
@@ -14,6 +14,7 @@ import { showError } from './handler';
 import { pauseIcon, pausedSessionsIcon, resumeIcon } from './icons';
 import { PausedSessionsPanel } from './sessions';
 import { PauseStatusView } from './statusview';
+import { createToolbarButton, PAUSE_TEXT, RESUME_TEXT } from './toolbar';
 
 /**
  * The command ids.
@@ -85,9 +86,8 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     };
 
     commands.addCommand(CommandIDs.pause, {
-      label: 'Pause',
-      caption:
-        'Pause: save the notebook, checkpoint its kernel and shut the kernel down',
+      label: PAUSE_TEXT.label,
+      caption: PAUSE_TEXT.caption,
       icon: args => (args['isPalette'] ? undefined : pauseIcon),
       isEnabled: args => {
         const panel = panelFor(args);
@@ -102,9 +102,8 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     commands.addCommand(CommandIDs.resume, {
-      label: 'Resume',
-      caption:
-        'Resume: start a kernel, restore the newest checkpoint and verify it',
+      label: RESUME_TEXT.label,
+      caption: RESUME_TEXT.caption,
       icon: args => (args['isPalette'] ? undefined : resumeIcon),
       isEnabled: args => {
         const panel = panelFor(args);
@@ -119,13 +118,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     const button = (id: string) => (panel: NotebookPanel) =>
-      new CommandToolbarButton({
-        commands,
-        id,
-        args: { toolbar: true, panelId: panel.id },
-        label: '',
-        noFocusOnClick: true
-      });
+      createToolbarButton(commands, id, panel.id);
     toolbarRegistry.addFactory<NotebookPanel>(
       'Notebook',
       ToolbarItems.pause,

@@ -1,0 +1,2 @@
+/** Stands in for an imported stylesheet. */
+module.exports = {};
