@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from jupyter_pause.errors import StoreError
-from jupyter_pause.store.catalog import Catalog, blob_key, pending_key
+from jupyter_pause.store.catalog import Catalog, blob_key, blob_prefix, pending_key
 from jupyter_pause.store.storage import Store
 from jupyter_pause.store.writer import BlobWriter
 
@@ -112,3 +114,66 @@ def test_progress_across_threads_only_grows_and_ends_at_the_total(tmp_path):
     done = [d for d, _ in seen]
     assert done == sorted(done) and seen[-1] == (total, total)
     assert total == sum(1000 + i for i in range(20)) + sum(50_000 + i for i in range(30))
+
+
+def test_a_block_that_ends_well_leaves_every_blob_written(tmp_path):
+    store = Store(str(tmp_path))
+    items = {f"{i:032x}": bytes([i]) * 10_000 for i in range(5)}
+    with _writer(store) as writer:
+        writer.send(items)
+        writer.hash_and_send({"a0": b"z" * 20_000}, "xxh3_128")
+    assert writer.written == 70_000  # known once the block is left, not later
+    assert all(store.read(blob_key("s", key)) == data for key, data in items.items())
+
+
+def test_an_error_in_the_block_propagates_and_leaves_no_checkpoint_and_no_torn_blob(tmp_path, monkeypatch):
+    store = Store(str(tmp_path))
+    real_write = Store.write
+
+    def slow(self, key, data):
+        if "/blobs/" not in key:
+            return real_write(self, key, data)
+        path = tmp_path / key  # a local write in two halves, so a torn blob could be seen
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(bytes(data[: len(data) // 2]))
+            f.flush()
+            time.sleep(0.2)
+            f.write(bytes(data[len(data) // 2 :]))
+
+    monkeypatch.setattr(Store, "write", slow)
+    items = {f"{i:032x}": bytes([i]) * 100_000 for i in range(4)}
+    with pytest.raises(KeyboardInterrupt):
+        with _writer(store) as writer:
+            writer.send(items)
+            time.sleep(0.05)  # the writes are under way
+            raise KeyboardInterrupt
+    listing = Catalog(store).listing("s")
+    assert listing.checkpoints == [] and "20260101-000000-abcdef" in listing.pending
+    for key in store.list(blob_prefix("s")):
+        assert store.read(key) == items[key.rsplit("/", 1)[1]]  # whole, or not there at all
+
+
+def test_a_failed_write_is_raised_when_the_block_ends(tmp_path, monkeypatch):
+    def failing(self, items, progress=None):
+        raise StoreError("cannot write: disk full")
+
+    monkeypatch.setattr(Store, "write_many", failing)
+    with pytest.raises(StoreError, match="disk full"):
+        with _writer(Store(str(tmp_path))) as writer:
+            writer.send({"a" * 32: b"x"})
+
+
+def test_abandoned_on_error_leaves_the_finishing_to_another_thread(tmp_path):
+    store = Store(str(tmp_path))
+    writer = _writer(store)
+    with writer.abandoned_on_error():
+        writer.send({"a" * 32: b"first"})
+    finishing = ThreadPoolExecutor(1)
+    assert finishing.submit(writer.finish).result(30) == 5
+    assert store.read(blob_key("s", "a" * 32)) == b"first"
+    with pytest.raises(ValueError, match="while describing"):
+        with _writer(store).abandoned_on_error() as other:
+            other.send({"b" * 32: b"second"})
+            raise ValueError("failed while describing")
+    assert Catalog(store).listing("s").checkpoints == []

@@ -11,13 +11,20 @@ blobs from ``hash_and_send`` are written as soon as they are hashed and named at
 ``send``, while still young. A blob this checkpoint reuses rather than writes could be removed
 by a cleanup that ran before the note named it, so ``finish`` looks again and puts back any
 that went missing.
+
+Used as a context manager, the writer finishes when its block ends well and is abandoned
+(``close``) when the block raises, so every blob is written before the caller commits a
+manifest, and an error leaves only a pending note and whole blobs, never a checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
 from typing import Any, Callable
 
 from ..errors import StoreError
@@ -62,6 +69,28 @@ class BlobWriter:
         self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
         self._batches: list[Future[Any]] = []
         self._failed = False
+
+    def __enter__(self) -> BlobWriter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        """Finish (wait for every blob) when the block ended well; else abandon the writing."""
+        if error is None:
+            self.finish()
+        else:
+            self.close()
+
+    @contextlib.contextmanager
+    def abandoned_on_error(self) -> Iterator[BlobWriter]:
+        """Like the writer's own ``with``, but leaves it writing when the block ends well (for a
+        caller that hands the finishing to another thread)."""
+        try:
+            yield self
+        except BaseException:
+            self.close()
+            raise
 
     def has(self, key: str, size: int) -> bool:
         """Whether the store held blob ``key`` (of ``size`` bytes) when this writer started."""
