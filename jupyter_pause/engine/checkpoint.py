@@ -85,12 +85,75 @@ class CheckpointResult:
             f"{units.size(s['bytes_reused'])} reused)",
         ]
         if s.get("bytes_unread"):
-            lines.append(f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it")
+            lines.append(
+                f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it"
+            )
         lines += [f"  {note}" for note in self.notes]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
             lines += [f"    {r.name} ({r.type}): {r.reason}" for r in m.skipped]
         return "\n".join(lines)
+
+
+@dataclass(kw_only=True)
+class Request:
+    """What ``checkpoint`` was asked to save, and how (its arguments, as given)."""
+
+    names: Iterable[str] | None
+    store: str | None
+    session: str | None
+    exclude: Iterable[str]
+    strict: bool
+    tag: str | None
+    trigger: str
+    namespace: dict[str, Any] | None
+    config: PauseConfig | None
+
+
+@dataclass(kw_only=True)
+class ArrayPlan:
+    """Where each collected array goes, and the blobs that hold them (see ``_plan_arrays``)."""
+
+    arrays: dict[str, ArrayRecord]  # by array key; ``blob`` stays empty while unhashed
+    payloads: dict[str, Any]  # blob key -> the bytes to write
+    known: Known  # xxh3 digests of whole storages, reused by the value digests
+    unread: int  # bytes known unchanged since a resume, without reading them
+    unhashed: dict[str, Any]  # array key -> data left for the writer to hash as it writes it
+
+
+@dataclass(kw_only=True)
+class Prepared:
+    """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
+
+    ctx: Any
+    id: str
+    started: float
+    requested: float
+    serialised: float
+    trigger: str
+    tag: str | None
+    dump: DumpResult
+    values: dict[str, Any]
+    skipped: list[SkippedRecord]
+    imports: dict[str, str]
+    arrays: dict[str, ArrayRecord]
+    payloads: dict[str, Any]
+    known: Known
+    rng: BlobRef
+    algorithm: str
+    position: lineage.Position
+    models: Future[dict[str, Any]]
+    unread: int
+    unhashed: dict[str, Any]
+    # filled in by ``_describe``
+    variables: list[VariableRecord] = field(default_factory=list)
+    small: dict[str, Any] = field(default_factory=dict)
+    checks: BlobRef | None = None
+    probe_value: str = ""
+    notebook: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    process: dict[str, Any] = field(default_factory=dict)
 
 
 def _kind(value: Any) -> str:
@@ -145,16 +208,13 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
     return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
 
 
-def _plan_arrays(
-    dump: DumpResult, algorithm: str, defer: bool = False
-) -> tuple[dict[str, ArrayRecord], dict[str, Any], Known, int, dict[str, Any]]:
+def _plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayPlan:
     """Give every collected array a blob: its own when large, a shared pack when small.
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
     still exactly as a resume mapped them from their blob, and, with ``defer``, those left for
-    the writer to hash as it writes them. Returns the records, the blobs by key, for xxh3
-    checkpoints the digests of whole storages (which the value digests reuse instead of reading
-    those bytes again), how many bytes were known without reading, and the deferred arrays.
+    the writer to hash as it writes them. For xxh3 checkpoints the plan also holds the digests
+    of whole storages, which the value digests reuse instead of reading those bytes again.
     """
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}
@@ -169,9 +229,8 @@ def _plan_arrays(
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
-            keys.update(
-                zip((k for k, _ in unknown), pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown))
-            )
+            digests = pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)
+            keys.update(zip((k for k, _ in unknown), digests, strict=True))
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -189,7 +248,16 @@ def _plan_arrays(
 
     for array_key, found in dump.collector.found.items():
         size = len(found.data)
-        record = ArrayRecord(found.kind, found.dtype, found.shape, found.device, "", 0, size, found.order)
+        record = ArrayRecord(
+            kind=found.kind,
+            dtype=found.dtype,
+            shape=found.shape,
+            device=found.device,
+            blob="",  # set once hashed, here or by the writer
+            offset=0,
+            nbytes=size,
+            order=found.order,
+        )
         records[array_key] = record
         if array_key in deferred:
             continue  # hashed while it is written: see ``_take_keys``
@@ -204,7 +272,7 @@ def _plan_arrays(
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()
-    return records, payloads, known, unread, deferred
+    return ArrayPlan(arrays=records, payloads=payloads, known=known, unread=unread, unhashed=deferred)
 
 
 def checkpoint(
@@ -241,20 +309,28 @@ def checkpoint(
     CheckpointResult
         The committed manifest and a printable summary.
     """
+    request = Request(
+        names=names,
+        store=store,
+        session=session,
+        exclude=exclude,
+        strict=strict,
+        tag=tag,
+        trigger=trigger,
+        namespace=namespace,
+        config=config,
+    )
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
-            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config, True)
-            # The array data goes to the store, hashed on the way, while the rest is described.
-            writer = _writer(prepared, step, reused_data_stays=True)
-            writer.send(prepared.payloads)
-            keys = writer.hash_and_send(prepared.unhashed, prepared.algorithm)
-            try:
-                _take_keys(prepared, keys)
+            prepared = _capture(request, defer_hashing=True)
+            # The array data goes to the store, hashed on the way, while the rest is described;
+            # leaving the block waits for every blob (an error abandons the writing instead).
+            with _writer(prepared, step, reused_data_stays=True) as writer:
+                writer.send(prepared.payloads)
+                _take_keys(prepared, writer.hash_and_send(prepared.unhashed, prepared.algorithm))
                 _describe(prepared)
-            except BaseException:
-                writer.close()
-                raise
+                writer.send(prepared.small)
             return _commit(prepared, step, writer)
 
 
@@ -278,83 +354,45 @@ def checkpoint_async(
     that leaves the previous checkpoint the newest. Another checkpoint started meanwhile waits
     for this one.
     """
+    request = Request(
+        names=names,
+        store=store,
+        session=session,
+        exclude=exclude,
+        strict=strict,
+        tag=tag,
+        trigger=trigger,
+        namespace=namespace,
+        config=config,
+    )
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory") as step:
-            prepared = _capture(names, store, session, exclude, strict, tag, trigger, namespace, config)
-            writer = _writer(prepared, step)
-            try:
+            prepared = _capture(request, defer_hashing=False)
+            with _writer(prepared, step).abandoned_on_error() as writer:
                 _copy_what_is_new(prepared, writer)
                 writer.send(prepared.payloads)
                 _describe(prepared)
-            except BaseException:
-                writer.close()
-                raise
-        return BackgroundCheckpoint(prepared, lambda p, step: _commit(p, step, writer))
+        return BackgroundCheckpoint(prepared, lambda p, step: _finish_and_commit(p, step, writer))
 
 
-@dataclass
-class Prepared:
-    """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
-
-    ctx: Any
-    id: str
-    started: float
-    requested: float
-    serialised: float
-    trigger: str
-    tag: str | None
-    dump: DumpResult
-    values: dict[str, Any]
-    skipped: list[SkippedRecord]
-    imports: dict[str, str]
-    arrays: dict[str, ArrayRecord]
-    payloads: dict[str, Any]
-    known: Known
-    rng: BlobRef
-    algorithm: str
-    position: lineage.Position
-    models: Future[dict[str, Any]]
-    unread: int
-    unhashed: dict[str, Any]
-    variables: list[VariableRecord] = field(default_factory=list)
-    small: dict[str, Any] = field(default_factory=dict)
-    checks: BlobRef | None = None
-    probe_value: str = ""
-    notebook: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
-    process: dict[str, Any] = field(default_factory=dict)
-
-
-def _capture(
-    names: Iterable[str] | None,
-    store: str | None,
-    session: str | None,
-    exclude: Iterable[str],
-    strict: bool,
-    tag: str | None,
-    trigger: str,
-    namespace: dict[str, Any] | None,
-    config: PauseConfig | None,
-    defer_hashing: bool = False,
-) -> Prepared:
+def _capture(request: Request, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state: select, pickle, bring to host, hash the arrays
     (with ``defer_hashing``, the large ones are left to the writer: see ``_take_keys``)."""
     requested = time.time()
     started = time.perf_counter()
-    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    if trigger not in TRIGGERS:
-        raise ValueError(f"unknown trigger {trigger!r}; use one of {', '.join(TRIGGERS)}")
-    if tag is not None and len(tag) > MAX_TAG:
-        raise SelectionError(f"the tag is {len(tag)} characters long; keep it under {MAX_TAG}")
+    ctx = make_context(store=request.store, session=request.session, config=request.config, namespace=request.namespace)
+    if request.trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {request.trigger!r}; use one of {', '.join(TRIGGERS)}")
+    if request.tag is not None and len(request.tag) > MAX_TAG:
+        raise SelectionError(f"the tag is {len(request.tag)} characters long; keep it under {MAX_TAG}")
     ctx.store.check()
-    chosen = select(ctx.namespace, names, exclude, ctx.hidden)
+    chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())
     dump = dump_variables(chosen.values)
-    failed = [SkippedRecord(n, type_name(chosen.values[n]), r) for n, r in dump.failed.items()]
+    failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
-    if strict and (failed or uninspectable):
+    if request.strict and (failed or uninspectable):
         listed = "; ".join(f"{r.name} ({r.type}): {r.reason}" for r in failed + uninspectable)
         raise SerializationError(
             f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
@@ -364,33 +402,33 @@ def _capture(
     try:
         dump.collector.gather()
         algorithm = signing.hash_for(ctx.config.signing_key)
-        records, payloads, known, unread, deferred = _plan_arrays(dump, algorithm, defer_hashing)
+        plan = _plan_arrays(dump, algorithm, defer=defer_hashing)
     except BaseException:
         futures.wait([models])  # the modules are back in their own mode before this returns
         raise
-    rng_ref = BlobRef(signing.digest(rng_state, algorithm), len(rng_state))
-    payloads[rng_ref.key] = rng_state
+    rng_ref = BlobRef(key=signing.digest(rng_state, algorithm), size=len(rng_state))
+    plan.payloads[rng_ref.key] = rng_state
     return Prepared(
-        ctx,
-        new_checkpoint_id(requested),
-        started,
-        requested,
-        time.time(),
-        trigger,
-        tag,
-        dump,
-        chosen.values,
-        chosen.skipped + failed,
-        chosen.imports,
-        records,
-        payloads,
-        known,
-        rng_ref,
-        algorithm,
-        lineage.position(ctx.store.url, ctx.session),
-        models,
-        unread,
-        deferred,
+        ctx=ctx,
+        id=new_checkpoint_id(requested),
+        started=started,
+        requested=requested,
+        serialised=time.time(),
+        trigger=request.trigger,
+        tag=request.tag,
+        dump=dump,
+        values=chosen.values,
+        skipped=chosen.skipped + failed,
+        imports=chosen.imports,
+        arrays=plan.arrays,
+        payloads=plan.payloads,
+        known=plan.known,
+        rng=rng_ref,
+        algorithm=algorithm,
+        position=lineage.position(ctx.store.url, ctx.session),
+        models=models,
+        unread=plan.unread,
+        unhashed=plan.unhashed,
     )
 
 
@@ -441,13 +479,20 @@ def _describe(p: Prepared) -> None:
         p.small[key] = segment.data
         value = p.values[name]
         check = value_digest(value, known=p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
-        ref = BlobRef(key, len(segment.data))
         p.variables.append(
-            VariableRecord(name, type_name(value), _kind(value), ref, segment.arrays, segment.pickler, check)
+            VariableRecord(
+                name=name,
+                type=type_name(value),
+                kind=_kind(value),
+                blob=BlobRef(key=key, size=len(segment.data)),
+                arrays=segment.arrays,
+                pickler=segment.pickler,
+                digest=check,
+            )
         )
     p.probe_value = probe.new_probe()
     checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
-    p.checks = BlobRef(signing.digest(checks, p.algorithm), len(checks))
+    p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
     p.small[p.checks.key] = checks
     notebook_bytes, note = read_notebook(p.ctx.notebook)
     p.notes.append(note)
@@ -463,10 +508,10 @@ def _describe(p: Prepared) -> None:
 def _writer(p: Prepared, step: activity.Activity, reused_data_stays: bool = False) -> BlobWriter:
     step.begin("checkpointing", f"writing to {p.ctx.store.display_url}")
     return BlobWriter(
-        Catalog(p.ctx.store),
-        p.ctx.session,
-        p.id,
-        p.requested,
+        catalog=Catalog(p.ctx.store),
+        session=p.ctx.session,
+        checkpoint_id=p.id,
+        created=p.requested,
         progress=step.progress,
         reused_data_stays=reused_data_stays,
     )
@@ -483,11 +528,17 @@ def _take_keys(p: Prepared, keys: dict[str, Future[str]]) -> None:
     p.unhashed = {}
 
 
+def _finish_and_commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> CheckpointResult:
+    """The background thread's part: write the small blobs, wait for every blob, then commit."""
+    with writer:
+        writer.send(p.small)
+    return _commit(p, step, writer)
+
+
 def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> CheckpointResult:
-    """Write the small blobs, wait for every blob, then write the manifest: the commit."""
+    """Write the manifest of a checkpoint whose every blob ``writer`` has written: the commit."""
     ctx = p.ctx
-    writer.send(p.small)
-    written = writer.finish()
+    written = writer.written
     catalog = writer.catalog
     blobs = {**{k: len(d) for k, d in p.payloads.items()}, **{k: len(d) for k, d in p.small.items()}}
     manifest = Manifest(
@@ -532,4 +583,6 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     step.finish(manifest.id, manifest.created)
-    return CheckpointResult(manifest, ctx.store.display_url, time.perf_counter() - p.started, notes)
+    return CheckpointResult(
+        manifest=manifest, store_url=ctx.store.display_url, seconds=time.perf_counter() - p.started, notes=notes
+    )
