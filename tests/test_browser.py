@@ -120,7 +120,7 @@ def _expect_kernel_idle(page, when: str) -> None:
     toolbar = page.locator(".jp-NotebookPanel-toolbar")
     expect(
         toolbar.locator('[data-jp-item-name="kernelName"]'),
-        f"{when}: the notebook has no kernel (the toolbar's kernel name still reads 'No Kernel')",
+        f"{when}: the notebook has no kernel (the toolbar's kernel name shows none)",
     ).to_have_text(HAS_KERNEL, timeout=KERNEL_TIMEOUT)
     # The status bar shows SessionContext.kernelDisplayStatus: the kernel's own status once its
     # websocket is connected, otherwise 'Initializing', 'Connecting', 'Unknown'...
@@ -138,7 +138,7 @@ def _expect_no_kernel(page, when: str) -> None:
     """Wait until JupyterLab shows the notebook without a kernel."""
     expect(
         page.locator('.jp-NotebookPanel-toolbar [data-jp-item-name="kernelName"]'),
-        f"{when}: the notebook still shows a kernel (the toolbar's kernel name is not 'No Kernel')",
+        f"{when}: the notebook still shows a kernel (the toolbar's kernel name does not read 'No Kernel')",
     ).to_have_text("No Kernel", timeout=KERNEL_TIMEOUT)
 
 
