@@ -75,6 +75,24 @@ class ResumeResult:
         return "\n".join(lines)
 
 
+@dataclass(kw_only=True)
+class Blobs:
+    """A checkpoint's blobs as read: those that verified (bytes, or tensors already placed), and
+    why each other one did not."""
+
+    good: dict[str, Any]
+    bad: dict[str, str]
+
+
+@dataclass(kw_only=True)
+class Chosen:
+    """The checkpoint a resume restores, its blobs, and the newer checkpoints passed over (why)."""
+
+    manifest: Manifest
+    blobs: Blobs
+    passed_over: dict[str, str]
+
+
 def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[str, str]) -> list[str]:
     """Import the modules the session had imported, under the same names."""
     done = []
@@ -118,7 +136,7 @@ def _placements(manifest: Manifest, map_location: str) -> dict[str, str]:
     return {blob: device for blob, device in places.items() if device in usable}
 
 
-def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> tuple[dict[str, Any], dict[str, str]]:
+def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     """Read and verify what restoring ``manifest`` needs, reporting progress.
 
     Blobs bound for a GPU are moved there as they arrive (see ``_placements``). In a new
@@ -137,25 +155,24 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> tuple[dic
 
     then = place if places else None
     if "torch" in sys.modules or not any(a.kind == "torch" for a in manifest.arrays.values()):
-        return fetch(catalog.store, manifest, keys, progress=activity.current.progress, then=then)
+        good, bad = fetch(catalog.store, manifest, keys, progress=activity.current.progress, then=then)
+        return Blobs(good=good, bad=bad)
     with ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-read") as pool:
-        reading = pool.submit(fetch, catalog.store, manifest, keys, activity.current.progress, then)
+        reading = pool.submit(fetch, catalog.store, manifest, keys, progress=activity.current.progress, then=then)
         try:
             importlib.import_module("torch")
         except Exception:  # reported by the unpickler, which needs it
             pass
-        return reading.result()
+        good, bad = reading.result()
+        return Blobs(good=good, bad=bad)
 
 
-def _choose(
-    catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto"
-) -> tuple[Manifest, dict[str, Any], dict[str, str], dict[str, str]]:
-    """The checkpoint to restore, its verified blobs, its bad blobs, and newer damaged ones skipped."""
+def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto") -> Chosen:
+    """The checkpoint to restore, its blobs, and the newer ones passed over: refused or damaged."""
     if ref not in ("latest", ""):
         manifest = catalog.resolve(session, ref)
         signing.verify(manifest, key)
-        good, bad = _fetch(catalog, manifest, map_location)
-        return manifest, good, bad, {}
+        return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over={})
     candidates = catalog.checkpoints(session)
     if not candidates:
         catalog.resolve(session, "latest")  # raises the "no checkpoint" error
@@ -167,18 +184,18 @@ def _choose(
         except signing.SignatureError as e:
             refused[manifest.id] = str(e)
             continue
-        good, bad = _fetch(catalog, manifest, map_location)
-        if not bad:
-            return manifest, good, bad, {**refused, **damaged}
-        damaged[manifest.id] = describe(manifest, bad)
+        blobs = _fetch(catalog, manifest, map_location)
+        if not blobs.bad:
+            return Chosen(manifest=manifest, blobs=blobs, passed_over={**refused, **damaged})
+        damaged[manifest.id] = describe(manifest, blobs.bad)
     vouched = [m for m in candidates if m.id not in refused]
     if not vouched:
         raise signing.SignatureError("; ".join(refused.values()))
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
     manifest = vouched[0]
-    good, bad = _fetch(catalog, manifest, map_location)
-    return manifest, good, bad, {k: v for k, v in {**refused, **damaged}.items() if k != manifest.id}
+    passed_over = {k: v for k, v in {**refused, **damaged}.items() if k != manifest.id}
+    return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over=passed_over)
 
 
 def resume(
@@ -227,7 +244,8 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.signing_key or None
-    manifest, blobs, bad, damaged = _choose(catalog, ctx.session, checkpoint or "latest", key, map_location)
+    chosen = _choose(catalog, ctx.session, checkpoint or "latest", key, map_location)
+    manifest, blobs = chosen.manifest, chosen.blobs.good
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
     unknown = [n for n in wanted if n not in saved]
@@ -239,11 +257,12 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     for device in sorted(manifest.devices()):
         target_device(device, map_location)  # raises before the namespace is touched
 
-    loader = ArrayLoader(manifest.arrays, blobs, map_location, manifest.hash)
+    loader = ArrayLoader(manifest.arrays, blobs, map_location=map_location, hash_name=manifest.hash)
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
     values, failed = load_variables(segments, loader, ctx.namespace)
-    if bad:
-        damaged.setdefault(manifest.id, describe(manifest, bad))
+    damaged = dict(chosen.passed_over)
+    if chosen.blobs.bad:  # what verifies is restored; the rest is named
+        damaged[manifest.id] = describe(manifest, chosen.blobs.bad)
     restored = [n for n in wanted if n in values]
     for name in restored:
         ctx.namespace[name] = values[name]

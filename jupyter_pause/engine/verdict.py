@@ -148,7 +148,7 @@ def verify(
 
 def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
     """``verify`` against a known checkpoint; ``taken``: digests of the namespace just taken."""
-    verdict = Verdict("fresh", manifest.id, ctx.session)
+    verdict = Verdict(kind="fresh", checkpoint=manifest.id, session=ctx.session)
     if _same_process(manifest):
         verdict.kind = "live"
         verdict.details.append(
@@ -179,7 +179,8 @@ def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | Non
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
     matched = sum(s == "matches" for s in verdict.variables.values())
     verdict.details.append(
-        f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) match their digests"
+        f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) "
+        "match their digests"
     )
     if wrong or failed_models:
         verdict.kind = "partial"
