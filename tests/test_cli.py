@@ -13,7 +13,7 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.cli import main
 from jupyter_pause.engine import lineage
-from jupyter_pause.store.catalog import blob_key
+from jupyter_pause.store.layout import blob_key
 
 
 @pytest.fixture

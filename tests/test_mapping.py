@@ -12,7 +12,7 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.engine import lineage
 from jupyter_pause.store import mapping
-from jupyter_pause.store.catalog import blob_key
+from jupyter_pause.store.layout import blob_key
 
 pytestmark = pytest.mark.skipif(not mapping.available(), reason="this platform cannot map files")
 

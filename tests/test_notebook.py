@@ -15,7 +15,7 @@ from jupyter_pause.engine.notebook import (
     relative_path,
     session_from_path,
 )
-from jupyter_pause.store.catalog import check_session
+from jupyter_pause.store.layout import check_session
 
 
 @pytest.mark.parametrize(

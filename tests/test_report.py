@@ -8,7 +8,7 @@ import pytest
 
 from jupyter_pause.errors import IntegrityError
 from jupyter_pause.store import report
-from jupyter_pause.store.catalog import session_prefix
+from jupyter_pause.store.layout import report_prefix
 from jupyter_pause.store.report import MOMENTS, RunReport
 from jupyter_pause.store.storage import Store
 
@@ -90,7 +90,7 @@ def test_write_then_load_round_trip(tmp_path) -> None:
     store = Store(str(tmp_path))
     original = make(**FULL)
     key = report.write(store, original)
-    assert key.startswith(f"{session_prefix('exp--train')}/reports/")
+    assert key.startswith(report_prefix("exp--train"))
     assert store.exists(key)
     stored = json.loads(bytes(store.read(key)))
     assert stored["durations"]["resume_to_next_cell"] == 143.0
@@ -136,7 +136,7 @@ def test_text_leaves_out_unknown_durations() -> None:
 def test_a_corrupt_report_fails_load_naming_it(tmp_path) -> None:
     store = Store(str(tmp_path))
     report.write(store, make(**FULL))
-    bad = f"{session_prefix('exp--train')}/reports/20270115-080000-abcdef--20270115-090000-000.json"
+    bad = f"{report_prefix('exp--train')}20270115-080000-abcdef--20270115-090000-000.json"
     store.write(bad, b'{"session": "exp--train", "checkp')
     with pytest.raises(IntegrityError, match=bad):
         report.load(store, "exp--train")
@@ -144,7 +144,7 @@ def test_a_corrupt_report_fails_load_naming_it(tmp_path) -> None:
 
 def test_a_report_missing_fields_fails_load_naming_it(tmp_path) -> None:
     store = Store(str(tmp_path))
-    bad = f"{session_prefix('exp--train')}/reports/x.json"
+    bad = f"{report_prefix('exp--train')}x.json"
     store.write(bad, json.dumps({"session": "exp--train"}).encode())
     with pytest.raises(IntegrityError, match=bad):
         report.load(store, "exp--train")
@@ -153,7 +153,7 @@ def test_a_report_missing_fields_fails_load_naming_it(tmp_path) -> None:
 @pytest.mark.parametrize("content", [b"[1, 2]", b"null"])
 def test_a_report_that_is_not_an_object_fails_load_naming_it(tmp_path, content) -> None:
     store = Store(str(tmp_path))
-    bad = f"{session_prefix('exp--train')}/reports/y.json"
+    bad = f"{report_prefix('exp--train')}y.json"
     store.write(bad, content)
     with pytest.raises(IntegrityError, match=bad):
         report.load(store, "exp--train")

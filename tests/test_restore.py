@@ -11,7 +11,8 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.engine import lineage
 from jupyter_pause.errors import RestoreError, SelectionError
-from jupyter_pause.store.catalog import Catalog, blob_key
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
 
 

@@ -10,7 +10,9 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.engine import lineage
-from jupyter_pause.store.catalog import Catalog, blob_key, blob_prefix, pending_key
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.integrity import check
+from jupyter_pause.store.layout import blob_key, blob_prefix, pending_key
 from jupyter_pause.store.retention import collect
 from jupyter_pause.store.storage import Store
 
@@ -44,7 +46,7 @@ def test_keep_last_n_removes_old_checkpoints_and_their_data(tmp_path):
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
     assert float(target["t"][0]) == 3.0
-    assert not jp.integrity.check(store, Catalog(store).checkpoints("s")[-1])
+    assert not check(store, Catalog(store).checkpoints("s")[-1])
 
 
 def test_retention_is_per_lineage(tmp_path):

@@ -21,7 +21,8 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
-from jupyter_pause.store.catalog import Catalog, manifest_key
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import (

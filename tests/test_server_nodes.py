@@ -35,8 +35,9 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
-from jupyter_pause.server.lease import Lease, lease_key
+from jupyter_pause.server.lease import Lease
 from jupyter_pause.server.status import StatusBoard
+from jupyter_pause.store.layout import lease_key
 from jupyter_pause.store.storage import Store
 from tests.s3_server import S3Server, _die_with_parent
 from tests.server_helpers import (

@@ -19,7 +19,7 @@ from jupyter_pause.engine import fingerprint, lineage, probe
 from jupyter_pause.engine.digests import value_digest
 from jupyter_pause.errors import CheckpointNotFound
 from jupyter_pause.store import report as reports
-from jupyter_pause.store.catalog import blob_key
+from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
 
 SESSION = "v"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from jupyter_pause.store.catalog import blob_key
+from jupyter_pause.store.layout import blob_key
 
 STATE = r"""
 %load_ext jupyter_pause

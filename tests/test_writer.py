@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from jupyter_pause.errors import StoreError
-from jupyter_pause.store.catalog import Catalog, blob_key, blob_prefix, pending_key
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import blob_key, blob_prefix, pending_key
 from jupyter_pause.store.storage import Store
 from jupyter_pause.store.writer import BlobWriter
 

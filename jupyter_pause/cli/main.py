@@ -15,8 +15,9 @@ from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..store import report as reports
 from ..store import signing
-from ..store.catalog import Catalog, check_session
+from ..store.catalog import Catalog
 from ..store.integrity import check, describe
+from ..store.layout import check_session
 from ..store.manifest import Manifest
 from ..store.retention import DEFAULT_GRACE_SECONDS, collect
 from ..store.storage import Store

@@ -17,7 +17,8 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import SelectionError, SerializationError
 from ..store import mapping, signing
-from ..store.catalog import Catalog, new_checkpoint_id
+from ..store.catalog import Catalog
+from ..store.layout import new_checkpoint_id
 from ..store.manifest import (
     ArrayRecord,
     BlobRef,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PauseConfig
-from ..store.catalog import check_session
+from ..store.layout import check_session
 from ..store.storage import Store
 from .notebook import default_session, notebook_path
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..errors import PauseError
-from ..store.catalog import session_prefix
+from ..store.layout import lease_key
 from ..store.storage import Store
 
 
@@ -32,10 +32,6 @@ class Lease:
     token: str
     expires: float
     what: str
-
-
-def lease_key(session: str) -> str:
-    return f"{session_prefix(session)}/lease.json"
 
 
 def _read(store: Store, session: str) -> Lease | None:

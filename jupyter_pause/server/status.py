@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..errors import StoreError
-from ..store.catalog import session_prefix
+from ..store.layout import status_key
 from ..store.storage import Store
 
 log = logging.getLogger(__name__)
@@ -34,10 +34,6 @@ class Status:
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""
         return asdict(self)
-
-
-def status_key(session: str) -> str:
-    return f"{session_prefix(session)}/status.json"
 
 
 class StatusBoard:

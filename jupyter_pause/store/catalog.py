@@ -1,62 +1,23 @@
-"""Where things live in a store, and how checkpoints are found, listed and told apart.
-
-Layout under the store's root::
-
-    sessions/<session>/checkpoints/<id>.json   manifest: the checkpoint exists once this exists
-    sessions/<session>/pending/<id>.json       write-ahead note of a checkpoint being written
-    sessions/<session>/blobs/<xx>/<digest>     content-addressed data, shared by checkpoints
-"""
+"""How checkpoints are found, listed, told apart and committed (their keys come from ``layout``)."""
 
 from __future__ import annotations
 
 import json
-import re
-import secrets
-import time
 from dataclasses import dataclass, field
 
-from ..errors import CheckpointNotFound, IntegrityError, PauseError
+from ..errors import CheckpointNotFound, IntegrityError
+from .layout import (
+    SESSIONS,
+    manifest_id,
+    manifest_key,
+    manifest_prefix,
+    pending_id,
+    pending_key,
+    pending_prefix,
+    session_of,
+)
 from .manifest import Manifest
 from .storage import Store
-
-SESSION_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ID_PATTERN = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
-
-
-def check_session(name: str) -> str:
-    """Return ``name`` if it is a valid session name, else raise with what is allowed."""
-    if not isinstance(name, str) or not SESSION_PATTERN.match(name):
-        shown = repr(name) if len(str(name)) <= 60 else repr(str(name)[:60]) + "..."
-        raise PauseError(
-            f"invalid session name {shown}: use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
-        )
-    return name
-
-
-def new_checkpoint_id(now: float | None = None) -> str:
-    """A new id that sorts by creation time: ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
-    return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def session_prefix(session: str) -> str:
-    return f"sessions/{check_session(session)}"
-
-
-def manifest_key(session: str, checkpoint_id: str) -> str:
-    return f"{session_prefix(session)}/checkpoints/{checkpoint_id}.json"
-
-
-def pending_key(session: str, checkpoint_id: str) -> str:
-    return f"{session_prefix(session)}/pending/{checkpoint_id}.json"
-
-
-def blob_key(session: str, digest: str) -> str:
-    return f"{session_prefix(session)}/blobs/{digest[:2]}/{digest}"
-
-
-def blob_prefix(session: str) -> str:
-    return f"{session_prefix(session)}/blobs/"
 
 
 @dataclass
@@ -76,17 +37,16 @@ class Catalog:
 
     def sessions(self) -> list[str]:
         """Names of every session that has anything in the store."""
-        names = {key.split("/")[1] for key in self.store.list("sessions/") if key.count("/") >= 2}
-        return sorted(n for n in names if SESSION_PATTERN.match(n))
+        names = {session_of(key) for key in self.store.list(SESSIONS)}
+        return sorted(n for n in names if n is not None)
 
     def listing(self, session: str) -> Listing:
         """Every committed checkpoint of ``session`` (newest first) plus unreadable and pending ones."""
-        prefix = f"{session_prefix(session)}/"
-        entries = self.store.list(f"{prefix}checkpoints/")
+        keys = self.store.list(manifest_prefix(session))
+        ids = {key: checkpoint_id for key in keys if (checkpoint_id := manifest_id(key)) is not None}
         found = Listing()
-        keys = [k for k in entries if k.endswith(".json")]
-        for key, data in self.store.read_many(keys).items():
-            checkpoint_id = key.rsplit("/", 1)[1][: -len(".json")]
+        for key, data in self.store.read_many(list(ids)).items():
+            checkpoint_id = ids[key]
             if isinstance(data, BaseException):
                 found.unreadable[checkpoint_id] = str(data)
                 continue
@@ -98,9 +58,9 @@ class Catalog:
             found.checkpoints.append(manifest)
         found.checkpoints.sort(key=lambda m: (m.created, m.id), reverse=True)
         committed = {m.id for m in found.checkpoints}
-        for key, entry in self.store.list(f"{prefix}pending/").items():
-            checkpoint_id = key.rsplit("/", 1)[1][: -len(".json")]
-            if checkpoint_id not in committed:
+        for key, entry in self.store.list(pending_prefix(session)).items():
+            checkpoint_id = pending_id(key)
+            if checkpoint_id is not None and checkpoint_id not in committed:
                 found.pending[checkpoint_id] = entry.mtime
         return found
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import mapping
-from .catalog import blob_key
+from .layout import blob_key
 from .manifest import Manifest
 from .signing import HASHES, digest
 from .storage import Buffer, Progress, Store

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import units
 from ..errors import IntegrityError
-from .catalog import session_prefix
+from .layout import report_key, report_prefix
 from .storage import Store
 
 #: Moments of a cycle, in order; any may be unknown (None) to whoever writes the report.
@@ -90,11 +90,6 @@ class RunReport:
         return "\n".join(lines)
 
 
-def report_key(session: str, checkpoint: str, when: float) -> str:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(when))
-    return f"{session_prefix(session)}/reports/{checkpoint}--{stamp}-{int(when * 1000) % 1000:03d}.json"
-
-
 def write(store: Store, report: RunReport) -> str:
     """Store the report beside its checkpoint; returns its key."""
     when = report.moments.get("verified") or time.time()
@@ -106,7 +101,7 @@ def write(store: Store, report: RunReport) -> str:
 def load(store: Store, session: str) -> list[RunReport]:
     """Every report of ``session``, oldest first."""
     reports = []
-    entries = store.list(f"{session_prefix(session)}/reports/")
+    entries = store.list(report_prefix(session))
     for key, data in sorted(store.read_many(entries).items()):
         if isinstance(data, BaseException):
             raise IntegrityError(f"report {key} cannot be read: {data}")

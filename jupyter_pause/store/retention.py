@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 
 from .. import units
-from .catalog import Catalog, blob_key, blob_prefix, manifest_key, pending_key
+from .catalog import Catalog
+from .layout import blob_digest, blob_prefix, manifest_key, manifest_prefix, pending_key
 from .manifest import Manifest
 
 #: Unreferenced data younger than this may belong to a checkpoint being written: left alone.
@@ -96,7 +97,7 @@ def collect(
             continue  # committed or abandoned meanwhile
         except ValueError:  # being rewritten this very moment: delete no blob this time
             unsure = True
-    manifests = store.list(f"sessions/{session}/checkpoints/")
+    manifests = store.list(manifest_prefix(session))
     torn = []
     for checkpoint_id in listing.unreadable:
         entry = manifests.get(manifest_key(session, checkpoint_id))
@@ -106,9 +107,9 @@ def collect(
 
     orphans = []
     for key, entry in store.list(blob_prefix(session)).items():
-        digest = key.rsplit("/", 1)[1]
+        digest = blob_digest(key)
         young = entry.mtime is not None and now - entry.mtime <= grace
-        if digest not in referenced and not young and not unsure and key == blob_key(session, digest):
+        if digest is not None and digest not in referenced and not young and not unsure:
             orphans.append(key)
             report.bytes_freed += entry.size
     report.blobs_removed = len(orphans)

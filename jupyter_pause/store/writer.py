@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from ..errors import StoreError
 from . import signing
-from .catalog import Catalog, blob_key, blob_prefix
+from .catalog import Catalog
+from .layout import blob_key, blob_prefix
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]

@@ -14,7 +14,8 @@ import pytest
 
 import jupyter_pause
 from jupyter_pause.engine import lineage
-from jupyter_pause.store.catalog import Catalog, blob_key, manifest_key
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import blob_key, manifest_key
 from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
 

@@ -1,0 +1,158 @@
+"""Every key of a store: how each is built from names, and how names are read back from keys.
+
+A store is a folder or an object-store prefix (its URL is ``<root>``); every record lives under::
+
+    <root>/sessions/<session>/
+        checkpoints/<id>.json        the manifest: the checkpoint exists once this exists
+        pending/<id>.json            note of a checkpoint being written, naming the blobs it claims
+        blobs/<xx>/<digest>          content-addressed data shared by the session's checkpoints,
+                                     fanned out by <xx>, the digest's first two characters
+        reports/<id>--<when>.json    run report of one resume of checkpoint <id>, written at
+                                     <when> = YYYYMMDD-HHMMSS-mmm (UTC, milliseconds)
+        status.json                  the session's state (ready, paused, ...) as servers see it
+        lease.json                   who is resuming the session, and until when
+
+``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
+is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age); ``<digest>`` is
+the lowercase hex digest of the blob's bytes. Builders refuse any other name with a
+``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
+store is never taken for a record.
+
+This layout is the format on disk: stores written by release 0.1.0 use it unchanged, and any
+change here is a format change. A new kind of record gets its key here, beside these.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+
+from ..errors import PauseError
+
+# One key segment each: a session name, a checkpoint id, a blob digest.
+_SESSION = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_ID = r"[0-9]{8}-[0-9]{6}-[0-9a-f]{6}"
+_DIGEST = r"[0-9a-f]{32,128}"
+
+#: Prefix of every session's records.
+SESSIONS = "sessions/"
+
+_SESSION_KEY = re.compile(rf"{SESSIONS}({_SESSION})/.+")
+_MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
+_PENDING_KEY = re.compile(rf"{SESSIONS}{_SESSION}/pending/({_ID})\.json")
+_BLOB_KEY = re.compile(rf"{SESSIONS}{_SESSION}/blobs/([0-9a-f]{{2}})/({_DIGEST})")
+
+
+def _valid(pattern: str, value: str, what: str, hint: str) -> str:
+    """Return ``value`` if all of it matches ``pattern``, else raise naming the ``what`` and a ``hint``."""
+    if isinstance(value, str) and re.fullmatch(pattern, value):
+        return value
+    shown = repr(value) if len(str(value)) <= 60 else repr(str(value)[:60]) + "..."
+    raise PauseError(f"invalid {what} {shown}: {hint}")
+
+
+def check_session(name: str) -> str:
+    """Return ``name`` if it is a valid session name, else raise with what is allowed."""
+    hint = "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+    return _valid(_SESSION, name, "session name", hint)
+
+
+def check_checkpoint_id(checkpoint_id: str) -> str:
+    """Return ``checkpoint_id`` if it is a valid checkpoint id, else raise with what one looks like."""
+    hint = "ids look like 20260101-120000-a1b2c3; see them with `jupyter pause list`"
+    return _valid(_ID, checkpoint_id, "checkpoint id", hint)
+
+
+def check_digest(digest: str) -> str:
+    """Return ``digest`` if it can name a blob, else raise."""
+    return _valid(_DIGEST, digest, "blob digest", "a blob is named by the lowercase hex digest of its bytes")
+
+
+def new_checkpoint_id(now: float | None = None) -> str:
+    """A new id that sorts by creation time: ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def _session(session: str) -> str:
+    """The folder of ``session``'s records, with its trailing slash."""
+    return f"{SESSIONS}{check_session(session)}/"
+
+
+def manifest_prefix(session: str) -> str:
+    """Prefix of ``session``'s manifests."""
+    return f"{_session(session)}checkpoints/"
+
+
+def manifest_key(session: str, checkpoint_id: str) -> str:
+    """Key of the manifest of checkpoint ``checkpoint_id``."""
+    return f"{manifest_prefix(session)}{check_checkpoint_id(checkpoint_id)}.json"
+
+
+def pending_prefix(session: str) -> str:
+    """Prefix of ``session``'s notes of checkpoints being written."""
+    return f"{_session(session)}pending/"
+
+
+def pending_key(session: str, checkpoint_id: str) -> str:
+    """Key of the note of checkpoint ``checkpoint_id`` while it is being written."""
+    return f"{pending_prefix(session)}{check_checkpoint_id(checkpoint_id)}.json"
+
+
+def blob_prefix(session: str) -> str:
+    """Prefix of ``session``'s blobs."""
+    return f"{_session(session)}blobs/"
+
+
+def blob_key(session: str, digest: str) -> str:
+    """Key of the blob whose bytes have ``digest``."""
+    return f"{blob_prefix(session)}{check_digest(digest)[:2]}/{digest}"
+
+
+def report_prefix(session: str) -> str:
+    """Prefix of ``session``'s run reports."""
+    return f"{_session(session)}reports/"
+
+
+def report_key(session: str, checkpoint_id: str, when: float) -> str:
+    """Key of the run report of a resume of ``checkpoint_id`` written at ``when`` (epoch seconds)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(when))
+    millis = int(when * 1000) % 1000
+    return f"{report_prefix(session)}{check_checkpoint_id(checkpoint_id)}--{stamp}-{millis:03d}.json"
+
+
+def status_key(session: str) -> str:
+    """Key of ``session``'s state as every server sharing the store sees it."""
+    return f"{_session(session)}status.json"
+
+
+def lease_key(session: str) -> str:
+    """Key of the lease held by whoever is resuming ``session``."""
+    return f"{_session(session)}lease.json"
+
+
+def session_of(key: str) -> str | None:
+    """The session a key belongs to, or None when the key is not under a valid session."""
+    found = _SESSION_KEY.fullmatch(key)
+    return found.group(1) if found else None
+
+
+def manifest_id(key: str) -> str | None:
+    """The checkpoint id of a manifest key, or None when ``key`` is not one."""
+    found = _MANIFEST_KEY.fullmatch(key)
+    return found.group(1) if found else None
+
+
+def pending_id(key: str) -> str | None:
+    """The checkpoint id of a pending-note key, or None when ``key`` is not one."""
+    found = _PENDING_KEY.fullmatch(key)
+    return found.group(1) if found else None
+
+
+def blob_digest(key: str) -> str | None:
+    """The digest of a blob key, or None when ``key`` is not one (or sits in the wrong fan-out folder)."""
+    found = _BLOB_KEY.fullmatch(key)
+    if found is None or found.group(2)[:2] != found.group(1):
+        return None
+    return found.group(2)
