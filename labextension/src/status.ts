@@ -159,18 +159,23 @@ export function describeStatus(status: IPauseStatus): string {
 }
 
 /**
- * A byte count the way the Python side prints it: 0 B, 282.5 KB, 1.2 GB.
+ * A byte count the way the Python side prints it (``jupyter_pause.units.size``): decimal
+ * units, short figures: 0 B, 150 kB, 1.5 MB, 12 GB.
  */
 export function formatBytes(n: number | null | undefined): string {
   let value = Math.max(0, Number(n) || 0);
-  const units = ['B', 'KB', 'MB', 'GB'];
-  for (const unit of units) {
-    if (value < 1000 || unit === 'GB') {
-      return unit === 'B' ? `${Math.round(value)} B` : `${value.toFixed(1)} ${unit}`;
+  let unit = 'B';
+  for (const bigger of ['kB', 'MB', 'GB', 'TB', 'PB']) {
+    if (Math.round(value) < 1000) {
+      break;
     }
     value /= 1000;
+    unit = bigger;
   }
-  return `${value.toFixed(1)} GB`;
+  if (unit === 'B' || Number(value.toFixed(1)) >= 10) {
+    return `${value.toFixed(0)} ${unit}`;
+  }
+  return `${value.toFixed(1)} ${unit}`;
 }
 
 function pad(n: number): string {

@@ -158,9 +158,11 @@ describe('formatBytes', () => {
   it('prints sizes the way the Python side does', () => {
     expect(formatBytes(0)).toBe('0 B');
     expect(formatBytes(999)).toBe('999 B');
-    expect(formatBytes(282500)).toBe('282.5 KB');
-    expect(formatBytes(1.2e9)).toBe('1.2 GB');
-    expect(formatBytes(5.5e12)).toBe('5500.0 GB');
+    expect(formatBytes(150000)).toBe('150 kB');
+    expect(formatBytes(999500)).toBe('1.0 MB');
+    expect(formatBytes(1.5e6)).toBe('1.5 MB');
+    expect(formatBytes(1.2e10)).toBe('12 GB');
+    expect(formatBytes(5.5e12)).toBe('5.5 TB');
     expect(formatBytes(null)).toBe('0 B');
   });
 });
