@@ -22,6 +22,7 @@ from typing import Any
 from .. import units
 from ..engine.notebook import session_from_path
 from ..errors import PauseError
+from ..kernel import remote
 
 
 class DrillError(PauseError):
@@ -109,10 +110,6 @@ class _Kernel:
         self.manager.shutdown_kernel(now=kill)
 
 
-def _last_json(output: str) -> Any:
-    return json.loads(output.strip().splitlines()[-1])
-
-
 def _check_cell(cells: list[str]) -> str | None:
     """The cell re-run after the resume to show the state is usable: the last plain-code cell."""
     for cell in reversed(cells):
@@ -152,14 +149,12 @@ def run_drill(
         echo(f"  ran {len(cells)} cell(s)")
         first.run(f"pause_drill_probe = {token!r}", "planting the probe")
         moments["checkpoint_requested"] = time.time()
-        out = first.run(
-            "import json as _json, jupyter_pause as _jp\n"
-            "_c = _jp.checkpoint(trigger='drill')\n"
-            "print(_c.summary())\nprint(_json.dumps(_c.manifest.id))",
-            "the checkpoint",
+        paused = remote.parse_reply(
+            first.run(remote.call_source("pause", session=session, trigger="drill"), "the checkpoint"),
+            remote.PauseReply,
         )
-        checkpoint = _last_json(out)
-        echo("  " + "\n  ".join(out.strip().splitlines()[:-1]))
+        checkpoint = paused.checkpoint
+        echo("  " + "\n  ".join(paused.summary.splitlines()))
     finally:
         first.stop(kill)
     moments["kernel_stopped"] = time.time()
@@ -171,18 +166,16 @@ def run_drill(
         second = _Kernel(Path(elsewhere), env, timeout)
         moments["kernel_ready"] = time.time()
         try:
-            out = second.run(
-                "import json as _json, jupyter_pause as _jp\n"
-                f"_cy = _jp.resume_and_verify({checkpoint!r}, moments={moments!r})\n"
-                "print(_cy.result.summary())\nprint(_cy.verdict.summary())\n"
-                "print(_json.dumps(_cy.report.to_dict()))",
-                "the resume",
+            resumed = remote.parse_reply(
+                second.run(
+                    remote.call_source("resume", checkpoint=checkpoint, session=session, moments=moments), "the resume"
+                ),
+                remote.ResumeReply,
             )
-            report = _last_json(out)
-            echo("  " + "\n  ".join(out.strip().splitlines()[:-1]))
-            probe_back = _last_json(
-                second.run(f"print(_json.dumps(globals().get('pause_drill_probe') == {token!r}))", "the probe check")
-            )
+            report = resumed.report
+            echo("  " + "\n  ".join(resumed.summary.splitlines()))
+            held = second.run(f"print(globals().get('pause_drill_probe') == {token!r})", "the probe check")
+            probe_back = held.strip().endswith("True")
             cell = _check_cell(cells)
             check = "none"
             if cell is not None:

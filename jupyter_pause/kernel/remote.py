@@ -84,7 +84,7 @@ class PauseReply(Reply):
 
 @dataclass(frozen=True)
 class ResumeReply(Reply):
-    """What ``resume`` did: the checkpoint it restored and the restore test's verdict."""
+    """What ``resume`` did: the checkpoint it restored, the restore test's verdict, and the run report."""
 
     kind: ClassVar[str] = "resume"
 
@@ -92,6 +92,7 @@ class ResumeReply(Reply):
     verdict: str
     detail: str = ""
     summary: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,7 @@ def _resume(
         verdict.kind,
         verdict.details[-1] if verdict.details else "",
         f"{cycle.result.summary()}\n{verdict.summary()}",
+        cycle.report.to_dict(),
     )
 
 
