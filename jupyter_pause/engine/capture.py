@@ -1,0 +1,235 @@
+"""The part of a checkpoint that must see the live kernel: select, pickle, bring arrays to
+host and plan their blobs (``capture``), then name and digest every variable and record the
+model checks (``describe``). What it produces, ``Prepared``, is all that writing needs."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterable
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..config import PauseConfig
+from ..errors import SelectionError, SerializationError
+from ..store import signing
+from ..store.layout import new_checkpoint_id
+from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
+from . import fingerprint, lineage, modelcheck, probe, rng
+from .context import make_context
+from .digests import Known, remember, value_digest
+from .notebook import read_notebook, relative_path
+from .packing import plan_arrays
+from .pickler import DumpResult, dump_variables
+from .selection import select, type_name
+
+#: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
+#: still cover them); digesting a huge object graph in Python would cost more than saving it.
+DIGEST_MAX_SEGMENT_BYTES = 4 << 20
+
+#: Longest tag accepted (it lives in the manifest, read by every listing).
+MAX_TAG = 1000
+
+TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
+
+
+@dataclass(kw_only=True)
+class Request:
+    """What ``checkpoint`` was asked to save, and how (its arguments, as given)."""
+
+    names: Iterable[str] | None
+    store: str | None
+    session: str | None
+    exclude: Iterable[str]
+    strict: bool
+    tag: str | None
+    trigger: str
+    namespace: dict[str, Any] | None
+    config: PauseConfig | None
+
+
+@dataclass(kw_only=True)
+class Prepared:
+    """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
+
+    ctx: Any
+    id: str
+    started: float
+    requested: float
+    serialised: float
+    trigger: str
+    tag: str | None
+    dump: DumpResult
+    values: dict[str, Any]
+    skipped: list[SkippedRecord]
+    imports: dict[str, str]
+    arrays: dict[str, ArrayRecord]
+    payloads: dict[str, Any]
+    known: Known
+    rng: BlobRef
+    algorithm: str
+    position: lineage.Position
+    models: Future[dict[str, Any]]
+    unread: int
+    unhashed: dict[str, Any]
+    # filled in by ``describe``
+    variables: list[VariableRecord] = field(default_factory=list)
+    small: dict[str, Any] = field(default_factory=dict)
+    checks: BlobRef | None = None
+    probe_value: str = ""
+    notebook: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+    process: dict[str, Any] = field(default_factory=dict)
+
+
+def _kind(value: Any) -> str:
+    """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
+    if isinstance(value, type):
+        return "class"
+    try:
+        if modelcheck.is_module(value):
+            return "module"
+        if callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None)):
+            if hasattr(value, "param_groups"):
+                return "optimizer"
+            if hasattr(value, "optimizer") and hasattr(value, "last_epoch"):
+                return "scheduler"
+            if callable(getattr(value, "get_scale", None)):
+                return "scaler"
+            return "stateful"
+        if type(value).__module__ == "torch" and hasattr(value, "untyped_storage"):
+            return "tensor"
+    except Exception:  # an object that raises on attribute access is still saved; just unnamed
+        return "object"
+    return "object"
+
+
+def _model_checks(modules: dict[str, Any]) -> dict[str, Any]:
+    """Per module, its recorded forward pass (or why there is none)."""
+    models: dict[str, Any] = {}
+    for name, module in modules.items():
+        check = modelcheck.record(module)
+        models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
+    return models
+
+
+def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[dict[str, Any]]:
+    """Record the model checks in a thread, beside the hashing (a forward pass releases the
+    GIL). Started only once everything is pickled: a check puts modules in eval mode for a
+    moment, which a pickle taken meanwhile would keep."""
+    modules = {
+        n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())
+    }
+    pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
+    try:
+        return pool.submit(_model_checks, modules)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def capture(request: Request, *, defer_hashing: bool) -> Prepared:
+    """The part that must see the live state: select, pickle, bring to host, hash the arrays
+    (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
+    requested = time.time()
+    started = time.perf_counter()
+    ctx = make_context(store=request.store, session=request.session, config=request.config, namespace=request.namespace)
+    if request.trigger not in TRIGGERS:
+        raise ValueError(f"unknown trigger {request.trigger!r}; use one of {', '.join(TRIGGERS)}")
+    if request.tag is not None and len(request.tag) > MAX_TAG:
+        raise SelectionError(f"the tag is {len(request.tag)} characters long; keep it under {MAX_TAG}")
+    ctx.store.check()
+    chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
+    rng_state = rng.to_bytes(rng.capture())
+    dump = dump_variables(chosen.values)
+    failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
+    uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
+    if request.strict and (failed or uninspectable):
+        listed = "; ".join(f"{r.name} ({r.type}): {r.reason}" for r in failed + uninspectable)
+        raise SerializationError(
+            f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
+            f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
+        )
+    models = _start_model_checks(chosen.values, dump.segments)
+    try:
+        dump.collector.gather()
+        algorithm = signing.hash_for(ctx.config.signing_key)
+        plan = plan_arrays(dump, algorithm, defer=defer_hashing)
+    except BaseException:
+        futures.wait([models])  # the modules are back in their own mode before this returns
+        raise
+    rng_ref = BlobRef(key=signing.digest(rng_state, algorithm), size=len(rng_state))
+    plan.payloads[rng_ref.key] = rng_state
+    return Prepared(
+        ctx=ctx,
+        id=new_checkpoint_id(requested),
+        started=started,
+        requested=requested,
+        serialised=time.time(),
+        trigger=request.trigger,
+        tag=request.tag,
+        dump=dump,
+        values=chosen.values,
+        skipped=chosen.skipped + failed,
+        imports=chosen.imports,
+        arrays=plan.arrays,
+        payloads=plan.payloads,
+        known=plan.known,
+        rng=rng_ref,
+        algorithm=algorithm,
+        position=lineage.position(ctx.store.url, ctx.session),
+        models=models,
+        unread=plan.unread,
+        unhashed=plan.unhashed,
+    )
+
+
+def describe(p: Prepared) -> None:
+    """Name and digest every variable, record the model checks, read the notebook.
+
+    Still needs the live state (digests and model checks read it), but not the store: a
+    synchronous checkpoint runs this while the array data is being written.
+    """
+    models = p.models.result()  # first: the checks flip modules to eval mode for a moment
+    for name, segment in p.dump.segments.items():
+        key = signing.digest(segment.data, p.algorithm)
+        p.small[key] = segment.data
+        value = p.values[name]
+        check = value_digest(value, known=p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
+        p.variables.append(
+            VariableRecord(
+                name=name,
+                type=type_name(value),
+                kind=_kind(value),
+                blob=BlobRef(key=key, size=len(segment.data)),
+                arrays=segment.arrays,
+                pickler=segment.pickler,
+                digest=check,
+            )
+        )
+    p.probe_value = probe.new_probe()
+    checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
+    p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
+    p.small[p.checks.key] = checks
+    notebook_bytes, note = read_notebook(p.ctx.notebook)
+    p.notes.append(note)
+    if notebook_bytes is not None and p.ctx.notebook:
+        nb_key = signing.digest(notebook_bytes, p.algorithm)
+        p.small[nb_key] = notebook_bytes
+        p.notebook = {"path": relative_path(p.ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
+    p.environment = fingerprint.environment(p.ctx.config.node)
+    p.process = fingerprint.process_identity()
+    p.values = {}  # the live objects are not needed past this point
+
+
+def take_keys(p: Prepared, keys: dict[str, Future[str]]) -> None:
+    """Record the keys of the arrays the writer hashes as it writes them (waiting for the
+    hashes, not the writes)."""
+    for array_key, key in keys.items():
+        record, data = p.arrays[array_key], p.unhashed[array_key]
+        record.blob = key.result()
+        p.payloads[record.blob] = data
+        remember(p.known, p.dump.collector.found[array_key].origin, record.blob, p.algorithm)
+    p.unhashed = {}

@@ -1,0 +1,112 @@
+"""Giving every array a blob: its own when large, a shared pack of small ones otherwise.
+
+Large arrays are hashed in parallel; those a resume mapped from a blob and nothing wrote since
+keep that blob's key unread (``mapping``). The plan also holds the digests of whole storages,
+which the value digests reuse instead of reading those bytes again.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..store import mapping, signing
+from ..store.manifest import ArrayRecord
+from ..store.storage import ALIGNMENT
+from .digests import Known, remember
+from .pickler import DumpResult
+
+#: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
+OWN_BLOB_BYTES = 1 << 20
+#: Size at which a pack of small arrays is closed.
+PACK_BYTES = 16 << 20
+
+#: Threads hashing array blobs at once.
+HASH_THREADS = min(8, os.cpu_count() or 1)
+
+
+@dataclass(kw_only=True)
+class ArrayPlan:
+    """Where each collected array goes, and the blobs that hold them (see ``plan_arrays``)."""
+
+    arrays: dict[str, ArrayRecord]  # by array key; ``blob`` stays empty while unhashed
+    payloads: dict[str, Any]  # blob key -> the bytes to write
+    known: Known  # xxh3 digests of whole storages, reused by the value digests
+    unread: int  # bytes known unchanged since a resume, without reading them
+    unhashed: dict[str, Any]  # array key -> data left for the writer to hash as it writes it
+
+
+def _unwritten_blob(found: Any, algorithm: str) -> str | None:
+    """The key of the blob ``found`` was mapped from by a resume, if not a byte of it changed."""
+    if found.origin is None or found.origin[0] != "cpu" or found.private:
+        return None
+    return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
+
+
+def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayPlan:
+    """Give every collected array a blob: its own when large, a shared pack when small.
+
+    Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
+    still exactly as a resume mapped them from their blob, and, with ``defer``, those left for
+    the writer to hash as it writes them. For xxh3 checkpoints the plan also holds the digests
+    of whole storages, which the value digests reuse instead of reading those bytes again.
+    """
+    records: dict[str, ArrayRecord] = {}
+    payloads: dict[str, Any] = {}
+    known: Known = {}
+    pack: list[tuple[str, memoryview]] = []
+    pack_size = 0
+    large = [(k, f) for k, f in dump.collector.found.items() if len(f.data) >= OWN_BLOB_BYTES]
+    # Cheap first: memory a resume mapped from a blob, and nothing wrote since, is that blob.
+    keys = {k: unread for k, f in large if (unread := _unwritten_blob(f, algorithm)) is not None}
+    unknown = [(k, f) for k, f in large if k not in keys]
+    unread = sum(len(f.data) for k, f in large if k in keys)
+    deferred = {k: f.data for k, f in unknown} if defer else {}
+    if not defer:
+        with ThreadPoolExecutor(HASH_THREADS) as pool:
+            digests = pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)
+            keys.update(zip((k for k, _ in unknown), digests, strict=True))
+
+    def close_pack() -> None:
+        nonlocal pack, pack_size
+        if not pack:
+            return
+        data = bytearray(pack_size)
+        for array_key, view in pack:
+            offset = records[array_key].offset
+            data[offset : offset + len(view)] = view
+        key = signing.digest(data, algorithm)
+        payloads[key] = data
+        for array_key, _ in pack:
+            records[array_key].blob = key
+        pack, pack_size = [], 0
+
+    for array_key, found in dump.collector.found.items():
+        size = len(found.data)
+        record = ArrayRecord(
+            kind=found.kind,
+            dtype=found.dtype,
+            shape=found.shape,
+            device=found.device,
+            blob="",  # set once hashed, here or by the writer
+            offset=0,
+            nbytes=size,
+            order=found.order,
+        )
+        records[array_key] = record
+        if array_key in deferred:
+            continue  # hashed while it is written: see ``capture.take_keys``
+        if array_key in keys:
+            record.blob = keys[array_key]
+            payloads[record.blob] = found.data
+            remember(known, found.origin, record.blob, algorithm)
+            continue
+        record.offset = -pack_size % ALIGNMENT + pack_size  # aligned as torch aligns its own
+        pack.append((array_key, found.data))
+        pack_size = record.offset + size
+        if pack_size >= PACK_BYTES:
+            close_pack()
+    close_pack()
+    return ArrayPlan(arrays=records, payloads=payloads, known=known, unread=unread, unhashed=deferred)
