@@ -1,7 +1,9 @@
 # Two commands a person needs: `make lab` and `make test`. Everything else is set up on the way.
+# While working: `make test-fast` (no kernels, servers, S3 or browser) and `make lint`.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+RUFF := $(VENV)/bin/ruff
 PIP := $(PY) -m pip --disable-pip-version-check
 # The CPU build of torch; a newer release would pull several GB of CUDA wheels.
 TORCH_SPEC ?= torch==2.13.0
@@ -10,7 +12,7 @@ STAMP := $(VENV)/.installed
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab test test-js bench clean
+.PHONY: lab lint test test-fast test-js bench clean
 
 $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +27,20 @@ $(BROWSER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
-# Front-end unit tests first, then every Python test (its summary is the last thing printed).
-test: $(STAMP) $(BROWSER)
+# Lint and format check, then front-end unit tests, then every Python test (its summary is the
+# last thing printed).
+test: lint $(BROWSER)
 	cd labextension && npm test --silent
 	$(PY) -m pytest -p no:cacheprovider -q
+
+# The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
+test-fast: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -q -m "not integration"
+
+# ruff's rules and format style are configured in pyproject.toml.
+lint: $(STAMP)
+	$(RUFF) check .
+	$(RUFF) format --check .
 
 # Unit tests of the front end (jest); node_modules comes with the build above.
 test-js: $(STAMP)

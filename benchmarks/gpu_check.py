@@ -178,15 +178,18 @@ def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
     expected = torch.load(Path(store) / "reference.pt")
     restored = tensors(target["model"], target["opt"])
     out["bit_identical"] = len(restored) == len(expected) and all(
-        str(b.device) == str(torch.device(device)) and torch.equal(a, b.cpu()) for a, b in zip(expected, restored)
+        str(b.device) == str(torch.device(device)) and torch.equal(a, b.cpu())
+        for a, b in zip(expected, restored, strict=True)
     )
-    out["optimizer_shares_parameters"] = all(
-        p is q for p, q in zip(target["opt"].param_groups[0]["params"], target["model"].parameters())
+    group, params = target["opt"].param_groups[0]["params"], list(target["model"].parameters())
+    out["optimizer_shares_parameters"] = len(group) == len(params) and all(
+        p is q for p, q in zip(group, params, strict=True)
     )
     on_cpu: dict[str, Any] = {}
     jp.resume(checkpoint, store=store, session="gpu-check", namespace=on_cpu, map_location="cpu")
-    out["map_location_cpu"] = all(
-        b.device.type == "cpu" and torch.equal(a, b) for a, b in zip(expected, tensors(on_cpu["model"], on_cpu["opt"]))
+    back = tensors(on_cpu["model"], on_cpu["opt"])
+    out["map_location_cpu"] = len(back) == len(expected) and all(
+        b.device.type == "cpu" and torch.equal(a, b) for a, b in zip(expected, back, strict=True)
     )
     return out
 

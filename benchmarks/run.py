@@ -46,9 +46,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import jupyter_pause  # noqa: E402
-from jupyter_pause import staging  # noqa: E402
 from jupyter_pause.config import default_store_url  # noqa: E402
-from jupyter_pause.engine import lineage
+from jupyter_pause.engine import lineage, staging  # noqa: E402
 
 GIB = 1 << 30
 
@@ -259,9 +258,7 @@ def case_namespace(cfg: dict[str, Any], scratch: Scratch) -> dict[str, Any]:
         )
         return pair
 
-    runs = pair_loop("1", cfg, one_pair)
-    del ns, mod
-    gc.collect()
+    runs = pair_loop("1", cfg, one_pair)  # the namespace is freed when this function returns
     ratios = [p["ratio"] for p in runs]
     return {
         "name": "1 namespace ckpt vs dill.dump_module+fsync",
@@ -364,7 +361,6 @@ def case_tensor_write(
         return trio
 
     runs = pair_loop("2", cfg, one_round)
-    del views
     ratios = [p["ratio_torch"] for p in runs]
     fractions = [p["throughput_fraction_raw"] for p in runs]
     ours_s = statistics.median(p["ours"]["seconds"] for p in runs)
@@ -793,15 +789,15 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
                 r["figure"],
             )
         )
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    line = "  ".join(h.ljust(w) for h, w in zip(head, widths))
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+    line = "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True))
     print()
     print("ratio = median over pairs of (ours time / baseline time); lower is better for ours.")
     print("n = pairs measured; ours s / baseline s = median absolute times, for orientation only.")
     print(line)
     print("-" * len(line))
     for row in rows:
-        print("  ".join(str(x).ljust(w).rstrip() if x is row[-1] else str(x).ljust(w) for x, w in zip(row, widths)))
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip())
     print()
     for r in results.values():
         print(f"  {r['name']}: {r['size']}")
@@ -823,12 +819,12 @@ def profile(cfg: dict[str, Any], scratch: Scratch, top: int) -> None:
     out_dir = HERE / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    def profiled(label: str, fn: Callable[[], Any]) -> None:
+    def profiled(label: str, fn: Callable[..., Any], **kwargs: Any) -> None:
         gc.collect()
         prof = cProfile.Profile()
         t0 = time.perf_counter()
         prof.enable()
-        fn()
+        fn(**kwargs)
         prof.disable()
         wall = time.perf_counter() - t0
         prof.dump_stats(out_dir / f"profile-{label}.prof")
@@ -839,7 +835,7 @@ def profile(cfg: dict[str, Any], scratch: Scratch, top: int) -> None:
     ns = build_namespace(cfg)
     store = scratch.fresh("prof-case1")
     lineage.forget()
-    profiled("case1-checkpoint", lambda: jupyter_pause.checkpoint(store=str(store), session="p1", namespace=ns))
+    profiled("case1-checkpoint", jupyter_pause.checkpoint, store=str(store), session="p1", namespace=ns)
     scratch.remove(store)
     del ns
     settle()
@@ -848,19 +844,17 @@ def profile(cfg: dict[str, Any], scratch: Scratch, top: int) -> None:
     ns = {"model": model, "opt": opt}
     store = scratch.fresh("prof-case2")
     lineage.forget()
-    profiled("case2-first-checkpoint", lambda: jupyter_pause.checkpoint(store=str(store), session="p2", namespace=ns))
+    profiled("case2-first-checkpoint", jupyter_pause.checkpoint, store=str(store), session="p2", namespace=ns)
     with torch.no_grad():
         next(iter(model.parameters())).add_(1e-4)
-    profiled("case3-second-checkpoint", lambda: jupyter_pause.checkpoint(store=str(store), session="p2", namespace=ns))
+    profiled("case3-second-checkpoint", jupyter_pause.checkpoint, store=str(store), session="p2", namespace=ns)
     del ns, model, opt
     settle()
     cold = drop_page_cache()
     target: dict[str, Any] = {}
     lineage.forget()
-    profiled(
-        f"case4-resume-{'cold' if cold else 'warm'}",
-        lambda: jupyter_pause.resume(store=str(store), session="p2", namespace=target),
-    )
+    label = f"case4-resume-{'cold' if cold else 'warm'}"
+    profiled(label, jupyter_pause.resume, store=str(store), session="p2", namespace=target)
     scratch.remove(store)
 
 

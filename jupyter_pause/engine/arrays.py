@@ -112,7 +112,7 @@ class ArrayCollector:
         cuda = any(f.device.startswith("cuda") for f in waiting)
         host, pinned = _host_buffer(sum(sizes), pin=cuda)
         offset, devices = 0, set()
-        for found, size in zip(waiting, sizes):
+        for found, size in zip(waiting, sizes, strict=True):
             part = host[offset : offset + size]
             if size:
                 storage = found.keepalive

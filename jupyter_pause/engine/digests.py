@@ -210,15 +210,14 @@ def _strip_class(args: Any) -> Any:
 
 
 def value_digest(obj: Any, budget: int = DEFAULT_BUDGET, known: Known | None = None) -> str | None:
-    """Hex digest of what ``obj`` holds; None when it has more than ``budget`` objects or cannot
-    be digested (then only the checkpoint's checksums and identity since the resume cover it).
+    """Hex digest of what ``obj`` holds; None when it has more than ``budget`` objects or is
+    nested deeper than the digest can follow (then only the checkpoint's checksums and identity
+    since the resume cover it).
 
     ``known`` holds xxh3-128 digests of whole storages taken moments ago (while writing or
     verifying their blobs), so their bytes are not read again.
     """
     try:
         return _Digester(budget, known).digest(obj).hex()
-    except OverBudget:
-        return None
-    except Exception:  # an object that breaks while being read: no digest, never a failed checkpoint
+    except (OverBudget, RecursionError):  # a few calls per level: pickle reaches deeper than this
         return None

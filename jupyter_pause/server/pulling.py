@@ -37,7 +37,8 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
     if manager.session_name(target) != session:
         raise http_error(
             400,
-            f"{target} would be session {manager.session_name(target)!r}, not {session!r}: keep the path the notebook had",
+            f"{target} would be session {manager.session_name(target)!r}, not {session!r}: "
+            "keep the path the notebook had",
         )
     if await maybe_await(manager.contents.file_exists(target)):
         existing = await maybe_await(manager.contents.get(target, content=True, type="file", format="text"))

@@ -31,4 +31,5 @@ def missing(manifest: Manifest, configured: int | None, map_location: str) -> st
     if visible >= needed:
         return None
     have = "none visible" if visible == 0 else f"{visible} visible"
-    return f"needs {needed} CUDA device{'s' if needed > 1 else ''} ({', '.join(sorted(manifest.devices() - {'cpu'}))}), {have}"
+    wanted = ", ".join(sorted(manifest.devices() - {"cpu"}))
+    return f"needs {needed} CUDA device{'s' if needed > 1 else ''} ({wanted}), {have}"

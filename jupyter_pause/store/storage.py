@@ -271,7 +271,7 @@ class Store:
 
         keys = list(dict.fromkeys(keys))
         with ThreadPoolExecutor(PARALLELISM) as pool:
-            return dict(zip(keys, pool.map(one, keys)))
+            return dict(zip(keys, pool.map(one, keys), strict=True))
 
     def write_many(self, items: dict[str, bytes | bytearray | memoryview], progress: Progress | None = None) -> None:
         """Write keys in parallel; the first failure is raised once all writes have stopped.

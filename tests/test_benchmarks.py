@@ -1,0 +1,49 @@
+"""benchmarks/run.py: every case but the kernel one runs end to end at toy sizes, so the script cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TOY = {
+    "dicts": 2_000,
+    "array_bytes": 400_000,
+    "arrays": 2,
+    "state_bytes": 3_000_000,
+    "layers": 3,
+    "pairs": dict.fromkeys("123456", 1),
+    "budget_s": dict.fromkeys("123456", 60),
+}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/run.py as a module, at toy sizes, leaving the machine's page cache alone."""
+    spec = importlib.util.spec_from_file_location("benchmark_run", ROOT / "benchmarks/run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(module.CONFIGS, "quick", TOY)
+    monkeypatch.setattr(module, "drop_page_cache", lambda: False)  # never the machine's page cache
+    # collections and syncs only steady the timings; in a test process full of objects they are slow
+    monkeypatch.setattr(module, "settle", lambda: None)
+    monkeypatch.setattr(module, "gc", SimpleNamespace(collect=lambda: 0))
+    return module
+
+
+@pytest.mark.usefixtures("new_process")
+def test_the_benchmark_cases_run_at_toy_sizes_and_report_every_ratio(bench, tmp_path, capsys):
+    results = tmp_path / "latest.json"
+    argv = ["--quick", "--only", "1,2,3,4,5", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    assert bench.main(argv) == 0
+    report = json.loads(results.read_text())["results"]
+    assert sorted(report) == ["1", "2a", "2b", "3", "3b", "4", "5"]
+    assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
+    table = capsys.readouterr().out
+    assert all(r["name"] in table for r in report.values())
