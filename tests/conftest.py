@@ -1,5 +1,6 @@
 """Shared fixtures: real kernels (tests/kernels.py), a real S3 server (tests/s3_server.py), and a
-clean slate of this process's session state (``new_process``)."""
+clean slate of this process's session state (``new_process``); tests that start processes must be
+marked ``integration``."""
 
 from __future__ import annotations
 
@@ -7,18 +8,38 @@ from collections.abc import Iterator
 
 import pytest
 
-from jupyter_pause.engine import lineage, probe
+from jupyter_pause.engine import fingerprint
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
+from tests.processes import forget_session_state
 from tests.s3_server import s3_env, s3_server  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
+#: Fixtures that start a kernel, a Jupyter server or the S3 server (a test marked ``s3`` starts it too).
+STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server"})
+
 
 @pytest.fixture
-def new_process() -> Iterator[None]:
-    """The test runs as a fresh kernel would: no lineage position, no probe value held."""
-    lineage.forget()
-    probe.forget()
+def new_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The test runs as a fresh kernel would: no lineage position, no probe value held; the process
+    token that ``tests.processes.another_process`` replaces is this process's again afterwards."""
+    monkeypatch.setattr(fingerprint, "PROCESS_TOKEN", fingerprint.PROCESS_TOKEN)  # restored at teardown
+    forget_session_state()
     yield
-    lineage.forget()
-    probe.forget()
+    forget_session_state()
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    return bool(STARTS_PROCESSES & set(getattr(item, "fixturenames", ()))) or item.get_closest_marker("s3") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse a test that starts a kernel, a Jupyter server or S3 without the ``integration``
+    marker: ``make test-fast`` would start it too."""
+    unmarked = [item.nodeid for item in items if _starts_processes(item) and not item.get_closest_marker("integration")]
+    if unmarked:
+        listed = "\n  ".join(unmarked)
+        raise pytest.UsageError(
+            f"{len(unmarked)} test(s) start a kernel, a Jupyter server or S3 but are not marked integration; "
+            f"add pytestmark = pytest.mark.integration to the module, or the mark to each test:\n  {listed}"
+        )

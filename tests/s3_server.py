@@ -15,7 +15,6 @@ import importlib.metadata
 import os
 import random
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -25,11 +24,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.children import spawn
 
 HOST = "127.0.0.1"
 BUCKET = "pause-test"
@@ -117,18 +119,6 @@ def free_port_pairs(count: int) -> list[tuple[int, int]]:
     raise RuntimeError(f"found no {count} free port pairs on {HOST} in {PORT_RANGE}")
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: have the server killed if pytest itself dies without tearing down."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except Exception:
-        pass
-
-
 def _log_tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -212,7 +202,7 @@ def _remove_grpc_sockets(ports: dict[str, int]) -> None:
 
 def _launch(weed: str, directory: Path, log: Path) -> tuple[subprocess.Popen, dict[str, int]]:
     ports = {}
-    for service, (port, grpc) in zip(SERVICES, free_port_pairs(len(SERVICES))):
+    for service, (port, grpc) in zip(SERVICES, free_port_pairs(len(SERVICES)), strict=True):
         ports[f"{service}.port"] = port
         ports[f"{service}.port.grpc"] = grpc
     logs = directory / "glog"
@@ -239,17 +229,7 @@ def _launch(weed: str, directory: Path, log: Path) -> tuple[subprocess.Popen, di
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     # With keys in its environment the server accepts exactly those, and nothing anonymous.
     env.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=directory,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
-    return process, ports
+    return spawn(command, directory, env, log), ports
 
 
 def _wait_ready(server: S3Server, port: int, deadline: float) -> str | None:
@@ -304,9 +284,10 @@ def start_server() -> S3Server:
         raise
 
 
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3Server]:
-    """A SeaweedFS S3 server on 127.0.0.1 with bucket ``pause-test``, for the whole session."""
+@contextmanager
+def running_server() -> Iterator[S3Server]:
+    """A SeaweedFS server for the ``with`` block, stopped and its files removed after it; a server
+    that cannot start fails the test that asked for it."""
     try:
         server = start_server()
     except RuntimeError as e:
@@ -316,6 +297,13 @@ def s3_server() -> Iterator[S3Server]:
     finally:
         server.stop()
         shutil.rmtree(server.directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """A SeaweedFS S3 server on 127.0.0.1 with bucket ``pause-test``, for the whole session."""
+    with running_server() as server:
+        yield server
 
 
 def use_aws_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +50,24 @@ async def status(fetch: Any, path: str) -> dict[str, Any]:
     return json.loads(response.body)
 
 
-async def wait_state(fetch: Any, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
-    """Poll the status endpoint until the state is one of ``states``."""
-    seen = []
-    for _ in range(int(timeout * 10)):
-        current = await status(fetch, path)
+async def poll_state(
+    read: Callable[[], Awaitable[dict[str, Any]]], states: tuple[str, ...], timeout: float, what: str
+) -> dict[str, Any]:
+    """Poll ``read`` (a status answer) until the state is one of ``states``; the answer, with the
+    (state, detail) pairs it went through as ``seen``."""
+    seen: list[tuple[str, str]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = await read()
         if not seen or seen[-1] != (current["state"], current["detail"]):
             seen.append((current["state"], current["detail"]))
         if current["state"] in states:
             current["seen"] = seen
             return current
         await asyncio.sleep(0.1)
-    raise AssertionError(f"{path} never reached {states}; went through {seen}")
+    raise AssertionError(f"{what} never reached {states}; went through {seen}")
+
+
+async def wait_state(fetch: Any, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
+    """Poll the status endpoint until the state is one of ``states``."""
+    return await poll_state(lambda: status(fetch, path), states, timeout, path)

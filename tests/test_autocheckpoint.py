@@ -6,8 +6,12 @@ import os
 import signal
 import time
 
+import pytest
+
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
+
+pytestmark = pytest.mark.integration
 
 
 def _triggers(store, session):

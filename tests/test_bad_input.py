@@ -9,9 +9,11 @@ from tornado.httpclient import HTTPClientError
 
 import jupyter_pause as jp
 from jupyter_pause.cli import main
-from jupyter_pause.engine import lineage
 from jupyter_pause.errors import PauseError
+from tests.processes import another_process
 from tests.server_helpers import call, write_notebook
+
+pytestmark = pytest.mark.usefixtures("new_process")
 
 HUGE = "x" * 10_000_000
 NAMES = ["../escape", "/etc", "a/b", " ", HUGE, "bad\udcffname", "naïve", "-leading", "x" * 129]
@@ -30,7 +32,7 @@ def test_hostile_session_names_are_refused_and_write_nothing(tmp_path, name):
     assert "invalid session name" in message or "no checkpoint" in message
     assert len(message) < 400  # a 10 MB name is not echoed back whole
     assert not list(store.rglob("*.json"))
-    lineage.forget()
+    another_process()
     with pytest.raises(PauseError):
         jp.resume(store=str(store), session=name, namespace={})
 
@@ -88,6 +90,7 @@ def jp_server_config(tmp_path):
     }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("verb", "body"),
     [
@@ -121,6 +124,7 @@ async def test_rest_hostile_fields_get_4xx_and_change_nothing(jp_fetch, jp_root_
     assert (_files(jp_root_dir), _files(tmp_path / "store")) == before
 
 
+@pytest.mark.integration
 async def test_rest_body_that_is_not_an_object(jp_fetch):
     for raw in ("[1, 2]", "null", '"path"', "{not json"):
         with pytest.raises(HTTPClientError) as info:
@@ -128,6 +132,7 @@ async def test_rest_body_that_is_not_an_object(jp_fetch):
         assert info.value.code == 400
 
 
+@pytest.mark.integration
 async def test_status_with_a_hostile_path(jp_fetch):
     for path in ("../../etc/passwd", HUGE[:5_000]):
         response = await jp_fetch("jupyter-pause", "api", "status", params={"path": path}, raise_error=False)
@@ -154,6 +159,7 @@ MAGIC_LINES = {
 }
 
 
+@pytest.mark.integration
 def test_magic_options_hostile_values(start_kernel, tmp_path):
     store = tmp_path / "store"
     (tmp_path / "a").mkdir()

@@ -7,15 +7,10 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage
 from jupyter_pause.engine.digests import value_digest
+from tests.processes import another_process
 
-
-@pytest.fixture(autouse=True)
-def new_process():
-    lineage.forget()
-    yield
-    lineage.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def _state() -> dict:
@@ -99,14 +94,14 @@ def test_an_in_place_change_is_never_missed(tmp_path, change):
 
 def _assert_resumes_as(store, checkpoint_id: str, ns: dict) -> None:
     """A new process resuming ``checkpoint_id`` gets exactly the state ``ns`` holds now."""
-    lineage.forget()
+    another_process()
     back: dict = {}
     jp.resume(checkpoint_id, store=str(store), session="s", namespace=back)
     assert torch.equal(back["t"], ns["t"]) and np.array_equal(back["a"], ns["a"])
     assert np.array_equal(back["small"], ns["small"])
     assert torch.equal(back["model"].weight, ns["model"].weight)
     moments = [s["exp_avg"] for s in back["opt"].state.values()]
-    assert all(torch.equal(m, s["exp_avg"]) for m, s in zip(moments, ns["opt"].state.values()))
+    assert all(torch.equal(m, s["exp_avg"]) for m, s in zip(moments, ns["opt"].state.values(), strict=True))
 
 
 def test_nothing_changed_writes_only_the_small_records(tmp_path):
@@ -133,7 +128,7 @@ def test_an_in_place_change_after_a_resume_is_never_missed(tmp_path, change):
     """A resume maps large blobs; the next checkpoint trusts page flags, not bytes, for those
     still unwritten. Every way of writing must still show up as a change."""
     jp.checkpoint(store=str(tmp_path), session="s", namespace=_state())
-    lineage.forget()
+    another_process()
     ns: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=ns)
     unchanged = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest

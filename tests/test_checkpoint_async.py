@@ -10,19 +10,14 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import activity, lineage, probe
+from jupyter_pause.engine import activity
 from jupyter_pause.engine.checkpoint import checkpoint_async
 from jupyter_pause.errors import StoreError
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
+from tests.processes import another_process
 
-
-@pytest.fixture(autouse=True)
-def new_process():
-    lineage.forget()
-    probe.forget()
-    yield
-    lineage.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def _state():
@@ -39,7 +34,7 @@ def test_async_restores_identically_to_sync(tmp_path):
     assert background.parent == sync.id
     assert [(v.name, v.digest) for v in background.variables] == [(v.name, v.digest) for v in sync.variables]
     assert {a.blob for a in background.arrays.values()} == {a.blob for a in sync.arrays.values()}
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(background.id, store=str(tmp_path), session="s", namespace=target)
     assert torch.equal(target["big"], ns["big"]) and torch.equal(target["model"].weight, ns["model"].weight)
@@ -62,7 +57,7 @@ def test_changes_after_the_call_do_not_reach_the_checkpoint(tmp_path, monkeypatc
     ns["n"] = 99
     release.set()
     manifest = job.wait(60).manifest
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
     assert torch.equal(target["big"], before) and target["n"] == 3
@@ -102,6 +97,7 @@ def test_a_failed_background_write_is_reported_and_commits_nothing(tmp_path, mon
     assert [m.id for m in Catalog(Store(str(tmp_path))).checkpoints("s")] == [earlier.id]
 
 
+@pytest.mark.integration
 def test_async_magic_then_immediate_kill_never_leaves_half_a_checkpoint(start_kernel, tmp_path):
     store = tmp_path / "store"
     (tmp_path / "a").mkdir()
@@ -120,6 +116,7 @@ def test_async_magic_then_immediate_kill_never_leaves_half_a_checkpoint(start_ke
         assert b.value("'big' in dir()") is False
 
 
+@pytest.mark.integration
 def test_async_magic_reports_its_summary_after_a_later_cell(start_kernel, tmp_path):
     (tmp_path / "a").mkdir()
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(tmp_path / "store"), JUPYTER_PAUSE_SESSION="r")
@@ -152,7 +149,7 @@ def test_only_data_the_store_lacks_is_copied_and_later_changes_never_leak(tmp_pa
     ns["changed"].add_(1)
     manifest = job.wait(60).manifest
     assert copied == [4_000_000]  # the changed tensor only: the other's blob was stored
-    lineage.forget()
+    another_process()
     back: dict = {}
     jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=back)
     assert torch.equal(back["kept"], expected["kept"]) and torch.equal(back["changed"], expected["changed"])
@@ -174,7 +171,7 @@ def test_the_staging_buffer_is_kept_for_the_next_background_checkpoint(tmp_path)
     assert np.shares_memory(first, second)  # the same memory, not a new allocation
     ns["w"].add_(1)  # after the call: the copy in the kept buffer is what gets written
     manifest = job.wait(60).manifest
-    lineage.forget()
+    another_process()
     back: dict = {}
     jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=back)
     assert torch.equal(back["w"], expected)

@@ -12,18 +12,19 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.cli import main
-from jupyter_pause.engine import lineage
 from jupyter_pause.store.layout import blob_key
+from tests.processes import another_process
+
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 @pytest.fixture
 def store(tmp_path):
-    lineage.forget()
     ns = {"model": torch.nn.Linear(200, 200), "note": "hello", "api_key": "k"}
     first = jp.checkpoint(store=str(tmp_path), session="exp", namespace=ns, tag="baseline").manifest
     ns["note"] = "changed"
     second = jp.checkpoint(store=str(tmp_path), session="exp", namespace=ns).manifest
-    lineage.forget()
+    another_process()
     return tmp_path, first, second
 
 
@@ -108,10 +109,9 @@ def test_empty_store(tmp_path, capsys):
 
 
 def test_sizes_read_in_decimal_units(tmp_path, capsys):
-    lineage.forget()
     ns = {"payload": b"\x01" * 150_000, "weights": torch.zeros(375_000)}  # 150 kB and 1.5 MB
     jp.checkpoint(store=str(tmp_path), session="sizes", namespace=ns)
-    lineage.forget()
+    another_process()
     code, out, _ = _run(capsys, "show", "latest", "--session", "sizes", "--store", str(tmp_path))
     rows = {line.split()[0]: line.split()[-2:] for line in out.splitlines() if line.startswith("  ")}
     assert code == 0 and rows["payload"] == ["150", "kB"] and rows["weights"] == ["1.5", "MB"]

@@ -7,24 +7,16 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage, probe
 from jupyter_pause.engine.digests import value_digest
+from tests.processes import another_process
 
-
-@pytest.fixture(autouse=True)
-def new_process() -> Iterator[None]:
-    lineage.forget()
-    probe.forget()
-    yield
-    lineage.forget()
-    probe.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 # --- equal values, equal digests ---------------------------------------------------------------
@@ -148,6 +140,15 @@ def test_value_over_budget_gives_none() -> None:
     assert value_digest(large) is not None  # the default budget is far larger
 
 
+def test_value_nested_deeper_than_the_digest_follows_gives_none_and_still_checkpoints(tmp_path) -> None:
+    deep: list = []
+    for _ in range(400):  # pickle follows this deep; the digest takes a few calls per level
+        deep = [deep]
+    assert value_digest(deep) is None
+    result = jp.checkpoint(store=str(tmp_path), session="s", namespace={"deep": deep, "x": 1})
+    assert {v.name: v.digest is not None for v in result.manifest.variables} == {"deep": False, "x": True}
+
+
 def test_object_pickle_cannot_describe_gets_a_stable_digest() -> None:
     lock_a, lock_b = threading.Lock(), threading.Lock()
     with pytest.raises(TypeError):
@@ -219,6 +220,7 @@ FUNCTION = "def scale(x, factor=2):\n    return x * factor + 1\n"
 def test_notebook_functions_digest_by_code() -> None:
     one, two = _define(FUNCTION, "scale"), _define(FUNCTION, "scale")
     assert one is not two
+    assert value_digest(one) is not None
     assert value_digest(one) == value_digest(two)
     assert value_digest(_define(FUNCTION.replace("+ 1", "+ 2"), "scale")) != value_digest(one)
     assert value_digest(_define(FUNCTION.replace("factor=2", "factor=3"), "scale")) != value_digest(one)
@@ -260,8 +262,7 @@ def test_model_and_optimizer_digests_survive_checkpoint_and_resume(tmp_path) -> 
     recorded = {v.name: v.digest for v in result.manifest.variables}
     assert recorded == {"model": before[0], "opt": before[1]}
 
-    lineage.forget()
-    probe.forget()
+    another_process()
     restored: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=restored)
     assert restored["model"] is not model

@@ -11,6 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.integration
+
 DEMO = Path(__file__).resolve().parent.parent / "notebooks" / "demo_training.ipynb"
 
 

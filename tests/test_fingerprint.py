@@ -76,7 +76,9 @@ def test_process_identity_has_pid_and_token() -> None:
 
 
 def test_another_process_has_another_identity() -> None:
-    code = "import json; from jupyter_pause import fingerprint; print(json.dumps(fingerprint.process_identity()))"
+    code = (
+        "import json; from jupyter_pause.engine import fingerprint; print(json.dumps(fingerprint.process_identity()))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -46,7 +46,7 @@ def test_device_storages_come_to_host_in_one_pinned_batch():
         collector.reduce_torch_storage(t.untyped_storage())
     assert all(f.data is None for f in collector.found.values())
     collector.gather()
-    for t, found in zip(tensors, collector.found.values()):
+    for t, found in zip(tensors, collector.found.values(), strict=True):
         assert bytes(found.data) == t.cpu().numpy().tobytes()
         assert found.keepalive.is_pinned()
 

@@ -7,6 +7,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 BUILD_STATE = r'''
 %load_ext jupyter_pause
 import random, math

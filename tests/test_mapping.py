@@ -10,11 +10,14 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage
 from jupyter_pause.store import mapping
 from jupyter_pause.store.layout import blob_key
+from tests.processes import another_process
 
-pytestmark = pytest.mark.skipif(not mapping.available(), reason="this platform cannot map files")
+pytestmark = [
+    pytest.mark.skipif(not mapping.available(), reason="this platform cannot map files"),
+    pytest.mark.usefixtures("new_process"),
+]
 
 
 def _mapped(path) -> bool:
@@ -60,17 +63,16 @@ def test_no_file_stays_open_and_the_mapping_goes_with_its_last_array(tmp_path):
 
 
 def test_resume_builds_large_tensors_on_mapped_blobs(tmp_path):
-    lineage.forget()
     ns = {"w": torch.randn(1_000_000), "a": np.arange(500_000, dtype=np.float64)}
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
     blob = tmp_path / blob_key("s", manifest.arrays[manifest.variables[-1].arrays[0]].blob)
     assert _mapped(blob)
     target["w"].add_(1)  # the restored tensor is writable; the blob is not changed
     assert torch.equal(target["w"], ns["w"] + 1) and np.array_equal(target["a"], ns["a"])
-    lineage.forget()
+    another_process()
     again: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=again)
     assert torch.equal(again["w"], ns["w"])

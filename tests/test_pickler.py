@@ -468,6 +468,7 @@ def test_notebook_namedtuple_restores(tmp_path: Path) -> None:
     assert out == [[1, 2], 2, [5, 0], True]
 
 
+@pytest.mark.integration  # the new process imports torch: seconds
 def test_notebook_torch_module_and_optimizer_resume_training(tmp_path: Path) -> None:
     ns = notebook(
         """

@@ -120,7 +120,7 @@ def test_text_names_the_verdict_and_the_time_to_the_next_cell() -> None:
     text = make(verdict="partial", **FULL).text()
     assert "verdict partial" in text
     assert "resume to next cell" in text
-    line = next(l for l in text.splitlines() if "resume to next cell" in l)
+    line = next(row for row in text.splitlines() if "resume to next cell" in row)
     assert "2.4 min" in line  # 143 s
     assert "gpu-07" in text and "gpu-12" in text
     assert "not restored: handle: open file" in text

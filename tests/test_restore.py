@@ -9,19 +9,13 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage
 from jupyter_pause.errors import RestoreError, SelectionError
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
+from tests.processes import another_process
 
-
-@pytest.fixture(autouse=True)
-def new_process():
-    """Each test starts like a fresh kernel: no lineage position."""
-    lineage.forget()
-    yield
-    lineage.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def _blob_path(store: Path, manifest, key: str) -> Path:
@@ -34,7 +28,7 @@ def _two_checkpoints(store: Path):
     ns["w"].add_(1)
     ns["step"] = 2
     second = jp.checkpoint(store=str(store), session="s", namespace=ns).manifest
-    lineage.forget()
+    another_process()
     return first, second
 
 
@@ -136,7 +130,7 @@ def test_interrupted_commit_leaves_nothing_visible(tmp_path, monkeypatch):
     listing = Catalog(Store(str(tmp_path))).listing("s")
     assert [m.id for m in listing.checkpoints] == [first.id]
     assert len(listing.pending) == 1  # visible to cleanup, never as a checkpoint
-    lineage.forget()
+    another_process()
     target: dict = {}
     assert jp.resume(store=str(tmp_path), session="s", namespace=target).manifest.id == first.id
     assert target["v"] == 1
@@ -144,7 +138,7 @@ def test_interrupted_commit_leaves_nothing_visible(tmp_path, monkeypatch):
 
 def test_new_lineage_never_replaces_old(tmp_path):
     jp.checkpoint(store=str(tmp_path), session="shared", namespace={"who": "notebook-a"})
-    lineage.forget()  # another kernel, another notebook, same session name
+    another_process()  # another kernel, another notebook, same session name
     result = jp.checkpoint(store=str(tmp_path), session="shared", namespace={"who": "notebook-b"})
     assert any("starts lineage" in note for note in result.notes)
     checkpoints = Catalog(Store(str(tmp_path))).checkpoints("shared")
@@ -154,7 +148,7 @@ def test_new_lineage_never_replaces_old(tmp_path):
 
 def test_resume_continues_lineage(tmp_path):
     first = jp.checkpoint(store=str(tmp_path), session="s", namespace={"x": 1}).manifest
-    lineage.forget()
+    another_process()
     jp.resume(store=str(tmp_path), session="s", namespace={})
     second = jp.checkpoint(store=str(tmp_path), session="s", namespace={"x": 2}).manifest
     assert second.lineage == first.lineage and second.parent == first.id
@@ -187,7 +181,7 @@ def test_variable_sharing_lost_data_is_not_restored(tmp_path):
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     weight_blob = _array_blob(manifest, "model")
     _blob_path(tmp_path, manifest, weight_blob).unlink()
-    lineage.forget()
+    another_process()
     target: dict = {}
     result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
     assert set(result.skipped) == {"model", "opt"}
@@ -208,7 +202,7 @@ def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
         "view": torch.arange(1_000_000.0)[5:500],
     }
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
     taken = probe.as_restored(manifest.id)
@@ -256,7 +250,7 @@ def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, mo
     }
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     moved = _place_on_cpu_as_if_a_device(monkeypatch)
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
     torch_blobs = {r.blob for r in manifest.arrays.values()} - {
@@ -271,7 +265,8 @@ def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, mo
     assert torch.equal(target["small"], ns["small"]) and np.array_equal(target["arr"], ns["arr"])
     assert target["opt"].param_groups[0]["params"][0] is target["model"].weight
     assert all(
-        torch.equal(a["exp_avg"], b["exp_avg"]) for a, b in zip(target["opt"].state.values(), opt.state.values())
+        torch.equal(a["exp_avg"], b["exp_avg"])
+        for a, b in zip(target["opt"].state.values(), opt.state.values(), strict=True)
     )
     taken = probe.as_restored(manifest.id)
     assert taken == {v.name: v.digest for v in manifest.variables}, [v.name for v in manifest.variables]
@@ -286,7 +281,7 @@ def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
     data[10] ^= 0xFF
     path.write_bytes(bytes(data))
     moved = _place_on_cpu_as_if_a_device(monkeypatch)
-    lineage.forget()
+    another_process()
     target: dict = {}
     result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
     assert len(moved) == 1 and moved[0] == manifest.blobs[_array_blob(manifest, "b")]
@@ -316,7 +311,7 @@ def test_restored_arrays_are_aligned_as_torch_aligns_its_own(tmp_path):
     ns["layer"] = torch.nn.Linear(300, 7)
     ns["arr"] = np.random.default_rng(0).random(9_001)
     jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
-    lineage.forget()
+    another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
     tensors = [target[f"t{i}"] for i in range(20)] + list(target["layer"].parameters())

@@ -9,19 +9,14 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
 from jupyter_pause.store.layout import blob_key, blob_prefix, pending_key
 from jupyter_pause.store.retention import collect
 from jupyter_pause.store.storage import Store
+from tests.processes import another_process
 
-
-@pytest.fixture(autouse=True)
-def new_process():
-    lineage.forget()
-    yield
-    lineage.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def _series(store: str, count: int, session: str = "s") -> list[str]:
@@ -51,7 +46,7 @@ def test_keep_last_n_removes_old_checkpoints_and_their_data(tmp_path):
 
 def test_retention_is_per_lineage(tmp_path):
     _series(str(tmp_path), 3)
-    lineage.forget()  # another notebook under the same name
+    another_process()  # another notebook under the same name
     _series(str(tmp_path), 1)
     collect(Catalog(Store(str(tmp_path))), "s", keep=1, grace=0)
     assert len({m.lineage for m in Catalog(Store(str(tmp_path))).checkpoints("s")}) == 2

@@ -16,6 +16,8 @@ from tests.server_helpers import (
     write_notebook,
 )
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def store(tmp_path):

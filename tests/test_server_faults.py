@@ -34,6 +34,8 @@ from tests.server_helpers import (
     write_notebook,
 )
 
+pytestmark = pytest.mark.integration
+
 NODE = "node-a"
 
 
@@ -556,7 +558,7 @@ async def every_session_paused_on_notice(
 ) -> None:
     paths = [write_notebook(root, name, "x = 1") for name in ("one.ipynb", "sub/two.ipynb")]
     kernels = [await open_kernel(fetch, p) for p in paths]
-    for kernel, path in zip(kernels, paths):
+    for kernel, path in zip(kernels, paths, strict=True):
         await run(serverapp, kernel, f"where = {path!r}")
     await asyncio.sleep(1.0)  # a few polls with no notice: nothing happens
     assert fake.requests, "the watcher never polled the metadata server"
@@ -565,7 +567,7 @@ async def every_session_paused_on_notice(
     assert set(kernels) <= set(await kernel_ids(fetch))
 
     fake.preempted = True
-    for path, kernel in zip(paths, kernels):
+    for path, kernel in zip(paths, kernels, strict=True):
         done = await wait_state(fetch, path, ("paused", "failed"), timeout=30)
         assert done["state"] == "paused", done
         manifest = newest(store, session_from_path(path))

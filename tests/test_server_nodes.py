@@ -39,17 +39,19 @@ from jupyter_pause.server.lease import Lease
 from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.store.layout import lease_key
 from jupyter_pause.store.storage import Store
-from tests.s3_server import S3Server, _die_with_parent
+from tests.children import spawn
+from tests.s3_server import S3Server
 from tests.server_helpers import (
     call,
     open_kernel,
+    poll_state,
     run,
     status,
     wait_state,
     write_notebook,
 )
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.integration]
 
 HOST = "127.0.0.1"
 NOTEBOOK = "proj/exp.ipynb"
@@ -168,17 +170,10 @@ class Remote:
         return data
 
     async def wait_state(self, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
-        seen: list[tuple[str, str]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            current = await self.status(path)
-            if not seen or seen[-1] != (current["state"], current["detail"]):
-                seen.append((current["state"], current["detail"]))
-            if current["state"] in states:
-                current["seen"] = seen
-                return current
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"B: {path} never reached {states}; went through {seen}\n{self.log_tail()}")
+        try:
+            return await poll_state(lambda: self.status(path), states, timeout, f"B: {path}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.log_tail()}") from None
 
     async def kernels_of(self, path: str) -> list[str]:
         code, sessions = await self.request("GET", "api/sessions")
@@ -272,16 +267,7 @@ def server_b(shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.Te
         "--PauseServer.resource_poll_interval=0.2",
         "--allow-root",
     ]
-    with open(log, "ab") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
-        )
+    process = spawn(command, root, env, log)
     remote = Remote(f"http://{HOST}:{port}", token, root, dirs["JUPYTER_RUNTIME_DIR"], process, log)
     try:
         deadline = time.monotonic() + START_TIMEOUT

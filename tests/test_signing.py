@@ -13,32 +13,30 @@ import xxhash
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.engine import lineage, probe
 from jupyter_pause.store import signing
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.signing import SignatureError, key_id
+from tests.processes import another_process
+
+pytestmark = pytest.mark.usefixtures("new_process")
 
 KEY = "correct horse battery staple 7f1e"
 
 
 @pytest.fixture(autouse=True)
-def new_process(monkeypatch):
+def no_signing_key_in_the_environment(monkeypatch):
     monkeypatch.delenv("JUPYTER_PAUSE_SIGNING_KEY", raising=False)
-    lineage.forget()
-    probe.forget()
-    yield
-    lineage.forget()
 
 
 def _take(store, key=None, **ns):
-    lineage.forget()
+    another_process()
     return jp.checkpoint(
         store=str(store), session="s", namespace=ns, config=PauseConfig(signing_key=key or "")
     ).manifest
 
 
 def _resume(store, key=None, ref="latest"):
-    lineage.forget()
+    another_process()
     target: dict = {}
     result = jp.resume(ref, store=str(store), session="s", namespace=target, config=PauseConfig(signing_key=key or ""))
     return result, target

@@ -25,7 +25,7 @@ from jupyter_pause.errors import StoreError
 from jupyter_pause.store.storage import Store, redact
 from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
-BACKENDS = ["memory", "local", pytest.param("s3", marks=pytest.mark.s3)]
+BACKENDS = ["memory", "local", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.integration])]
 #: A payload above the 5 MiB multipart threshold of most S3 clients.
 BIG = os.urandom(5 * 1024 * 1024 + 17)
 #: Storage options that make an unreachable S3 endpoint fail fast.
@@ -285,6 +285,7 @@ def test_store_error_on_use_never_shows_url_secret(dead_s3: str, action: str) ->
 
 
 @pytest.mark.s3
+@pytest.mark.integration
 def test_s3_store_takes_its_endpoint_from_aws_endpoint_url(s3_env: str, s3_server: S3Server) -> None:
     store = Store(s3_env)  # no storage options: the environment alone says where S3 is
     store.write("proof/key", b"on the test server")
@@ -293,6 +294,7 @@ def test_s3_store_takes_its_endpoint_from_aws_endpoint_url(s3_env: str, s3_serve
 
 
 @pytest.mark.s3
+@pytest.mark.integration
 @pytest.mark.parametrize("action", ["write", "check", "read"])
 def test_s3_wrong_secret_raises_store_error(s3_env: str, monkeypatch: pytest.MonkeyPatch, action: str) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
@@ -310,6 +312,7 @@ def test_s3_wrong_secret_raises_store_error(s3_env: str, monkeypatch: pytest.Mon
 
 
 @pytest.mark.s3
+@pytest.mark.integration
 @pytest.mark.parametrize("where", ["endpoint_url", "client_kwargs"])
 def test_s3_endpoint_in_storage_options_wins_over_environment(
     s3_env: str, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, where: str
@@ -377,12 +380,14 @@ def test_checkpoint_and_resume_round_trip(store_url: str) -> None:
 
 
 @pytest.mark.s3
+@pytest.mark.integration
 def test_s3_missing_bucket_fails_the_check(s3_env: str) -> None:
     with pytest.raises(StoreError, match="bucket 'no-such-bucket-zz' does not exist"):
         Store("s3://no-such-bucket-zz/prefix").check()
 
 
 @pytest.mark.s3
+@pytest.mark.integration
 def test_large_s3_blobs_are_never_held_twice_in_memory(s3_env: str) -> None:
     """Written and read a chunk at a time: the Python heap never holds a second whole copy."""
     import tracemalloc

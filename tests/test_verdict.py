@@ -5,9 +5,7 @@ The same verdicts with real kernels are in tests/test_verdict_kernels.py.
 
 from __future__ import annotations
 
-import secrets
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,30 +13,18 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import fingerprint, lineage, probe
+from jupyter_pause.engine import probe
 from jupyter_pause.engine.digests import value_digest
 from jupyter_pause.errors import CheckpointNotFound
 from jupyter_pause.store import report as reports
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
+from tests.processes import another_process
 
 SESSION = "v"
 
 
-@pytest.fixture(autouse=True)
-def fresh_state() -> Iterator[None]:
-    lineage.forget()
-    probe.forget()
-    yield
-    lineage.forget()
-    probe.forget()
-
-
-def new_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What a new kernel process starts with: another token, no probe, no lineage position."""
-    monkeypatch.setattr(fingerprint, "PROCESS_TOKEN", secrets.token_hex(16))
-    lineage.forget()
-    probe.forget()
+pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def state() -> dict:
@@ -75,9 +61,9 @@ def test_the_process_that_took_the_checkpoint_is_live(tmp_path) -> None:
     assert verdict.summary().startswith("verdict: live")
 
 
-def test_a_new_process_that_recomputed_the_variables_is_fresh(tmp_path, monkeypatch) -> None:
+def test_a_new_process_that_recomputed_the_variables_is_fresh(tmp_path) -> None:
     cid = take(tmp_path, state())
-    new_process(monkeypatch)
+    another_process()
     recomputed = state()  # the notebook's cells run again: same values, no resume
     verdict = check(tmp_path, recomputed)
     assert verdict.kind == "fresh"
@@ -88,9 +74,9 @@ def test_a_new_process_that_recomputed_the_variables_is_fresh(tmp_path, monkeypa
     assert "6 variable(s) of the same names were made here" in text
 
 
-def test_a_resumed_process_is_restored_and_its_model_check_reproduces(tmp_path, monkeypatch) -> None:
+def test_a_resumed_process_is_restored_and_its_model_check_reproduces(tmp_path) -> None:
     cid = take(tmp_path, state())
-    new_process(monkeypatch)
+    another_process()
     ns: dict = {}
     jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
     verdict = check(tmp_path, ns)
@@ -103,16 +89,16 @@ def test_a_resumed_process_is_restored_and_its_model_check_reproduces(tmp_path, 
     assert "6 of 6 variable(s) match their digests" in verdict.summary()
 
 
-def _resumed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict]:
+def _resumed(tmp_path: Path) -> tuple[str, dict]:
     cid = take(tmp_path, state())
-    new_process(monkeypatch)
+    another_process()
     ns: dict = {}
     jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
     return cid, ns
 
 
-def test_changes_made_after_the_resume_are_named_not_held_against_it(tmp_path, monkeypatch) -> None:
-    _, ns = _resumed(tmp_path, monkeypatch)
+def test_changes_made_after_the_resume_are_named_not_held_against_it(tmp_path) -> None:
+    _, ns = _resumed(tmp_path)
     ns["xs"].append(4)
     ns["weights"][1234] = -1.0
     with torch.no_grad():
@@ -126,8 +112,8 @@ def test_changes_made_after_the_resume_are_named_not_held_against_it(tmp_path, m
     assert "xs: changed since the resume (not a restore problem)" in verdict.summary()
 
 
-def test_replacing_or_deleting_a_restored_variable_is_a_change(tmp_path, monkeypatch) -> None:
-    _, ns = _resumed(tmp_path, monkeypatch)
+def test_replacing_or_deleting_a_restored_variable_is_a_change(tmp_path) -> None:
+    _, ns = _resumed(tmp_path)
     ns["label"] = "experiment 4"
     del ns["xs"]
     verdict = check(tmp_path, ns)
@@ -135,9 +121,9 @@ def test_replacing_or_deleting_a_restored_variable_is_a_change(tmp_path, monkeyp
     assert verdict.changed == {"label": "changed since the resume", "xs": "deleted since the resume"}
 
 
-def test_a_variable_not_restored_and_made_here_differs(tmp_path, monkeypatch) -> None:
+def test_a_variable_not_restored_and_made_here_differs(tmp_path) -> None:
     take(tmp_path, state())
-    new_process(monkeypatch)
+    another_process()
     ns: dict = {}
     jp.resume(store=str(tmp_path), session=SESSION, namespace=ns, only=["model", "opt", "weights", "xs", "table"])
     ns["label"] = "made here"  # not from the resume, so not the user's change of restored state
@@ -148,7 +134,7 @@ def test_a_variable_not_restored_and_made_here_differs(tmp_path, monkeypatch) ->
     assert "not back: label" in verdict.summary()
 
 
-def test_a_variable_whose_blob_is_gone_makes_it_partial(tmp_path, monkeypatch) -> None:
+def test_a_variable_whose_blob_is_gone_makes_it_partial(tmp_path) -> None:
     ns = state()
     result = jp.checkpoint(store=str(tmp_path), session=SESSION, namespace=ns)
     m = result.manifest
@@ -157,7 +143,7 @@ def test_a_variable_whose_blob_is_gone_makes_it_partial(tmp_path, monkeypatch) -
     assert sum(m.arrays[a].blob == blob for v in m.variables for a in v.arrays) == 1  # only weights
     (tmp_path / blob_key(SESSION, blob)).unlink()
 
-    new_process(monkeypatch)
+    another_process()
     restored: dict = {}
     resumed = jp.resume(store=str(tmp_path), session=SESSION, namespace=restored)
     assert "weights" not in restored and "weights" in resumed.skipped
@@ -169,8 +155,8 @@ def test_a_variable_whose_blob_is_gone_makes_it_partial(tmp_path, monkeypatch) -
     assert verdict.models["model"].startswith("reproduces")
 
 
-def test_a_model_that_no_longer_reproduces_makes_it_partial(tmp_path, monkeypatch) -> None:
-    cid, ns = _resumed(tmp_path, monkeypatch)
+def test_a_model_that_no_longer_reproduces_makes_it_partial(tmp_path) -> None:
+    cid, ns = _resumed(tmp_path)
     # the restored value's digest is taken as it came back: pretend the restore itself got
     # the weights wrong (the model was never touched by the user)
     with torch.no_grad():
@@ -190,9 +176,9 @@ def test_verify_on_an_empty_store_says_to_checkpoint_first(tmp_path) -> None:
         check(tmp_path, {"x": 1})
 
 
-def test_resume_and_verify_leaves_a_report(tmp_path, monkeypatch) -> None:
+def test_resume_and_verify_leaves_a_report(tmp_path) -> None:
     cid = take(tmp_path, state())
-    new_process(monkeypatch)
+    another_process()
     ns: dict = {}
     cycle = jp.resume_and_verify(store=str(tmp_path), session=SESSION, namespace=ns, moments={"kernel_stopped": 1.0e9})
     assert cycle.verdict.kind == "restored"
@@ -211,10 +197,10 @@ def test_resume_and_verify_leaves_a_report(tmp_path, monkeypatch) -> None:
 
 def _digest_free_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A checkpoint whose variables are all too large to digest, resumed in a new process."""
-    monkeypatch.setattr(sys.modules["jupyter_pause.engine.checkpoint"], "DIGEST_MAX_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(sys.modules["jupyter_pause.engine.capture"], "DIGEST_MAX_SEGMENT_BYTES", 0)
     result = jp.checkpoint(store=str(tmp_path), session=SESSION, namespace={"big": list(range(100)), "other": "x"})
     assert all(v.digest is None for v in result.manifest.variables)
-    new_process(monkeypatch)
+    another_process()
     ns: dict = {}
     jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
     return ns

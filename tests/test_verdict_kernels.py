@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from jupyter_pause.store.layout import blob_key
+
+pytestmark = pytest.mark.integration
 
 STATE = r"""
 %load_ext jupyter_pause

@@ -44,7 +44,9 @@ import json, jupyter_pause
 from jupyter_pause.engine import activity
 w = jupyter_pause.status()
 states = []
-activity.current.observers.append(lambda a: states.append([a.state, a.done, a.total, round(w.bar.value, 3), w.bytes.value]))
+activity.current.observers.append(
+    lambda a: states.append([a.state, a.done, a.total, round(w.bar.value, 3), w.bytes.value])
+)
 import torch
 big = torch.zeros(3_000_000)
 r = jupyter_pause.checkpoint(session="w")
@@ -52,6 +54,7 @@ print(json.dumps({"kind": type(w).__name__, "states": states, "info": w.info.val
 """
 
 
+@pytest.mark.integration
 def test_widget_follows_a_real_checkpoint_in_a_kernel(start_kernel, tmp_path):
     (tmp_path / "a").mkdir()
     kernel = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(tmp_path / "store"))

@@ -13,9 +13,13 @@ import random
 import shutil
 import time
 
+import pytest
+
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
+
+pytestmark = pytest.mark.integration
 
 KILLS = 20
 SEED = 20261129

@@ -19,6 +19,8 @@ from jupyter_pause.store.layout import blob_key, manifest_key
 from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
 
+pytestmark = pytest.mark.integration
+
 SESSION = "faults"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -15,6 +14,8 @@ import tests.s3_server as s3
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify, wait_cell
+
+pytestmark = pytest.mark.integration
 
 SESSION = "s3fault"
 #: Fail fast while the server is down instead of retrying for minutes.
@@ -58,15 +59,8 @@ def _restart(server: s3.S3Server) -> None:
 @pytest.fixture
 def own_s3():
     """A SeaweedFS server for this test alone (the session's shared one is never stopped)."""
-    try:
-        server = s3.start_server()
-    except RuntimeError as e:
-        pytest.fail(str(e), pytrace=False)
-    try:
+    with s3.running_server() as server:
         yield server
-    finally:
-        server.stop()
-        shutil.rmtree(server.directory, ignore_errors=True)
 
 
 def _pending(fs, server: s3.S3Server, prefix: str) -> set[str]:
