@@ -364,10 +364,13 @@ class TestKernelRestartedWhileCheckpointing:
         try:
             await pause_until_writing(jp_fetch, manager, store, path)
             seen = len(checks)
+            deadline = time.monotonic() + 30
             while len(checks) == seen:  # right after one of the pause's checks ...
+                require(time.monotonic() < deadline, "the pause stopped checking whether its kernel is alive")
                 await asyncio.sleep(0.005)
             os.kill(pid, signal.SIGKILL)
             while managed.provisioner.process.poll() is None:
+                require(time.monotonic() < deadline, f"kernel {pid} outlived SIGKILL")
                 await asyncio.sleep(0.001)
             # ... the kernel dies and Jupyter's restarter notices first, as it does when its
             # 3 s poll happens to come before the pause's next check.
