@@ -95,17 +95,7 @@ def checkpoint(
     CheckpointResult
         The committed manifest and a printable summary.
     """
-    request = Request(
-        names=names,
-        store=store,
-        session=session,
-        exclude=exclude,
-        strict=strict,
-        tag=tag,
-        trigger=trigger,
-        namespace=namespace,
-        config=config,
-    )
+    request = Request(**locals())  # the arguments, as given: nothing else is bound yet
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
@@ -140,17 +130,7 @@ def checkpoint_async(
     that leaves the previous checkpoint the newest. Another checkpoint started meanwhile waits
     for this one.
     """
-    request = Request(
-        names=names,
-        store=store,
-        session=session,
-        exclude=exclude,
-        strict=strict,
-        tag=tag,
-        trigger=trigger,
-        namespace=namespace,
-        config=config,
-    )
+    request = Request(**locals())  # the arguments, as given: nothing else is bound yet
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory") as step:

@@ -60,13 +60,7 @@ class PauseManager:
 
     async def notebook(self, path: Any) -> str:
         """Check ``path`` names a notebook inside the server root; return it normalised."""
-        if not isinstance(path, str) or not path.strip():
-            raise http_error(400, 'give the notebook\'s path, relative to the server root, as "path"')
-        if len(path) > MAX_PATH:
-            raise http_error(
-                400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}"
-            )
-        path = path.strip("/")
+        path = _checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
         model = await maybe_await(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
             raise http_error(400, f"{path} is a {model.get('type')}, not a notebook")
@@ -250,13 +244,7 @@ class PauseManager:
 
     async def status(self, path: str) -> Status:
         """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
-        if not isinstance(path, str) or not path.strip():
-            raise http_error(400, "give the notebook's path as ?path=")
-        if len(path) > MAX_PATH:
-            raise http_error(
-                400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}"
-            )
-        path = path.strip("/")
+        path = _checked_path(path, "give the notebook's path as ?path=")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
         return status or Status(session, "ready", "not paused", path=path, node=self.config.node)
@@ -300,3 +288,12 @@ class PauseManager:
 def _known(moments: dict[str, float | None]) -> dict[str, float]:
     keep = ("kernel_stopped", "resume_requested", "resources_available", "kernel_ready")
     return {k: v for k, v in moments.items() if k in keep and v is not None}
+
+
+def _checked_path(path: Any, missing: str) -> str:
+    """A notebook path as a client sent it, without its slashes; HTTP 400 with ``missing`` if absent."""
+    if not isinstance(path, str) or not path.strip():
+        raise http_error(400, missing)
+    if len(path) > MAX_PATH:
+        raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
+    return path.strip("/")
