@@ -205,7 +205,7 @@ class PauseManager:
                 session,
                 "ready",
                 f"{outcome.verdict}: {outcome.detail}",
-                checkpoint=manifest.id,
+                checkpoint=outcome.checkpoint,  # the one restored, as the kernel reports it
                 verdict=outcome.verdict,
             )
 
