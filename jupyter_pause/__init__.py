@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         checkpoint_async,
     )
     from .engine.cycle import Cycle, resume_and_verify
+    from .engine.journal import journal
     from .engine.restore import ResumeResult, resume
     from .engine.verdict import Verdict, verify
     from .kernel.widget import status
@@ -46,6 +47,7 @@ _LAZY = {
     "checkpoint_async": ".engine.checkpoint",
     "Cycle": ".engine.cycle",
     "resume_and_verify": ".engine.cycle",
+    "journal": ".engine.journal",
     "ResumeResult": ".engine.restore",
     "resume": ".engine.restore",
     "Verdict": ".engine.verdict",
@@ -68,6 +70,7 @@ __all__ = [
     "Verdict",
     "checkpoint",
     "checkpoint_async",
+    "journal",
     "load_ipython_extension",
     "resume",
     "resume_and_verify",

@@ -11,10 +11,18 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
                                      <when> = YYYYMMDD-HHMMSS-mmm (UTC, milliseconds)
         status.json                  the session's state (ready, paused, ...) as servers see it
         lease.json                   who is resuming the session, and until when
+        journals/<journal>/<version>/     a work journal (engine/journal.py), one per processing version
+            done/<xx>/<item>              one item's result and done mark, in one object
+            failed/<xx>/<item>/<run>-<n>  the n-th failed attempt at an item during run <run>
+            runs/<run>.json               one pass over the items: when, where, newest checkpoint
+            runs/<run>.keys               the items that pass found pending, one <item> a line
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
 is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age); ``<digest>`` is
-the lowercase hex digest of the blob's bytes. Builders refuse any other name with a
+the lowercase hex digest of the blob's bytes. ``<journal>`` and ``<version>`` are named like
+sessions; ``<item>`` is 32 hex digits naming an item's key (its hash; the key itself is inside the
+record) and ``<xx>`` its first two; ``<run>`` is ``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the
+microsecond and four hex digits). Builders refuse any other name with a
 ``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
 store is never taken for a record.
 
@@ -42,6 +50,12 @@ _SESSION_KEY = re.compile(rf"{SESSIONS}({_SESSION})/.+")
 _MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
 _PENDING_KEY = re.compile(rf"{SESSIONS}{_SESSION}/pending/({_ID})\.json")
 _BLOB_KEY = re.compile(rf"{SESSIONS}{_SESSION}/blobs/([0-9a-f]{{2}})/({_DIGEST})")
+_ITEM = r"[0-9a-f]{32}"
+_RUN = r"[0-9]{8}-[0-9]{6}-[0-9]{6}-[0-9a-f]{4}"
+_JOURNAL = rf"{SESSIONS}{_SESSION}/journals/{_SESSION}/{_SESSION}"
+_DONE_KEY = re.compile(rf"{_JOURNAL}/done/([0-9a-f]{{2}})/({_ITEM})")
+_FAILED_KEY = re.compile(rf"{_JOURNAL}/failed/([0-9a-f]{{2}})/({_ITEM})/({_RUN})-([0-9]+)")
+_RUN_KEY = re.compile(rf"{_JOURNAL}/runs/({_RUN})\.json")
 
 
 def _valid(pattern: str, value: str, what: str, hint: str) -> str:
@@ -130,6 +144,82 @@ def status_key(session: str) -> str:
 def lease_key(session: str) -> str:
     """Key of the lease held by whoever is resuming ``session``."""
     return f"{_session(session)}lease.json"
+
+
+def check_journal(name: str, what: str = "journal name") -> str:
+    """Return ``name`` if it can name a journal (or, with ``what``, a journal's version), else raise."""
+    hint = "use 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit (no '/')"
+    return _valid(_SESSION, name, what, hint)
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A new journal run id that sorts by start time: ``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC)."""
+    now = now if now is not None else time.time()
+    micros = int(now * 1_000_000) % 1_000_000
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{micros:06d}-{secrets.token_hex(2)}"
+
+
+def journal_prefix(session: str, journal: str, version: str) -> str:
+    """Prefix of every record of one version of a journal."""
+    return f"{_session(session)}journals/{check_journal(journal)}/{check_journal(version, 'journal version')}/"
+
+
+def journal_done_prefix(session: str, journal: str, version: str) -> str:
+    """Prefix of a journal's done records."""
+    return f"{journal_prefix(session, journal, version)}done/"
+
+
+def journal_done_key(session: str, journal: str, version: str, item: str) -> str:
+    """Key of the record that holds item ``item``'s result and done mark."""
+    item = _valid(_ITEM, item, "journal item", "an item is named by 32 hex digits of its key's hash")
+    return f"{journal_done_prefix(session, journal, version)}{item[:2]}/{item}"
+
+
+def journal_failed_prefix(session: str, journal: str, version: str) -> str:
+    """Prefix of a journal's records of failed attempts."""
+    return f"{journal_prefix(session, journal, version)}failed/"
+
+
+def journal_failed_key(session: str, journal: str, version: str, item: str, run: str, n: int) -> str:
+    """Key of the ``n``-th failed attempt at ``item`` during run ``run``."""
+    item = _valid(_ITEM, item, "journal item", "an item is named by 32 hex digits of its key's hash")
+    run = _valid(_RUN, run, "journal run id", "run ids look like 20260101-120000-123456-a1b2")
+    return f"{journal_failed_prefix(session, journal, version)}{item[:2]}/{item}/{run}-{int(n)}"
+
+
+def journal_run_prefix(session: str, journal: str, version: str) -> str:
+    """Prefix of a journal's run records."""
+    return f"{journal_prefix(session, journal, version)}runs/"
+
+
+def journal_run_key(session: str, journal: str, version: str, run: str, suffix: str = "json") -> str:
+    """Key of run ``run``'s record (``json``) or of the items it found pending (``keys``)."""
+    run = _valid(_RUN, run, "journal run id", "run ids look like 20260101-120000-123456-a1b2")
+    if suffix not in ("json", "keys"):
+        raise PauseError(f"invalid journal run record {suffix!r}: use 'json' or 'keys'")
+    return f"{journal_run_prefix(session, journal, version)}{run}.{suffix}"
+
+
+def journal_done_item(key: str) -> str | None:
+    """The item of a done-record key, or None when ``key`` is not one."""
+    found = _DONE_KEY.fullmatch(key)
+    if found is None or found.group(2)[:2] != found.group(1):
+        return None
+    return found.group(2)
+
+
+def journal_failed_item(key: str) -> tuple[str, str, int] | None:
+    """``(item, run, n)`` of a failed-attempt key, or None when ``key`` is not one."""
+    found = _FAILED_KEY.fullmatch(key)
+    if found is None or found.group(2)[:2] != found.group(1):
+        return None
+    return found.group(2), found.group(3), int(found.group(4))
+
+
+def journal_run(key: str) -> str | None:
+    """The run id of a run-record key (``runs/<run>.json``), or None when ``key`` is not one."""
+    found = _RUN_KEY.fullmatch(key)
+    return found.group(1) if found else None
 
 
 def session_of(key: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -209,6 +210,39 @@ class Store:
                         f.write(view[start : start + REMOTE_CHUNK])
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
             raise self._fail("write", key, e) from e
+
+    def create(self, key: str, data: bytes) -> bool:
+        """Put ``data`` at ``key`` only if nothing is there; False if something already was.
+
+        The object appears whole or not at all. A local folder writes a temporary name, then
+        links it to ``key`` (atomic, and refused if ``key`` exists). Other stores put it in one
+        request with fsspec's exclusive mode (S3: ``If-None-Match``); a store that ignores the
+        condition overwrites instead, so callers also look before they create.
+        """
+        path = self.path(key)
+        try:
+            if self.local:
+                folder, name = os.path.split(path)
+                os.makedirs(folder, exist_ok=True)
+                temporary = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}.part")
+                try:
+                    with open(temporary, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.link(temporary, path)
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(temporary)
+                return True
+            if self.fs.exists(path):
+                return False
+            self.fs.pipe_file(path, bytes(data), mode="create")
+            return True
+        except FileExistsError:
+            return False
+        except Exception as e:
+            raise self._fail("create", key, e) from e
 
     def read(self, key: str, mapped: bool = False) -> Buffer:
         """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).

@@ -1,0 +1,378 @@
+"""A work journal: which items of a queue are done, with their results, kept in the store.
+
+    j = jupyter_pause.journal("ocr", version="2")
+    for doc in j.pending(docs, key=lambda d: d["id"]):
+        j.done(doc["id"], result=run_ocr(doc))
+
+Each done item is one object holding its key, its pickled result and a checksum, created only if
+absent (``Store.create``): the result and the done mark appear together or not at all, a second
+``done`` for a key is refused by name, and many writers can share a journal. ``pending`` lists
+the journal once, then answers per item from a set, so its cost per item does not grow with the
+journal. A loop body that raises has its item recorded as failed; the item is offered again next
+time unless ``retry_failed=False``. Each version of a journal has its own records: another
+version starts empty. Keys of every record come from ``store.layout``.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import hashlib
+import json
+import linecache
+import os
+import pickle
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..errors import IntegrityError, PauseError, SerializationError
+from ..store import layout
+from ..store.storage import Store
+
+T = TypeVar("T")
+Key = str | int
+
+#: First line of every done record: the format and its version.
+MAGIC = b"jupyter-pause journal record 1\n"
+#: Done records read at once by ``results`` and ``summary``.
+READ_BATCH = 256
+
+
+class AlreadyDone(PauseError):
+    """``done`` was called for a key whose result is already in the journal."""
+
+
+def item_name(key: Key) -> str:
+    """The object name of ``key``: 32 hex digits of a hash of its type and value."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise PauseError(f"journal key {key!r} is a {type(key).__name__}: use a str or an int (such as a document id)")
+    text = f"{'s' if isinstance(key, str) else 'i'}:{key}"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def encode_done(key: Key, run: str, node: str, result: Any) -> bytes:
+    """The bytes of a done record: format line, JSON header line, pickled result."""
+    try:
+        payload = pickle.dumps(result, protocol=5)
+    except Exception as e:  # pickle raises many types (TypeError, PicklingError, AttributeError...)
+        raise SerializationError(
+            f"result of journal item {key!r} cannot be pickled ({type(e).__name__}: {e}); "
+            "nothing was written: return plain data (str, numbers, lists, dicts, arrays)"
+        ) from e
+    header = {
+        "key": key,
+        "run": run,
+        "node": node,
+        "time": time.time(),
+        "size": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+    }
+    return MAGIC + json.dumps(header).encode() + b"\n" + payload
+
+
+def decode_done(data: bytes | memoryview, where: str) -> tuple[dict[str, Any], bytes]:
+    """``(header, payload)`` of a done record; ``IntegrityError`` if it is not whole."""
+    data = bytes(data)
+    head, _, rest = data[len(MAGIC) :].partition(b"\n")
+    try:
+        if not data.startswith(MAGIC):
+            raise ValueError("not a journal record")
+        header = json.loads(head)
+        if len(rest) != header["size"] or hashlib.sha256(rest).hexdigest() != header["sha256"]:
+            raise ValueError(f"result is {len(rest)} bytes or changed, the record says {header['size']}")
+    except (ValueError, KeyError, TypeError) as e:
+        raise IntegrityError(f"journal record {where} is damaged: {e}; delete it to process the item again") from e
+    return header, rest
+
+
+def _left_by_raising(frame: Any) -> bool:
+    """Whether ``frame`` let go of a loop's iterator because an exception is passing through it.
+
+    ``break`` and ``return`` drop the iterator with a POP_TOP; an exception drops it wherever the
+    raising instruction is.
+    """
+    if frame is None:
+        return False
+    return dis.opname[frame.f_code.co_code[frame.f_lasti]] != "POP_TOP"
+
+
+@dataclass
+class RunSummary:
+    """One pass over the items: its start, node, the newest checkpoint then, and what it did."""
+
+    run: str
+    started: float
+    node: str
+    checkpoint: str | None
+    offered: int | None
+    accepted: int = 0
+    failed: int = 0
+
+
+@dataclass
+class Summary:
+    """Counts of a journal version: done, failed, pending after the last pass, re-done; and its runs."""
+
+    journal: str
+    version: str
+    session: str
+    done: int
+    failed: int
+    pending: int | None
+    redone: int
+    runs: list[RunSummary] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The summary as a person reads it."""
+        pending = "?" if self.pending is None else str(self.pending)
+        lines = [
+            f"journal {self.journal!r} version {self.version!r} (session {self.session!r}): "
+            f"{self.done} done, {self.failed} failed, {pending} pending, {self.redone} re-done after a failure"
+        ]
+        for r in self.runs:
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.started))
+            offered = "?" if r.offered is None else r.offered
+            lines.append(
+                f"  run {r.run}  {started} UTC on {r.node}  checkpoint {r.checkpoint or '-'}  "
+                f"offered {offered}, accepted {r.accepted}, failed {r.failed}"
+            )
+        return "\n".join(lines)
+
+
+class Journal:
+    """The records of one journal version in a session's store (see the module docstring)."""
+
+    def __init__(self, store: Store, session: str, name: str, version: str, node: str) -> None:
+        self.prefix = layout.journal_prefix(session, name, version)  # checks all three names
+        self.store, self.session, self.name, self.version, self.node = store, session, name, version, node
+        self.run = layout.new_run_id()
+        self._run_written = False
+        self._done: set[str] = set()
+        self._failures = 0
+
+    def __repr__(self) -> str:
+        return f"Journal({self.name!r}, version={self.version!r}, session={self.session!r}, store={self.store!r})"
+
+    def _keys(self, what: str) -> Any:
+        return getattr(layout, f"journal_{what}")(self.session, self.name, self.version)
+
+    def _scan(self) -> tuple[set[str], dict[str, int]]:
+        """Done items, and failed attempts per item: one listing of each."""
+        done = {i for key in self.store.list(self._keys("done_prefix")) if (i := layout.journal_done_item(key))}
+        failed: dict[str, int] = {}
+        for key in self.store.list(self._keys("failed_prefix")):
+            found = layout.journal_failed_item(key)
+            if found is not None:
+                failed[found[0]] = failed.get(found[0], 0) + 1
+        return done, failed
+
+    def _newest_checkpoint(self) -> str | None:
+        ids = [i for key in self.store.list(layout.manifest_prefix(self.session)) if (i := layout.manifest_id(key))]
+        return max(ids, default=None)
+
+    def _start_run(self, offered: list[str] | None) -> None:
+        """Write this run's record (and the items it found pending) before any of its results."""
+        record = {
+            "run": self.run,
+            "started": time.time(),
+            "node": self.node,
+            "pid": os.getpid(),
+            "checkpoint": self._newest_checkpoint(),
+            "offered": None if offered is None else len(offered),
+        }
+        run_key = functools.partial(layout.journal_run_key, self.session, self.name, self.version, self.run)
+        if offered is not None:
+            self.store.write(run_key("keys"), "\n".join(offered).encode())
+        self.store.write(run_key("json"), json.dumps(record).encode())
+        self._run_written = True
+
+    def pending(
+        self, items: Iterable[T], key: Callable[[T], Key] | None = None, *, retry_failed: bool = True
+    ) -> Iterator[T]:
+        """Yield the items whose key is not done yet (each key once), starting a new run.
+
+        Parameters
+        ----------
+        items
+            The whole queue; it is read once, up front.
+        key
+            The item's key (str or int); default: the item itself.
+        retry_failed
+            Offer items whose earlier attempts failed (default); False skips them.
+
+        An exception that leaves the loop body records the item as failed with where it was
+        raised (in IPython, with the exception itself once the cell ends).
+        """
+        keyed = self._keyed(items, key or (lambda item: item))  # type: ignore[arg-type, return-value]
+        done, failed = self._scan()
+        self._done = done
+        todo = [(i, k, item) for i, k, item in keyed if i not in done and (retry_failed or i not in failed)]
+        self.run = layout.new_run_id()
+        self._start_run([i for i, _, _ in todo])
+        return self._offer(todo)
+
+    def _keyed(self, items: Iterable[T], key: Callable[[T], Key]) -> list[tuple[str, Key, T]]:
+        keyed, seen, repeats = [], set(), 0
+        for item in items:
+            k = key(item)
+            i = item_name(k)
+            if i in seen:
+                repeats += 1
+                continue
+            seen.add(i)
+            keyed.append((i, k, item))
+        if repeats:
+            warnings.warn(
+                f"journal {self.name!r}: {repeats} item(s) repeat an earlier key; each key is offered once",
+                stacklevel=3,
+            )
+        return keyed
+
+    def _offer(self, todo: list[tuple[str, Key, T]]) -> Iterator[T]:
+        for i, k, item in todo:
+            if i in self._done:
+                continue  # done meanwhile through this journal
+            try:
+                yield item
+            except GeneratorExit:
+                frame = sys._getframe(1)
+                if i not in self._done and _left_by_raising(frame):
+                    self._record_raised(k, frame)
+                raise
+
+    def _record_raised(self, key: Key, frame: Any) -> None:
+        """Record ``key`` as failed because its loop body raised at ``frame``'s current line."""
+        where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        try:
+            self._explain_later(key, self.failed(key, f"the loop body raised at {where}: {line}"))
+        except PauseError as e:  # the body's own exception is the one to see; say this beside it
+            warnings.warn(
+                f"journal {self.name!r}: item {key!r} failed, and recording that failed too: {e}", stacklevel=2
+            )
+
+    def done(self, key: Key, result: Any = None) -> None:
+        """Record ``key`` as done with ``result``, in one object; ``AlreadyDone`` if it already is."""
+        i = item_name(key)
+        where = f"journal {self.name!r} version {self.version!r}"
+        if i in self._done:
+            raise AlreadyDone(
+                f"item {key!r} is already done in {where}; its first result is kept, this one was not written"
+            )
+        record = encode_done(key, self.run, self.node, result)
+        if not self._run_written:
+            self._start_run(None)
+        if not self.store.create(layout.journal_done_key(self.session, self.name, self.version, i), record):
+            self._done.add(i)
+            raise AlreadyDone(
+                f"item {key!r} was done by another run of {where} first; its result is kept, this one was not written"
+            )
+        self._done.add(i)
+
+    def failed(self, key: Key, error: BaseException | str) -> str:
+        """Record a failed attempt at ``key`` with its error; returns the record's key."""
+        i = item_name(key)
+        if not self._run_written:
+            self._start_run(None)
+        self._failures += 1
+        text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        record_key = layout.journal_failed_key(self.session, self.name, self.version, i, self.run, self._failures)
+        record = {"key": key, "run": self.run, "node": self.node, "time": time.time(), "error": text}
+        self.store.write(record_key, json.dumps(record).encode())
+        return record_key
+
+    def _explain_later(self, key: Key, record_key: str) -> None:
+        """In IPython, put the cell's exception into the failure record once the cell ends."""
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+        if shell is None:
+            return
+
+        def explain(result: Any) -> None:
+            shell.events.unregister("post_run_cell", explain)
+            error = getattr(result, "error_in_exec", None)
+            if error is not None:
+                record = json.loads(bytes(self.store.read(record_key)))
+                record["error"] = f"{type(error).__name__}: {error}"
+                self.store.write(record_key, json.dumps(record).encode())
+
+        shell.events.register("post_run_cell", explain)
+
+    def _records(self) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+        keys = sorted(self.store.list(self._keys("done_prefix")))
+        keys = [k for k in keys if layout.journal_done_item(k)]
+        for start in range(0, len(keys), READ_BATCH):
+            for k, data in self.store.read_many(keys[start : start + READ_BATCH]).items():
+                if isinstance(data, BaseException):
+                    raise data
+                header, payload = decode_done(data, k)
+                yield k, header, payload
+
+    def results(self) -> Iterator[tuple[Key, Any]]:
+        """Every done ``(key, result)``, each checked against its checksum (in no set order)."""
+        for _, header, payload in self._records():
+            yield header["key"], pickle.loads(payload)
+
+    def summary(self) -> Summary:
+        """Counts and runs of this journal version (reads every done record's header)."""
+        done, failed = self._scan()
+        runs: dict[str, RunSummary] = {}
+        for data in self.store.read_many(
+            [k for k in self.store.list(self._keys("run_prefix")) if layout.journal_run(k)]
+        ).values():
+            if isinstance(data, BaseException):
+                continue
+            r = json.loads(bytes(data))
+            runs[r["run"]] = RunSummary(r["run"], r["started"], r["node"], r["checkpoint"], r["offered"])
+        for _, header, _ in self._records():
+            if header["run"] in runs:
+                runs[header["run"]].accepted += 1
+        for key in self.store.list(self._keys("failed_prefix")):
+            found = layout.journal_failed_item(key)
+            if found is not None and found[1] in runs:
+                runs[found[1]].failed += 1
+        ordered = sorted(runs.values(), key=lambda r: (r.started, r.run))
+        pending = None
+        last = next((r for r in reversed(ordered) if r.offered is not None), None)
+        if last is not None:
+            keys_key = layout.journal_run_key(self.session, self.name, self.version, last.run, "keys")
+            offered = bytes(self.store.read(keys_key)).decode().split()
+            pending = sum(1 for i in offered if i not in done)
+        return Summary(
+            self.name,
+            self.version,
+            self.session,
+            done=len(done),
+            failed=sum(1 for i in failed if i not in done),
+            pending=pending,
+            redone=sum(1 for i in failed if i in done),
+            runs=ordered,
+        )
+
+
+def journal(name: str, version: str | int = "1", *, store: str | None = None, session: str | None = None) -> Journal:
+    """The work journal ``name`` at processing ``version``, in the session's store.
+
+    Parameters
+    ----------
+    name, version
+        What the journal is for and which processing produced its results: 1-128 letters,
+        digits, '.', '_' or '-'. Another version starts empty.
+    store, session
+        Where it lives (default: the configured store and this notebook's session).
+    """
+    from ..config import PauseConfig
+    from .notebook import default_session
+
+    if isinstance(version, int) and not isinstance(version, bool):
+        version = str(version)
+    layout.check_journal(name)
+    layout.check_journal(version, "journal version")  # type: ignore[arg-type]
+    config = PauseConfig()
+    target = Store(store or config.store, dict(config.storage_options))
+    who = layout.check_session(session or config.session or default_session())
+    return Journal(target, who, name, version, config.node)  # type: ignore[arg-type]
