@@ -12,12 +12,13 @@ from typing import Any
 
 from .. import units
 from ..config import PauseConfig
+from ..engine.journal import Journal
 from ..errors import CheckpointNotFound, PauseError
 from ..store import report as reports
 from ..store import signing
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
-from ..store.layout import check_session
+from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
 from ..store.retention import DEFAULT_GRACE_SECONDS, collect
 from ..store.storage import Store
@@ -206,6 +207,27 @@ def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
     return data, "\n".join(blocks) or f"no run reports in {catalog.store.display_url}"
 
 
+def cmd_journal(args: argparse.Namespace) -> tuple[Any, str]:
+    catalog = _catalog(args)
+    found = [
+        Journal(catalog.store, session, args.name, version, "")
+        for session in _sessions(catalog, args.session)
+        for version in journal_versions(catalog.store, session, args.name, args.version)
+    ]
+    if not found:
+        where = f"session {args.session!r}" if args.session else catalog.store.display_url
+        raise PauseError(f"no journal {args.name!r} in {where}; a notebook starts one with jupyter_pause.journal(name)")
+    summaries = [j.summary() for j in found]
+    return [asdict(s) for s in summaries], "\n".join(s.text() for s in summaries)
+
+
+def journal_versions(store: Store, session: str, name: str, version: str | None) -> list[str]:
+    """Versions of journal ``name`` that have records in ``session`` (or just ``version``, if it has)."""
+    prefix = journal_versions_prefix(session, name)
+    versions = sorted({key[len(prefix) :].split("/", 1)[0] for key in store.list(prefix)})
+    return [v for v in versions if version in (None, v)]
+
+
 def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
     echo = (lambda *_: None) if args.json else print
     result = run_drill(
@@ -250,6 +272,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(
         run=cmd_report
     )
+    journal = sub.add_parser("journal", parents=[common], help="a work journal: done, failed, pending, runs")
+    journal.add_argument("name", help="the journal's name, as given to jupyter_pause.journal(name)")
+    journal.add_argument("--version", help="only this processing version (default: every version)")
+    journal.set_defaults(run=cmd_journal)
     drill = sub.add_parser("drill", parents=[common], help="pause and resume a notebook end to end, and prove it")
     drill.add_argument("notebook", help="the .ipynb file to drill")
     drill.add_argument("--report", metavar="FILE", help="also write the run report (JSON) here")

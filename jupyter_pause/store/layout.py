@@ -159,9 +159,14 @@ def new_run_id(now: float | None = None) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime(now))}-{micros:06d}-{secrets.token_hex(2)}"
 
 
+def journal_versions_prefix(session: str, journal: str) -> str:
+    """Prefix of every version of a journal: the next key segment is the version."""
+    return f"{_session(session)}journals/{check_journal(journal)}/"
+
+
 def journal_prefix(session: str, journal: str, version: str) -> str:
     """Prefix of every record of one version of a journal."""
-    return f"{_session(session)}journals/{check_journal(journal)}/{check_journal(version, 'journal version')}/"
+    return f"{journal_versions_prefix(session, journal)}{check_journal(version, 'journal version')}/"
 
 
 def journal_done_prefix(session: str, journal: str, version: str) -> str:
