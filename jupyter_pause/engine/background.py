@@ -14,6 +14,11 @@ one_at_a_time = threading.RLock()
 _current: BackgroundCheckpoint | None = None
 
 
+def held_here() -> bool:
+    """Whether this thread is taking a checkpoint now (inside ``one_at_a_time``)."""
+    return one_at_a_time._is_owned()  # type: ignore[attr-defined]
+
+
 def wait_for_background() -> None:
     """Wait until the checkpoint being written in the background (if any) has committed or failed."""
     if _current is not None:

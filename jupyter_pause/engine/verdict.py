@@ -26,6 +26,12 @@ from .digests import value_digest
 
 KINDS = ("restored", "partial", "fresh", "live")
 
+#: Said of a checkpoint captured inside a running cell, outside any safe point.
+MID_CELL = (
+    "the state was captured mid-cell (SIGTERM while a cell ran, outside any safe point): what that "
+    "cell was changing may be halfway updated; run the cell again from its start"
+)
+
 
 @dataclass
 class Verdict:
@@ -187,4 +193,6 @@ def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | Non
         verdict.details.append("not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models]))
     else:
         verdict.kind = "restored"
+    if manifest.mid_cell:
+        verdict.details.append(MID_CELL)
     return verdict

@@ -1,7 +1,8 @@
 """Checkpoints nobody clicked for: on SIGTERM (a preemption's warning) and every N minutes.
 
-SIGTERM: the kernel checkpoints within the grace window and then ends as SIGTERM asked. The
-periodic fallback runs between cells, so a notice that never comes costs at most N minutes.
+SIGTERM: the kernel checkpoints within the grace window and then ends as SIGTERM asked; inside a
+``steps`` loop it first waits (a configurable budget) for the next safe point. The periodic
+fallback runs between cells, so a notice that never comes costs at most N minutes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..engine import safepoints
 from ..errors import PauseError
 
 _sigterm_installed = False
@@ -24,28 +26,40 @@ def _say(text: str) -> None:
     print(f"jupyter-pause: {text}", file=sys.__stderr__, flush=True)
 
 
-def install_sigterm_checkpoint(take: Callable[[], Any]) -> bool:
+def install_sigterm_checkpoint(take: Callable[[], Any], grace: float = 0.0) -> bool:
     """On SIGTERM, call ``take()`` (a checkpoint), then end the process as SIGTERM would.
 
-    Returns False when it cannot be installed here (not the main thread).
+    While a ``jupyter_pause.steps`` loop runs, the checkpoint waits up to ``grace`` seconds for
+    the loop's next safe point (or the cell's end); past that, or without a loop, it is taken at
+    once, and marked mid-cell in its manifest when a cell is running. Returns False when it
+    cannot be installed here (not the main thread).
     """
     global _sigterm_installed
     if _sigterm_installed:
         return True
     if threading.current_thread() is not threading.main_thread():
         return False
+    safepoints.install()
 
-    def on_sigterm(signum: int, frame: Any) -> None:
+    def finish(mid_cell: bool = False) -> None:
         if not _in_progress.acquire(blocking=False):
             return  # a second SIGTERM while saving: the first one finishes the job
         try:
-            take()
-            _say("checkpoint on SIGTERM committed")
+            with safepoints.capturing_mid_cell(mid_cell):
+                take()
+            where = " mid-cell (no safe point came)" if mid_cell else ""
+            _say(f"checkpoint on SIGTERM committed{where}")
         except Exception as e:  # the previous checkpoint stays the newest; say why, then go
             _say(f"checkpoint on SIGTERM failed: {e}; the previous checkpoint stays the newest")
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if safepoints.defer_sigterm(finish, grace):
+            _say(f"SIGTERM: checkpointing at the next safe point (waiting at most {grace:g} s)")
+            return
+        finish(mid_cell=safepoints.cell_running())
 
     signal.signal(signal.SIGTERM, on_sigterm)
     _sigterm_installed = True

@@ -30,7 +30,10 @@ class PauseMagics(Magics):
         self.periodic = PeriodicRegistry()
         self.widget: object | None = None
         if self.config_object.checkpoint_on_sigterm:
-            install_sigterm_checkpoint(lambda: checkpoint(trigger="sigterm", config=self.config_object))
+            install_sigterm_checkpoint(
+                lambda: checkpoint(trigger="sigterm", config=self.config_object),
+                grace=self.config_object.sigterm_grace,
+            )
 
     @magic_arguments()
     @argument("names", nargs="*", help="variables to save (default: the whole user namespace)")

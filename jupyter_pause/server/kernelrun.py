@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ..engine import interrupt
 from ..errors import PauseError
+
+#: What the status says while a pause waits for a cell that has no safe point.
+NO_SAFE_POINT = "waiting for the running cell: it has no safe point (wrap its loop in jupyter_pause.steps)"
 
 
 class KernelCodeError(PauseError):
@@ -55,6 +60,58 @@ async def wait_idle(kernel_manager: Any, kernel_id: str, timeout: float, process
             raise KernelCodeError(
                 f"the kernel has been busy for more than {timeout:g} s (a cell is still running); "
                 "the pause was not done: try again when the cell ends"
+            )
+        await asyncio.sleep(0.2)
+
+
+async def wait_for_cell(
+    kernel_manager: Any,
+    kernel_id: str,
+    timeout: float,
+    process: tuple[int, Any],
+    request: interrupt.PauseRequest,
+    tell: Callable[[str], Awaitable[object]],
+) -> str | None:
+    """Wait until the kernel has no running cell; or, while its cell runs a ``steps`` loop, ask it
+    (``interrupt``) to checkpoint at its next safe point and stop the cell.
+
+    Returns the kernel's reply line when it answered from a safe point, None once it is idle
+    (the pause then checkpoints the usual way). ``tell`` hears what the wait is waiting for.
+    Raises after ``timeout`` seconds, having withdrawn the request (or, when the kernel had
+    already taken it up, after waiting for its answer as long again).
+    """
+    kernel = kernel_manager.get_kernel(kernel_id)
+    popen = getattr(getattr(kernel, "provisioner", None), "process", None)  # local kernels only
+    connection_file = getattr(kernel, "connection_file", "") or ""
+    deadline = time.monotonic() + timeout
+    sent = claimed = False
+    said = None
+    while True:
+        kernel = await _check(kernel_manager, kernel_id, process, "while the pause waited for its cell")
+        if sent and (line := interrupt.take_reply(popen.pid)) is not None:
+            return line
+        if getattr(kernel, "execution_state", "idle") == "idle":
+            # The cell ended. A request the kernel took up was answered before that; one it did
+            # not is withdrawn, and the pause goes the usual way.
+            if sent and (claimed or not interrupt.withdraw_request(popen.pid)):
+                return interrupt.take_reply(popen.pid)
+            return None
+        marker = interrupt.read_marker(popen.pid, connection_file) if popen is not None else None
+        if marker is not None and not sent:
+            interrupt.send_request(popen, request)
+            sent = True
+        detail = f"waiting for the next safe point ({marker.description})" if marker else NO_SAFE_POINT
+        if detail != said:
+            said = detail
+            await tell(detail)
+        if time.monotonic() > deadline:
+            if sent and not claimed and not interrupt.withdraw_request(popen.pid):
+                claimed, deadline = True, time.monotonic() + timeout
+                continue
+            raise KernelCodeError(
+                f"the kernel has been busy for more than {timeout:g} s (a cell is still running"
+                + (", and its loop reached no safe point" if sent else "")
+                + "); the pause was not done: try again when the cell ends"
             )
         await asyncio.sleep(0.2)
 

@@ -1,7 +1,8 @@
 """Pause and resume of notebook sessions on a Jupyter server, with their states.
 
-Pause: wait for the running cell, checkpoint inside the kernel, then shut the kernel down so its
-GPU goes back. Resume: take the session's lease, wait for the resources the checkpoint needs,
+Pause: checkpoint inside the kernel (at the next safe point of a running ``steps`` loop, which
+stops the cell there; else once the running cell ends), then shut the kernel down so its GPU
+goes back. Resume: take the session's lease, wait for the resources the checkpoint needs,
 start a kernel for the notebook, restore, run the restore test, release the lease.
 """
 
@@ -13,6 +14,7 @@ import time
 from typing import Any
 
 from ..config import PauseConfig
+from ..engine import interrupt
 from ..engine.notebook import session_from_path
 from ..errors import CheckpointNotFound, PauseError
 from ..kernel import remote
@@ -24,6 +26,9 @@ from .settings import PauseServer
 from .status import Status, StatusBoard
 
 BUSY_STATES = ("checkpointing", "waiting", "restoring")
+
+#: Seconds a pause waits for a cell stopped at a safe point to end before shutting its kernel down.
+STOP_WAIT = 30.0
 
 
 class PauseManager:
@@ -112,11 +117,7 @@ class PauseManager:
         moments: dict[str, float] = {"pause_requested": time.time()}
         try:
             process = kernelrun.process_of(self.kernels, kernel_id)
-            await kernelrun.wait_idle(self.kernels, kernel_id, self.settings.busy_timeout, process)
-            await self._state(session, "checkpointing", "checkpointing the kernel")
-            source = remote.call_source("pause", session=session, trigger=trigger)
-            output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
-            checkpoint = remote.parse_reply(output, remote.PauseReply).checkpoint
+            checkpoint = await self._checkpoint(session, kernel_id, process, trigger, moments["pause_requested"])
         except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
@@ -129,6 +130,33 @@ class PauseManager:
         await self._state(
             session, "paused", f"kernel shut down; checkpoint {checkpoint}", checkpoint=checkpoint, moments=moments
         )
+
+    async def _checkpoint(
+        self, session: str, kernel_id: str, process: tuple[int, Any], trigger: str, requested: float
+    ) -> str:
+        """Checkpoint the kernel: at its loop's next safe point while a cell runs one (the cell
+        stops there), else once the cell ends; the id of the checkpoint."""
+        timeout = self.settings.busy_timeout
+        if trigger == "spot":
+            timeout = min(timeout, self.settings.preemption_grace)
+
+        async def tell(detail: str) -> None:
+            await self._state(session, "checkpointing", detail)
+
+        request = interrupt.PauseRequest(session=session, trigger=trigger, requested=requested)
+        line = await kernelrun.wait_for_cell(self.kernels, kernel_id, timeout, process, request, tell)
+        if line is not None:
+            checkpoint = remote.parse_reply(line, remote.PauseReply).checkpoint
+            await self._state(session, "checkpointing", f"checkpoint {checkpoint} taken at a safe point; stopping")
+            try:  # the cell stops at once (CellPaused); shut down after it, or anyway
+                await kernelrun.wait_idle(self.kernels, kernel_id, STOP_WAIT, process)
+            except kernelrun.KernelCodeError:
+                pass
+            return checkpoint
+        await self._state(session, "checkpointing", "checkpointing the kernel")
+        source = remote.call_source("pause", session=session, trigger=trigger)
+        output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
+        return remote.parse_reply(output, remote.PauseReply).checkpoint
 
     def _newest(self, session: str) -> str | None:
         checkpoints = self.catalog.checkpoints(session)

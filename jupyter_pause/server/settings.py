@@ -45,3 +45,9 @@ class PauseServer(Configurable):
         "http://metadata.google.internal/computeMetadata/v1/instance/preempted.",
     ).tag(config=True)
     preemption_poll_interval = Float(5.0, help="Seconds between preemption notice polls.").tag(config=True)
+    preemption_grace = Float(
+        60.0,
+        help="Seconds a pause on a preemption notice waits for a running cell's next safe point (or its end) "
+        "before it gives up on that kernel, whose own SIGTERM checkpoint stays the fallback. Keep it under the "
+        "notice's lead time: AWS spot gives 120 s, GCE 30 s.",
+    ).tag(config=True)

@@ -91,6 +91,9 @@ class Manifest:
     process: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    #: Captured inside a running cell, outside any safe point (a SIGTERM mid-cell): variables that
+    #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
+    mid_cell: bool = False
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""

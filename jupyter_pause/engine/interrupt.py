@@ -1,0 +1,169 @@
+"""The channel a pause request takes into a busy kernel: three small files and one signal.
+
+A busy kernel reads no shell message until its cell ends, so the server cannot ask it anything the
+usual way. A kernel running a ``steps`` loop therefore declares, by a marker file in the Jupyter
+runtime folder named by its pid, that it handles ``SIGNAL`` (the handler only sets a flag) and
+where its loop is. The server, seeing the marker of the kernel it manages (same pid, same
+connection file), writes a request file, then sends ``SIGNAL`` to that one process (never its
+process group: DataLoader workers and other children did not install a handler, and the default
+action of SIGUSR1 ends a process). At its next safe point the kernel claims the request (deletes
+the file), checkpoints and writes a reply file with the remote protocol's reply line.
+
+Whoever deletes the request file first owns it: the kernel (it will answer) or the server giving up
+(the kernel will not act). No signal is ever sent to a kernel without a marker.
+
+Only the standard library here: the server imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from jupyter_core.paths import jupyter_runtime_dir
+
+#: The signal of a pause request; sent only to a kernel whose marker says it handles it.
+SIGNAL = signal.SIGUSR1
+
+#: Seconds between marker updates while a loop runs (the step it shows is at most this old).
+MARKER_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A kernel's declaration: it handles ``SIGNAL``, and where its ``steps`` loop is."""
+
+    pid: int
+    connection_file: str
+    step: int
+    description: str
+    updated: float
+
+
+@dataclass(frozen=True)
+class PauseRequest:
+    """What the server asks of a kernel at its next safe point."""
+
+    session: str
+    trigger: str
+    requested: float
+
+
+def _folder() -> Path:
+    return Path(jupyter_runtime_dir())
+
+
+def marker_path(pid: int) -> Path:
+    """Where the kernel of ``pid`` keeps its marker."""
+    return _folder() / f"jupyter-pause-{pid}.json"
+
+
+def request_path(pid: int) -> Path:
+    """Where a pause request for the kernel of ``pid`` waits to be claimed."""
+    return _folder() / f"jupyter-pause-{pid}-request.json"
+
+
+def reply_path(pid: int) -> Path:
+    """Where the kernel of ``pid`` answers a claimed request."""
+    return _folder() / f"jupyter-pause-{pid}-reply.json"
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON so that a reader sees the old file or the whole new one, never half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    part.write_text(json.dumps(data))
+    os.replace(part, path)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _unlink(path: Path) -> bool:
+    """Delete ``path``; True if this call deleted it (the claim)."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+# -- kernel side -----------------------------------------------------------------------------
+
+
+def write_marker(marker: Marker) -> None:
+    """Declare this kernel handles ``SIGNAL``, and where its loop is."""
+    _write(marker_path(marker.pid), asdict(marker))
+
+
+def remove_marker(pid: int) -> None:
+    """The loop has ended: no more requests for this kernel."""
+    _unlink(marker_path(pid))
+
+
+def claim_request(pid: int) -> PauseRequest | None:
+    """The request waiting for this kernel, which no one else may now act on; None if there is
+    none (the server gave up on it, or the signal came from someone else)."""
+    data = _read(request_path(pid))
+    if data is None or not _unlink(request_path(pid)):
+        return None
+    try:
+        return PauseRequest(str(data["session"]), str(data["trigger"]), float(data["requested"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def write_reply(pid: int, line: str) -> None:
+    """Answer a claimed request with the remote protocol's reply line."""
+    _write(reply_path(pid), {"reply": line, "written": time.time()})
+
+
+# -- server side -----------------------------------------------------------------------------
+
+
+def read_marker(pid: int, connection_file: str) -> Marker | None:
+    """The marker of the kernel process ``pid`` started with ``connection_file``; None when that
+    kernel has not declared it handles ``SIGNAL`` (no loop runs, or the marker is another
+    process's that had the same pid)."""
+    data = _read(marker_path(pid))
+    if data is None:
+        return None
+    try:
+        marker = Marker(**data)
+    except TypeError:
+        return None
+    if marker.pid != pid or not connection_file or marker.connection_file != os.path.basename(connection_file):
+        return None
+    return marker
+
+
+def send_request(process: Any, request: PauseRequest) -> None:
+    """Write the request, then signal that one process (``process.send_signal``, not its group)."""
+    _unlink(reply_path(process.pid))
+    _write(request_path(process.pid), asdict(request))
+    process.send_signal(SIGNAL)
+
+
+def withdraw_request(pid: int) -> bool:
+    """Take back a request not yet claimed; False when the kernel has claimed it (it will answer)."""
+    return _unlink(request_path(pid))
+
+
+def take_reply(pid: int) -> str | None:
+    """The reply line to a claimed request, once written (and then removed)."""
+    data = _read(reply_path(pid))
+    if data is None:
+        return None
+    _unlink(reply_path(pid))
+    line = data.get("reply")
+    return line if isinstance(line, str) else None

@@ -1,0 +1,218 @@
+"""Pause and preemption at the safe points of a running ``steps`` loop (the kernel's side).
+
+While a cell runs a ``steps`` loop, this module, registered with ``loops.on_safe_point``:
+
+- keeps the kernel's marker (``interrupt``) up to date, at most once a second, so the server knows
+  it may send a pause request, and handles that request's signal (the handler only sets a flag);
+- at the next safe point after a request, checkpoints (trigger ``button`` or ``spot``), answers the
+  server and stops the cell with ``CellPaused``;
+- after a SIGTERM, checkpoints at the next safe point and lets the process end (``defer_sigterm``);
+  if none comes within the grace budget, the SIGTERM handler checkpoints mid-cell instead.
+
+It also knows whether a cell is running, so a checkpoint taken outside any safe point can be
+marked ``mid_cell`` in its manifest.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from . import background, interrupt
+from .loops import SafePoint, on_safe_point
+
+
+class CellPaused(BaseException):
+    """The running cell was stopped at a safe point because its session was paused.
+
+    Like ``KeyboardInterrupt``, it is an interruption rather than an error: it passes through
+    ``except Exception`` in the user's loop, so no code after the loop runs on half-done work.
+    """
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback: the message alone."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+@dataclass
+class _State:
+    installed: bool = False  # the signal handler is ours and the hooks are registered
+    cell_running: bool = False
+    point: SafePoint | None = None  # the last safe point of the running cell
+    marker_at: float = 0.0
+    requested: bool = False  # the pause signal came since the last safe point
+    sigterm: Callable[[], object] | None = None  # takes the checkpoint and ends the process
+    sigterm_deadline: float = 0.0
+    mid_cell: bool = False  # a checkpoint being captured now is outside any safe point
+
+
+_state = _State()
+_registered = False
+_events = False  # IPython tells this module when cells start and end
+
+
+def install() -> None:
+    """Act at the safe points of every ``steps`` loop of this process (idempotent)."""
+    global _registered, _events
+    if not _registered:
+        _registered = True
+        on_safe_point(_at_safe_point)
+    shell = _shell()
+    if shell is not None and not _events:
+        _events = True
+        shell.events.register("pre_run_cell", _cell_started)
+        shell.events.register("post_run_cell", _cell_ended)
+
+
+def _shell() -> Any:
+    if "IPython" not in sys.modules:
+        return None
+    from IPython import get_ipython
+
+    return get_ipython()
+
+
+def in_loop() -> bool:
+    """Whether the running cell has reached a safe point (its ``steps`` loop may reach another)."""
+    return _state.point is not None
+
+
+def cell_running() -> bool:
+    """Whether a cell is running now (as far as IPython's events tell; False outside IPython)."""
+    return _state.cell_running
+
+
+@contextlib.contextmanager
+def capturing_mid_cell(yes: bool = True) -> Iterator[None]:
+    """Mark the checkpoints captured inside this block as taken mid-cell (see ``mid_cell``)."""
+    before, _state.mid_cell = _state.mid_cell, yes
+    try:
+        yield
+    finally:
+        _state.mid_cell = before
+
+
+def mid_cell() -> bool:
+    """Whether the checkpoint being captured now was taken inside a running cell, outside any safe
+    point (so variables that cell was changing may be halfway updated)."""
+    return _state.mid_cell
+
+
+def defer_sigterm(act: Callable[[], object], grace: float) -> bool:
+    """After SIGTERM: if a ``steps`` loop runs (or a checkpoint is being taken), have ``act``
+    (checkpoint, then end the process) run at the next safe point, or when the cell ends; True
+    when deferred.
+
+    False when there is no loop to wait for, or the budget of ``grace`` seconds is spent: the
+    caller acts now. A second SIGTERM within the budget is absorbed. A timer sends SIGTERM again
+    when the budget runs out, so the handler acts even if no safe point comes.
+    """
+    if _state.sigterm is not None:
+        return time.monotonic() < _state.sigterm_deadline
+    if (_state.point is None and not background.held_here()) or grace <= 0:
+        return False  # (a checkpoint being taken on this thread is never interleaved with)
+    _state.sigterm = act
+    _state.sigterm_deadline = time.monotonic() + grace
+    timer = threading.Timer(grace, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.daemon = True
+    timer.start()
+    return True
+
+
+# -- at a safe point -------------------------------------------------------------------------
+
+
+def _at_safe_point(point: SafePoint) -> None:
+    _state.point = point
+    _state.cell_running = _events  # a safe point is inside a cell (installed during it, maybe)
+    if not _state.installed:
+        _install_handler()
+    now = time.monotonic()
+    if _state.installed and now - _state.marker_at >= interrupt.MARKER_INTERVAL:
+        _state.marker_at = now
+        interrupt.write_marker(
+            interrupt.Marker(os.getpid(), _connection_file(), point.step, point.description, time.time())
+        )
+    if _state.sigterm is not None:
+        _state.sigterm()
+    if _state.requested:
+        _state.requested = False
+        request = interrupt.claim_request(os.getpid())
+        if request is not None:
+            _pause_here(request, point)
+
+
+def _install_handler() -> None:
+    """Handle the pause signal, unless this is not the main thread or the signal already has a
+    handler (the user's): then no marker is written and no request comes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(interrupt.SIGNAL) not in (signal.SIG_DFL, None):
+        return
+    signal.signal(interrupt.SIGNAL, _on_signal)
+    atexit.register(interrupt.remove_marker, os.getpid())
+    _state.installed = True
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    _state.requested = True
+
+
+def _connection_file() -> str:
+    """The basename of this kernel's connection file ('' outside a kernel)."""
+    try:
+        from ipykernel.connect import get_connection_file
+
+        return os.path.basename(get_connection_file())
+    except Exception:  # not a kernel (a script, a test): no server can send a request here
+        return ""
+
+
+def _pause_here(request: interrupt.PauseRequest, point: SafePoint) -> None:
+    """Checkpoint for the server's request, answer it, then stop the cell (or, if the checkpoint
+    failed, answer that and let the loop go on)."""
+    from ..kernel.remote import ErrorReply, PauseReply
+    from .checkpoint import checkpoint
+
+    try:
+        result = checkpoint(session=request.session, trigger=request.trigger)
+    except Exception as e:  # the server reports it; the loop goes on, nothing was stopped
+        interrupt.write_reply(os.getpid(), ErrorReply("pause", type(e).__name__, str(e)).to_line())
+        return
+    reply = PauseReply(result.manifest.id, result.summary(), [r.name for r in result.skipped])
+    interrupt.write_reply(os.getpid(), reply.to_line())
+    if _state.sigterm is not None:
+        _state.sigterm()
+    _leave_loop()
+    raise CellPaused(
+        f"paused at {point.description} (checkpoint {result.manifest.id}); resume, then run this cell again to continue"
+    )
+
+
+def _leave_loop() -> None:
+    _state.point = None
+    _state.marker_at = 0.0
+    if _state.installed:
+        interrupt.remove_marker(os.getpid())
+
+
+# -- cells -----------------------------------------------------------------------------------
+
+
+def _cell_started(info: Any = None) -> None:
+    _state.cell_running = True
+
+
+def _cell_ended(result: Any = None) -> None:
+    _state.cell_running = False
+    _leave_loop()
+    if _state.sigterm is not None:  # the cell ended before another safe point: act between cells
+        _state.sigterm()
