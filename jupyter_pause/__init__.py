@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     )
     from .engine.cycle import Cycle, resume_and_verify
     from .engine.journal import journal
+    from .engine.loops import steps
     from .engine.restore import ResumeResult, resume
     from .engine.verdict import Verdict, verify
     from .kernel.widget import status
@@ -48,6 +49,7 @@ _LAZY = {
     "Cycle": ".engine.cycle",
     "resume_and_verify": ".engine.cycle",
     "journal": ".engine.journal",
+    "steps": ".engine.loops",
     "ResumeResult": ".engine.restore",
     "resume": ".engine.restore",
     "Verdict": ".engine.verdict",
@@ -75,6 +77,7 @@ __all__ = [
     "resume",
     "resume_and_verify",
     "status",
+    "steps",
     "verify",
 ]
 

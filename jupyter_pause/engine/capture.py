@@ -17,7 +17,7 @@ from ..errors import SelectionError, SerializationError
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import fingerprint, lineage, modelcheck, probe, rng
+from . import fingerprint, lineage, loops, modelcheck, probe, rng
 from .context import make_context
 from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
@@ -74,6 +74,8 @@ class Prepared:
     models: Future[dict[str, Any]]
     unread: int
     unhashed: dict[str, Any]
+    loops: list[dict[str, Any]] = field(default_factory=list)
+    loop_state: BlobRef | None = None
     # filled in by ``describe``
     variables: list[VariableRecord] = field(default_factory=list)
     small: dict[str, Any] = field(default_factory=dict)
@@ -143,6 +145,7 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
     ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())
+    running = loops.positions()
     dump = dump_variables(chosen.values)
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
@@ -162,6 +165,10 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         raise
     rng_ref = BlobRef(key=signing.digest(rng_state, algorithm), size=len(rng_state))
     plan.payloads[rng_ref.key] = rng_state
+    loop_ref = None
+    if running.state is not None:
+        loop_ref = BlobRef(key=signing.digest(running.state, algorithm), size=len(running.state))
+        plan.payloads[loop_ref.key] = running.state
     return Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -183,6 +190,9 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         models=models,
         unread=plan.unread,
         unhashed=plan.unhashed,
+        loops=running.records,
+        loop_state=loop_ref,
+        notes=running.notes,
     )
 
 

@@ -219,6 +219,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         blobs=blobs,
         rng=p.rng,
         checks=p.checks,
+        loops=p.loops,
+        loop_state=p.loop_state,
         probe=probe.fingerprint(p.probe_value),
         environment=p.environment,
         process=p.process,

@@ -19,7 +19,7 @@ from ..store.catalog import Catalog
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.storage import Buffer
-from . import activity, fingerprint, lineage, probe, rng
+from . import activity, fingerprint, lineage, loops, probe, rng
 from .arrays import ArrayLoader, target_device, to_device
 from .context import Context, make_context
 from .digests import value_digest
@@ -109,7 +109,7 @@ def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[s
 def _needed_blobs(manifest: Manifest) -> list[str]:
     keys = [v.blob.key for v in manifest.variables]
     keys += [a.blob for a in manifest.arrays.values()]
-    for ref in (manifest.rng, manifest.checks):
+    for ref in (manifest.rng, manifest.checks, manifest.loop_state):
         if ref is not None:
             keys.append(ref.key)
     return keys
@@ -165,6 +165,18 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
             pass
         good, bad = reading.result()
         return Blobs(good=good, bad=bad)
+
+
+def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> list[str]:
+    """Hand the checkpoint's loop positions to ``loops``: the same cell, run again, continues."""
+    if not everything or not manifest.loops:
+        loops.arm([], None)
+        return []
+    ref = manifest.loop_state
+    if ref is not None and ref.key not in blobs:
+        loops.arm([], None)
+        return ["loop positions NOT restored: their blob is missing or damaged; loops start from their first item"]
+    return loops.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
 
 
 def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto") -> Chosen:
@@ -277,6 +289,7 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
             notes.append(f"RNG state restored: {', '.join(state)}")
         else:
             notes.append("RNG state NOT restored: its blob is missing or damaged")
+    notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
         probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
     digests = {

@@ -91,6 +91,8 @@ class Manifest:
     process: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    loops: list[dict[str, Any]] = field(default_factory=list)  # running ``steps`` loops and their positions
+    loop_state: BlobRef | None = None  # what continuing those loops needs (RNG at a loader's start...)
     #: Captured inside a running cell, outside any safe point (a SIGTERM mid-cell): variables that
     #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
     mid_cell: bool = False
@@ -151,7 +153,7 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     data["variables"] = [VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])]
     data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]
     data["arrays"] = {k: ArrayRecord(**a) for k, a in data.get("arrays", {}).items()}
-    for name in ("rng", "checks"):
+    for name in ("rng", "checks", "loop_state"):
         if data.get(name):
             data[name] = BlobRef(**data[name])
     return Manifest(**data)
