@@ -2,7 +2,8 @@
 
 SIGTERM: the kernel checkpoints within the grace window and then ends as SIGTERM asked; inside a
 ``steps`` loop it first waits (a configurable budget) for the next safe point. The periodic
-fallback runs between cells, so a notice that never comes costs at most N minutes.
+fallback runs between cells and at the safe points of running ``steps`` loops, so a notice that
+never comes costs at most N minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..engine import safepoints
+from ..engine import loops, safepoints
 from ..errors import PauseError
 
 _sigterm_installed = False
@@ -68,7 +69,8 @@ def install_sigterm_checkpoint(take: Callable[[], Any], grace: float = 0.0) -> b
 
 @dataclass
 class Periodic:
-    """A checkpoint every ``minutes``, taken after a cell finishes once that much time has passed."""
+    """A checkpoint every ``minutes``, taken once that much time has passed: after a cell
+    finishes, or at a safe point of a running ``steps`` loop (quietly there: the status shows it)."""
 
     minutes: float
     take: Callable[[], Any]
@@ -76,19 +78,29 @@ class Periodic:
     failures: int = 0
 
     def after_cell(self, result: Any = None) -> None:
+        summary = self._take_if_due()
+        if summary:
+            print(f"periodic {summary.splitlines()[0]}")
+
+    def at_safe_point(self, point: loops.SafePoint) -> None:
+        self._take_if_due(f" at {point.description}")
+
+    def _take_if_due(self, where: str = "") -> str | None:
         if time.monotonic() - self.last < self.minutes * 60:
-            return
-        self.last = time.monotonic()
+            return None
         try:
             summary = self.take()
             self.failures = 0
-            print(f"periodic {summary.splitlines()[0]}")
+            return summary
         except PauseError as e:
             self.failures += 1
             print(
-                f"jupyter-pause: periodic checkpoint failed ({e}); will try again in {self.minutes:g} min",
+                f"jupyter-pause: periodic checkpoint{where} failed ({e}); will try again in {self.minutes:g} min",
                 file=sys.stderr,
             )
+            return None
+        finally:
+            self.last = time.monotonic()
 
 
 class PeriodicRegistry:
@@ -101,11 +113,13 @@ class PeriodicRegistry:
         self.stop(shell)
         self.current = Periodic(minutes, take)
         shell.events.register("post_run_cell", self.current.after_cell)
+        loops.on_safe_point(self.current.at_safe_point)
         return self.current
 
     def stop(self, shell: Any) -> bool:
         if self.current is None:
             return False
         shell.events.unregister("post_run_cell", self.current.after_cell)
+        loops.remove(self.current.at_safe_point)
         self.current = None
         return True

@@ -42,7 +42,11 @@ class PauseMagics(Magics):
     @argument("--exclude", nargs="+", default=[], metavar="PATTERN", help="names to leave out (globs)")
     @argument("--strict", action="store_true", help="fail, saving nothing, if a variable cannot be saved")
     @argument("--tag", help="free text stored with the checkpoint")
-    @argument("--every", metavar="MINUTES", help="also checkpoint every MINUTES between cells; 'off' stops")
+    @argument(
+        "--every",
+        metavar="MINUTES",
+        help="also checkpoint every MINUTES (between cells and at safe points of steps loops); 'off' stops",
+    )
     @argument(
         "--async",
         dest="background",
@@ -131,7 +135,10 @@ class PauseMagics(Magics):
         if not minutes > 0:
             raise UsageError("--every takes a positive number of minutes, or 'off'")
         self.periodic.start(self.shell, minutes, take)  # type: ignore[arg-type]
-        print(f"checkpointing every {minutes:g} min between cells (%checkpoint --every off stops it)")
+        print(
+            f"checkpointing every {minutes:g} min between cells and at the safe points of jupyter_pause.steps "
+            "loops (%checkpoint --every off stops it)"
+        )
 
     @magic_arguments()
     @argument("checkpoint", nargs="?", default="latest", help="checkpoint id or prefix (default: latest)")
