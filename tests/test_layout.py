@@ -172,3 +172,47 @@ def test_stray_files_in_a_store_are_neither_listed_nor_cleaned_up(tmp_path: Path
     report = collect(catalog, "s", grace=0, now=time.time() + 10)
     assert report.blobs_removed == 1 and not store.exists(orphan)
     assert all(store.exists(key) for key in strays)
+
+
+ITEM = "0123456789abcdef0123456789abcdef"
+RUN = "20270115-080000-123456-a1b2"
+
+
+def test_every_key_of_a_journal() -> None:
+    base = "sessions/exp/journals/ocr/2/"
+    assert layout.journal_versions_prefix("exp", "ocr") == "sessions/exp/journals/ocr/"
+    assert layout.journal_prefix("exp", "ocr", "2") == base
+    assert layout.journal_done_key("exp", "ocr", "2", ITEM) == f"{base}done/01/{ITEM}"
+    assert layout.journal_failed_key("exp", "ocr", "2", ITEM, RUN, 3) == f"{base}failed/01/{ITEM}/{RUN}-3"
+    assert layout.journal_run_key("exp", "ocr", "2", RUN) == f"{base}runs/{RUN}.json"
+    assert layout.journal_run_key("exp", "ocr", "2", RUN, "keys") == f"{base}runs/{RUN}.keys"
+
+
+def test_journal_keys_read_back_into_their_names() -> None:
+    assert layout.journal_done_item(layout.journal_done_key("exp", "ocr", "2", ITEM)) == ITEM
+    assert layout.journal_failed_item(layout.journal_failed_key("exp", "ocr", "2", ITEM, RUN, 3)) == (ITEM, RUN, 3)
+    assert layout.journal_run(layout.journal_run_key("exp", "ocr", "2", RUN)) == RUN
+    base = "sessions/exp/journals/ocr/2/"
+    for stray in (
+        f"{base}done/01/.{ITEM}.123-456.part",  # a write that was interrupted
+        f"{base}done/02/{ITEM}",  # wrong fan-out folder
+        f"{base}done/01/{ITEM}/x",
+        f"{base}runs/{RUN}.keys",
+    ):
+        assert layout.journal_done_item(stray) is None
+        assert layout.journal_failed_item(stray) is None
+        assert layout.journal_run(stray) is None
+
+
+@pytest.mark.parametrize("name", ["", "a/b", "..", ".hidden", "a b", "x" * 129, None, 2])
+def test_a_bad_journal_name_or_version_builds_no_key(name) -> None:
+    with pytest.raises(PauseError, match="invalid journal name"):
+        layout.journal_prefix("exp", name, "1")
+    with pytest.raises(PauseError, match="invalid journal version"):
+        layout.journal_prefix("exp", "ocr", name)
+
+
+def test_new_run_ids_are_valid_and_sort_by_time() -> None:
+    first, second = layout.new_run_id(T0), layout.new_run_id(T0 + 0.000002)
+    assert first.startswith("20270115-080000-000000-") and first < second
+    assert layout.journal_run(layout.journal_run_key("exp", "ocr", "1", first)) == first

@@ -413,3 +413,10 @@ def test_large_s3_blobs_are_never_held_twice_in_memory(s3_env: str) -> None:
     extra = 3 * REMOTE_BLOCK + REMOTE_CHUNK  # a part buffered, its copy being sent, one chunk; < the blob
     assert write_peak < extra, f"writing held {write_peak >> 20} MiB"
     assert read_peak < data.nbytes + extra, f"reading held {read_peak >> 20} MiB beyond the blob"
+
+
+def test_create_writes_only_where_nothing_is(store: Store) -> None:
+    assert store.create("journal/done/x", b"first") is True
+    assert store.create("journal/done/x", b"second") is False
+    assert bytes(store.read("journal/done/x")) == b"first"
+    assert list(store.list("journal")) == ["journal/done/x"]  # no temporary name left behind
