@@ -17,7 +17,7 @@ from ..errors import SelectionError, SerializationError
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import fingerprint, lineage, loops, modelcheck, probe, rng
+from . import fingerprint, lineage, loops, modelcheck, probe, rng, safepoints
 from .context import make_context
 from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
@@ -85,6 +85,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     process: dict[str, Any] = field(default_factory=dict)
+    mid_cell: bool = False
 
 
 def _kind(value: Any) -> str:
@@ -193,6 +194,7 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         loops=running.records,
         loop_state=loop_ref,
         notes=running.notes,
+        mid_cell=safepoints.mid_cell(),
     )
 
 

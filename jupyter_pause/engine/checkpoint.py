@@ -225,6 +225,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         environment=p.environment,
         process=p.process,
         hash=p.algorithm,
+        mid_cell=p.mid_cell,
     )
     notes = list(p.notes)
     if p.position.new:

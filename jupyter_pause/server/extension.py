@@ -17,7 +17,11 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
 
     The server's own environment is left alone; only the environment it hands to kernels grows.
     """
-    exported = {ENV_VARS["store"]: config.store, ENV_VARS["node"]: config.node}
+    exported = {
+        ENV_VARS["store"]: config.store,
+        ENV_VARS["node"]: config.node,
+        ENV_VARS["sigterm_grace"]: repr(config.sigterm_grace),
+    }
     if config.storage_options:
         exported[ENV_VARS["storage_options"]] = json.dumps(config.storage_options)
     if config.signing_key:

@@ -1,0 +1,124 @@
+"""SIGTERM reaching into a running cell, with real kernels: at a ``steps`` loop's next safe point
+(continued exactly after a resume), or mid-cell, marked so, when no safe point comes in time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_pause.engine import interrupt
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.storage import Store
+from tests.training import LOSSES, SETUP, STEPS, TRAIN
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(check, timeout: float, what: str):
+    """Poll ``check`` until it gives something true; that value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def marker_of(kernel, runtime: str) -> Path:
+    """The kernel's marker: it exists once the kernel's loop has reached a safe point."""
+    return Path(runtime) / interrupt.marker_path(kernel.pid).name
+
+
+def terminate(kernel) -> int:
+    """SIGTERM the kernel; its exit status once it has ended."""
+    process = kernel.manager.provisioner.process
+    os.kill(kernel.pid, signal.SIGTERM)
+    status = process.wait(timeout=60)
+    kernel.close()
+    return status
+
+
+def reference_losses(start_kernel, cwd: Path) -> list[str]:
+    """The losses of the training run, uninterrupted."""
+    ref = start_kernel(cwd)
+    ref.run(SETUP).ok()
+    ref.run(TRAIN).ok()
+    return json.loads(ref.run(LOSSES).ok().stdout)
+
+
+def test_sigterm_in_a_training_loop_checkpoints_at_a_safe_point_and_continues_exactly(
+    start_kernel, jupyter_dirs, tmp_path
+):
+    store, env = tmp_path / "store", {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "t"}
+    for folder in ("ref", "a", "b"):
+        (tmp_path / folder).mkdir()
+    want = reference_losses(start_kernel, tmp_path / "ref")
+    assert len(want) == STEPS
+
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\n" + SETUP + "pace = 0.1").ok()
+    a.send(TRAIN)
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(str(store))).checkpoints("t")
+    assert taken.trigger == "sigterm" and not taken.mid_cell
+    assert 0 < taken.loops[-1]["done"] < STEPS  # inside the loop, not after it
+
+    b = start_kernel(tmp_path / "b", **env)
+    assert "verdict: restored" in b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    assert "captured mid-cell" not in b.run("%resume --check").ok().stdout
+    b.run(TRAIN).ok()
+    got = json.loads(b.run(LOSSES).ok().stdout)
+    assert got == want  # the same number of steps, each loss bit-identical
+
+
+def test_sigterm_mid_cell_without_steps_is_marked_and_the_verdict_says_so(start_kernel, tmp_path):
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "mid"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\nimport time\nprogress = []").ok()
+    a.send("open('running', 'w').close()\nwhile True:\n    progress.append(len(progress))\n    time.sleep(0.01)")
+    wait_for((tmp_path / "a" / "running").exists, 60, "the cell's start")
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("mid")
+    assert taken.trigger == "sigterm" and taken.mid_cell
+
+    b = start_kernel(tmp_path / "b", **env)
+    out = b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    assert "verdict: restored" in out and "the state was captured mid-cell" in out
+    assert b.value("len(progress)") > 0
+
+
+def test_sigterm_between_cells_is_not_marked_mid_cell(start_kernel, tmp_path):
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "idle"}
+    (tmp_path / "a").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\nx = 1").ok()
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("idle")
+    assert not taken.mid_cell
+
+
+def test_a_step_longer_than_the_grace_budget_gets_a_mid_cell_checkpoint(start_kernel, jupyter_dirs, tmp_path):
+    env = {
+        "JUPYTER_PAUSE_STORE": str(tmp_path / "store"),
+        "JUPYTER_PAUSE_SESSION": "slow",
+        "JUPYTER_PAUSE_SIGTERM_GRACE": "1",
+    }
+    (tmp_path / "a").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\nimport time\nimport jupyter_pause as jp").ok()
+    a.send("for i in jp.steps(range(3)):\n    time.sleep(0 if i == 0 else 600)")
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    started = time.monotonic()
+    assert terminate(a) == -signal.SIGTERM
+    assert time.monotonic() - started < 30  # the budget (1 s), then the checkpoint; not the 600 s step
+    (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("slow")
+    assert taken.trigger == "sigterm" and taken.mid_cell

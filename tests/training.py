@@ -1,0 +1,41 @@
+"""A small training run for tests of pausing inside a loop: shuffled DataLoader, dropout, AdamW,
+StepLR, nested ``jp.steps`` loops over epochs and batches, each loss recorded."""
+
+from __future__ import annotations
+
+#: Epochs and batches per epoch of ``TRAIN``.
+EPOCHS, BATCHES = 3, 8
+
+SETUP = f"""
+import json, time
+import torch
+import jupyter_pause as jp
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+data = TensorDataset(torch.randn({BATCHES * 8}, 8), torch.randn({BATCHES * 8}, 1))
+loader = DataLoader(data, batch_size=8, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+losses = []
+pace = 0.0
+"""
+
+#: The cell that trains; re-run after a resume, it continues where the checkpoint was taken.
+TRAIN = f"""
+for epoch in jp.steps(range({EPOCHS})):
+    model.train()
+    for x, y in jp.steps(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        time.sleep(pace)
+    sched.step()
+"""
+
+#: Prints the losses so that equal floats print equal text (repr round-trips exactly).
+LOSSES = "print(json.dumps([repr(v) for v in losses]))"
+
+STEPS = EPOCHS * BATCHES
