@@ -1,0 +1,341 @@
+"""The pause request channel and the kernel's acts at safe points, without kernels: marker,
+request and reply files, the signal, SIGTERM's deferral, the mid-cell mark, and the server's wait."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_pause.config import ENV_VARS, PauseConfig
+from jupyter_pause.engine import background, interrupt, safepoints
+from jupyter_pause.engine.loops import SafePoint
+from jupyter_pause.errors import PauseError
+from jupyter_pause.kernel import remote
+from jupyter_pause.server import kernelrun
+from jupyter_pause.store.manifest import Manifest
+
+
+@pytest.fixture(autouse=True)
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "runtime"
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture
+def kernel_side(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """This process as a kernel running a loop: fresh state, a connection file, its SIGUSR1 back after."""
+    monkeypatch.setattr(safepoints, "_state", safepoints._State())
+    monkeypatch.setattr(safepoints, "_connection_file", lambda: "kernel-abc.json")
+    timers: list[float] = []
+    monkeypatch.setattr(safepoints.threading, "Timer", lambda grace, *a: FakeTimer(grace, timers))
+    before = signal.getsignal(interrupt.SIGNAL)
+    yield timers
+    signal.signal(interrupt.SIGNAL, before)
+    interrupt.remove_marker(os.getpid())
+
+
+class FakeTimer:
+    def __init__(self, grace: float, started: list[float]) -> None:
+        self.grace, self.started, self.daemon = grace, started, False
+
+    def start(self) -> None:
+        self.started.append(self.grace)
+
+
+@dataclass
+class Taken:
+    """What a checkpoint stand-in gives back (the fields ``_pause_here`` reads)."""
+
+    manifest: Any
+    skipped: list[Any] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"checkpoint {self.manifest.id}"
+
+
+def fake_checkpoint(monkeypatch: pytest.MonkeyPatch, fail: Exception | None = None) -> list[dict[str, Any]]:
+    calls: list[dict[str, Any]] = []
+
+    def checkpoint(**kwargs: Any) -> Taken:
+        calls.append(kwargs)
+        if fail is not None:
+            raise fail
+        return Taken(manifest=type("M", (), {"id": f"ck{len(calls)}"})())
+
+    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", checkpoint)
+    return calls
+
+
+POINT = SafePoint(loop="cell-1:line-2:depth-1", step=137, description="step 137 of epoch 3", depth=1)
+
+
+class SelfProcess:
+    """This process, as the server sees a kernel's process."""
+
+    pid = os.getpid()
+
+    def send_signal(self, signum: int) -> None:
+        os.kill(self.pid, signum)
+
+
+# -- the channel -----------------------------------------------------------------------------
+
+
+def test_a_marker_is_read_only_for_the_kernel_that_wrote_it():
+    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 3, "step 3", 1.0))
+    assert interrupt.read_marker(4242, "/run/jupyter/kernel-abc.json").description == "step 3"
+    assert interrupt.read_marker(4242, "/run/jupyter/kernel-other.json") is None  # the pid was reused
+    assert interrupt.read_marker(4242, "") is None
+    assert interrupt.read_marker(4243, "kernel-abc.json") is None
+    interrupt.remove_marker(4242)
+    assert interrupt.read_marker(4242, "kernel-abc.json") is None
+
+
+def test_a_request_is_claimed_once_and_then_cannot_be_withdrawn():
+    sent: list[int] = []
+    process = type("P", (), {"pid": 4242, "send_signal": lambda self, s: sent.append(s)})()
+    interrupt.send_request(process, interrupt.PauseRequest("s", "button", 1.0))
+    assert sent == [signal.SIGUSR1]  # to that process alone (its children never get it)
+    assert interrupt.claim_request(4242) == interrupt.PauseRequest("s", "button", 1.0)
+    assert interrupt.claim_request(4242) is None
+    assert interrupt.withdraw_request(4242) is False  # the kernel owns it: its answer is due
+    interrupt.write_reply(4242, "line")
+    assert interrupt.take_reply(4242) == "line"
+    assert interrupt.take_reply(4242) is None
+
+
+def test_a_withdrawn_request_is_not_acted_on():
+    process = type("P", (), {"pid": 4242, "send_signal": lambda self, s: None})()
+    interrupt.send_request(process, interrupt.PauseRequest("s", "button", 1.0))
+    assert interrupt.withdraw_request(4242) is True
+    assert interrupt.claim_request(4242) is None
+
+
+# -- the kernel at safe points ---------------------------------------------------------------
+
+
+def test_a_safe_point_declares_the_handler_and_where_the_loop_is(kernel_side):
+    safepoints._at_safe_point(POINT)
+    assert signal.getsignal(interrupt.SIGNAL) is safepoints._on_signal
+    marker = interrupt.read_marker(os.getpid(), "kernel-abc.json")
+    assert marker is not None and marker.step == 137 and marker.description == "step 137 of epoch 3"
+    safepoints._cell_ended()
+    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None and not safepoints.in_loop()
+
+
+def test_a_signal_handler_of_the_users_is_left_alone_and_nothing_is_declared(kernel_side):
+    mine = signal.signal(interrupt.SIGNAL, lambda *a: None)
+    safepoints._at_safe_point(POINT)
+    assert signal.getsignal(interrupt.SIGNAL) is not safepoints._on_signal
+    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None
+    signal.signal(interrupt.SIGNAL, mine)
+
+
+def test_a_request_checkpoints_at_the_next_safe_point_answers_and_stops_the_cell(kernel_side, monkeypatch):
+    calls = fake_checkpoint(monkeypatch)
+    safepoints._at_safe_point(POINT)
+    interrupt.send_request(SelfProcess(), interrupt.PauseRequest("train", "button", 1.0))
+    assert safepoints._state.requested
+    with pytest.raises(safepoints.CellPaused) as stopped:
+        try:
+            safepoints._at_safe_point(POINT)
+        except Exception:  # a user's loop catching errors does not swallow the pause
+            pytest.fail("CellPaused was caught by except Exception")
+    assert calls == [{"session": "train", "trigger": "button"}]
+    assert str(stopped.value) == (
+        "paused at step 137 of epoch 3 (checkpoint ck1); resume, then run this cell again to continue"
+    )
+    assert stopped.value._render_traceback_() == [f"CellPaused: {stopped.value}"]
+    reply = remote.parse_reply(interrupt.take_reply(os.getpid()), remote.PauseReply)
+    assert reply.checkpoint == "ck1"
+    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None
+
+
+def test_a_failed_checkpoint_is_answered_and_the_loop_goes_on(kernel_side, monkeypatch):
+    fake_checkpoint(monkeypatch, fail=PauseError("store unreachable"))
+    safepoints._at_safe_point(POINT)
+    interrupt.send_request(SelfProcess(), interrupt.PauseRequest("train", "button", 1.0))
+    safepoints._at_safe_point(POINT)  # no CellPaused: the cell keeps running
+    with pytest.raises(remote.RemoteError, match="store unreachable"):
+        remote.parse_reply(interrupt.take_reply(os.getpid()), remote.PauseReply)
+
+
+def test_a_signal_without_a_request_does_nothing(kernel_side, monkeypatch):
+    calls = fake_checkpoint(monkeypatch)
+    safepoints._at_safe_point(POINT)
+    os.kill(os.getpid(), interrupt.SIGNAL)
+    safepoints._at_safe_point(POINT)
+    assert calls == [] and not safepoints._state.requested
+
+
+# -- SIGTERM ---------------------------------------------------------------------------------
+
+
+def test_sigterm_without_a_loop_acts_at_once(kernel_side):
+    assert safepoints.defer_sigterm(lambda: None, grace=10) is False
+    assert kernel_side == []
+
+
+def test_sigterm_in_a_loop_acts_at_the_next_safe_point_within_the_budget(kernel_side):
+    acted: list[str] = []
+    safepoints._at_safe_point(POINT)
+    assert safepoints.defer_sigterm(lambda: acted.append("at safe point"), grace=10) is True
+    assert kernel_side == [10]  # the timer that brings SIGTERM back when the budget runs out
+    assert safepoints.defer_sigterm(lambda: acted.append("again"), grace=10) is True  # absorbed
+    safepoints._at_safe_point(POINT)
+    assert acted == ["at safe point"]
+
+
+def test_sigterm_past_the_budget_acts_at_once(kernel_side, monkeypatch):
+    safepoints._at_safe_point(POINT)
+    assert safepoints.defer_sigterm(lambda: None, grace=10) is True
+    monkeypatch.setattr(safepoints._state, "sigterm_deadline", 0.0)
+    assert safepoints.defer_sigterm(lambda: None, grace=10) is False
+
+
+def test_sigterm_when_the_cell_ends_before_a_safe_point_acts_then(kernel_side):
+    acted: list[bool] = []
+    safepoints._at_safe_point(POINT)
+    safepoints.defer_sigterm(lambda: acted.append(True), grace=10)
+    safepoints._cell_ended()
+    assert acted == [True]
+
+
+def test_sigterm_during_a_checkpoint_waits_for_it(kernel_side):
+    with background.one_at_a_time:
+        assert safepoints.defer_sigterm(lambda: None, grace=10) is True
+
+
+def test_zero_grace_never_waits(kernel_side):
+    safepoints._at_safe_point(POINT)
+    assert safepoints.defer_sigterm(lambda: None, grace=0) is False
+
+
+def test_mid_cell_is_marked_only_inside_its_block():
+    assert not safepoints.mid_cell()
+    with safepoints.capturing_mid_cell():
+        assert safepoints.mid_cell()
+        with safepoints.capturing_mid_cell(False):
+            assert not safepoints.mid_cell()
+    assert not safepoints.mid_cell()
+
+
+# -- manifest and configuration --------------------------------------------------------------
+
+
+def test_mid_cell_is_kept_in_the_manifest_and_absent_means_not():
+    manifest = Manifest(id="a", session="s", lineage="l", parent=None, created=1.0, trigger="sigterm", node="n")
+    assert Manifest.from_bytes(manifest.to_bytes()).mid_cell is False
+    manifest.mid_cell = True
+    assert Manifest.from_bytes(manifest.to_bytes()).mid_cell is True
+
+
+def test_sigterm_grace_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ENV_VARS["sigterm_grace"], "45")
+    assert PauseConfig().sigterm_grace == 45.0
+    monkeypatch.setenv(ENV_VARS["sigterm_grace"], "soon")
+    with pytest.raises(PauseError, match="JUPYTER_PAUSE_SIGTERM_GRACE must be a number of seconds"):
+        PauseConfig()
+
+
+# -- the server's wait -----------------------------------------------------------------------
+
+
+class FakeKernel:
+    """A kernel as the server's kernel manager holds it; its process answers the signal like
+    a kernel at its next safe point would (when ``answers``)."""
+
+    def __init__(self, state: str = "busy", answers: bool = True) -> None:
+        self.execution_state = state
+        self.connection_file = "/run/jupyter/kernel-abc.json"
+        self.provisioner = type("Provisioner", (), {})()
+        self.provisioner.pid = 4242
+        self.provisioner.process = self
+        self.pid = 4242
+        self.answers = answers
+        self.signals: list[int] = []
+
+    def send_signal(self, signum: int) -> None:
+        self.signals.append(signum)
+        if self.answers:
+            request = interrupt.claim_request(self.pid)
+            interrupt.write_reply(self.pid, remote.PauseReply(f"ck-{request.trigger}").to_line())
+
+    def is_alive(self) -> bool:
+        return True
+
+
+class FakeManager:
+    def __init__(self, kernel: FakeKernel) -> None:
+        self.kernel = kernel
+
+    def get_kernel(self, kernel_id: str) -> FakeKernel:
+        return self.kernel
+
+
+def wait(kernel: FakeKernel, timeout: float = 5.0, idle_after: int | None = None) -> tuple[str | None, list[str]]:
+    manager = FakeManager(kernel)
+    told: list[str] = []
+
+    async def tell(detail: str) -> None:
+        told.append(detail)
+        if idle_after is not None and len(told) >= idle_after:
+            kernel.execution_state = "idle"
+
+    async def go() -> str | None:
+        process = kernelrun.process_of(manager, "k")
+        request = interrupt.PauseRequest("train", "button", 1.0)
+        return await kernelrun.wait_for_cell(manager, "k", timeout, process, request, tell)
+
+    return asyncio.run(go()), told
+
+
+def test_an_idle_kernel_is_not_signalled():
+    kernel = FakeKernel("idle")
+    assert wait(kernel) == (None, [])
+    assert kernel.signals == []
+
+
+def test_a_busy_cell_without_a_marker_is_waited_for_and_never_signalled():
+    kernel = FakeKernel()
+    line, told = wait(kernel, idle_after=1)
+    assert line is None and told == [kernelrun.NO_SAFE_POINT] and kernel.signals == []
+
+
+def test_a_loop_is_asked_to_pause_and_its_answer_returned():
+    kernel = FakeKernel()
+    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 137, "step 137 of epoch 3", 1.0))
+    line, told = wait(kernel)
+    assert remote.parse_reply(line, remote.PauseReply).checkpoint == "ck-button"
+    assert told == ["waiting for the next safe point (step 137 of epoch 3)"]
+    assert kernel.signals == [signal.SIGUSR1]
+
+
+def test_a_marker_of_another_kernel_gets_no_signal():
+    kernel = FakeKernel()
+    interrupt.write_marker(interrupt.Marker(4242, "kernel-other.json", 1, "step 1", 1.0))
+    line, told = wait(kernel, idle_after=1)
+    assert line is None and kernel.signals == []
+
+
+def test_no_safe_point_in_time_withdraws_the_request_and_fails():
+    kernel = FakeKernel(answers=False)
+    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
+    with pytest.raises(kernelrun.KernelCodeError, match="its loop reached no safe point"):
+        wait(kernel, timeout=0.5)
+    assert interrupt.claim_request(4242) is None  # withdrawn: a later safe point will not act
+
+
+def test_a_cell_that_ends_before_its_safe_point_is_paused_the_usual_way():
+    kernel = FakeKernel(answers=False)
+    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
+    line, told = wait(kernel, idle_after=1)
+    assert line is None and kernel.signals == [signal.SIGUSR1]
+    assert interrupt.claim_request(4242) is None
