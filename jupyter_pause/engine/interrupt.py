@@ -154,6 +154,11 @@ def send_request(process: Any, request: PauseRequest) -> None:
     process.send_signal(SIGNAL)
 
 
+def claimed(pid: int) -> bool:
+    """Whether the kernel has taken up the request sent to it (it is checkpointing, or has)."""
+    return not request_path(pid).exists()
+
+
 def withdraw_request(pid: int) -> bool:
     """Take back a request not yet claimed; False when the kernel has claimed it (it will answer)."""
     return _unlink(request_path(pid))

@@ -100,7 +100,12 @@ async def wait_for_cell(
         if marker is not None and not sent:
             interrupt.send_request(popen, request)
             sent = True
-        detail = f"waiting for the next safe point ({marker.description})" if marker else NO_SAFE_POINT
+        if sent and interrupt.claimed(popen.pid):
+            detail = "checkpointing at a safe point"
+        elif marker is not None:
+            detail = f"waiting for the next safe point ({marker.description})"
+        else:
+            detail = NO_SAFE_POINT
         if detail != said:
             said = detail
             await tell(detail)
