@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import threading
 import time
@@ -97,6 +98,33 @@ def test_break_and_return_leave_the_item_pending_not_failed(store_url: str) -> N
     assert first_two() == 2
     summary = open_journal(store_url).summary()
     assert (summary.done, summary.failed, summary.pending) == (2, 0, 3)
+
+
+def test_a_loop_over_a_wrapper_of_pending_tells_break_from_raise(store_url: str) -> None:
+    def numbered(it):
+        yield from enumerate(it)
+
+    for _, n in numbered(open_journal(store_url).pending(range(5))):
+        if n == 1:
+            break
+    assert open_journal(store_url).summary().failed == 0
+    with pytest.raises(ZeroDivisionError):
+        for _, n in numbered(open_journal(store_url).pending(range(5))):
+            n / 0
+    assert open_journal(store_url).summary().failed == 1
+
+
+def test_temporary_names_of_writes_killed_long_ago_are_removed(tmp_path: Path) -> None:
+    store_url = str(tmp_path / "store")
+    open_journal(store_url).done(0, result=0)
+    folder = tmp_path / "store" / layout.journal_done_prefix(SESSION, "ocr", "1") / "ab"
+    folder.mkdir(parents=True)
+    old, fresh = folder / ".ab12.999-1.part", folder / ".ab34.999-2.part"
+    old.write_bytes(b"half a rec")
+    fresh.write_bytes(b"being writ")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert list(open_journal(store_url).pending(range(2))) == [1]
+    assert not old.exists() and fresh.exists()
 
 
 def test_failed_can_be_recorded_explicitly_with_the_exception(store_url: str) -> None:
@@ -282,7 +310,7 @@ import jupyter_pause as jp
 j = jp.journal("ocr", version={version!r})
 for n in j.pending(range({items})):
     if n == {fail_at}:
-        raise ValueError(f"page {{n}} unreadable")
+        raise {error}
     text = hashlib.sha256(str(n).encode()).hexdigest() * 32768  # 2 MiB: most of the time is in done
     j.done(n, result={{"n": n, "text": text}})
 print("finished")
@@ -321,7 +349,7 @@ def test_kernels_killed_during_done_leave_every_item_done_exactly_once(tmp_path:
         folder = tmp_path / f"node-{round_}"
         folder.mkdir()
         kernel = start_kernel(folder, **env)
-        kernel.send(CELL.format(version="1", items=ITEMS, fail_at=-1))
+        kernel.send(CELL.format(version="1", items=ITEMS, fail_at=-1, error=""))
         kill_during_done(kernel, store, done_before, mid_write=round_ % 2 == 0, rng=rng)
         done_now = open_journal(store_url).summary().done
         assert done_before < done_now < ITEMS, "the kill landed outside the loop"
@@ -331,7 +359,7 @@ def test_kernels_killed_during_done_leave_every_item_done_exactly_once(tmp_path:
 
     (tmp_path / "node-final").mkdir()
     final = start_kernel(tmp_path / "node-final", **env)
-    assert "finished" in final.run(CELL.format(version="1", items=ITEMS, fail_at=-1), timeout=120).ok().stdout
+    assert "finished" in final.run(CELL.format(version="1", items=ITEMS, fail_at=-1, error=""), timeout=120).ok().stdout
 
     results = list(open_journal(store_url).results())
     assert sorted(key for key, _ in results) == list(range(ITEMS))  # each key once
@@ -340,9 +368,14 @@ def test_kernels_killed_during_done_leave_every_item_done_exactly_once(tmp_path:
     assert (summary.done, summary.failed, summary.pending) == (ITEMS, 0, 0)
     assert len(summary.runs) == 5 and sum(r.accepted for r in summary.runs) == ITEMS
 
-    failed = final.run(CELL.format(version="2", items=ITEMS, fail_at=3))
+    failed = final.run(CELL.format(version="2", items=ITEMS, fail_at=3, error='ValueError(f"page {n} unreadable")'))
     assert failed.ename == "ValueError"
     v2 = open_journal(store_url, version="2")
     assert sorted(key for key, _ in v2.results()) == [0, 1, 2]  # a new version starts empty
     [failure] = store.list(layout.journal_failed_prefix(SESSION, "ocr", "2"))
     assert json.loads(bytes(store.read(failure)))["error"] == "ValueError: page 3 unreadable"
+
+    stopped = final.run(CELL.format(version="3", items=ITEMS, fail_at=2, error="KeyboardInterrupt"))
+    assert stopped.ename == "KeyboardInterrupt"
+    v3 = open_journal(store_url, version="3").summary()
+    assert (v3.done, v3.failed, v3.pending) == (2, 0, ITEMS - 2)  # an interruption is not a failure

@@ -38,6 +38,8 @@ Key = str | int
 
 #: First line of every done record: the format and its version.
 MAGIC = b"jupyter-pause journal record 1\n"
+#: Seconds after which a temporary name left by a killed write (local stores) is removed.
+ABANDONED_AFTER = 3600.0
 #: Done records read at once by ``results`` and ``summary``.
 READ_BATCH = 256
 
@@ -89,11 +91,19 @@ def decode_done(data: bytes | memoryview, where: str) -> tuple[dict[str, Any], b
     return header, rest
 
 
+def _consumer() -> Any:
+    """The frame that let go of the generator now being closed, or None if none is known."""
+    try:
+        return sys._getframe(2)
+    except ValueError:  # closed from outside any Python frame (interpreter shutdown)
+        return None
+
+
 def _left_by_raising(frame: Any) -> bool:
     """Whether ``frame`` let go of a loop's iterator because an exception is passing through it.
 
     ``break`` and ``return`` drop the iterator with a POP_TOP; an exception drops it wherever the
-    raising instruction is.
+    raising instruction is (also when the loop runs over a generator that wraps this one).
     """
     if frame is None:
         return False
@@ -162,7 +172,11 @@ class Journal:
 
     def _scan(self) -> tuple[set[str], dict[str, int]]:
         """Done items, and failed attempts per item: one listing of each."""
-        done = {i for key in self.store.list(self._keys("done_prefix")) if (i := layout.journal_done_item(key))}
+        listed = self.store.list(self._keys("done_prefix"))
+        done = {i for key in listed if (i := layout.journal_done_item(key))}
+        stale = time.time() - ABANDONED_AFTER
+        abandoned = [k for k, e in listed.items() if k.endswith(".part") and e.mtime is not None and e.mtime < stale]
+        self.store.delete(abandoned)  # temporary names of writes killed long ago
         failed: dict[str, int] = {}
         for key in self.store.list(self._keys("failed_prefix")):
             found = layout.journal_failed_item(key)
@@ -239,7 +253,7 @@ class Journal:
             try:
                 yield item
             except GeneratorExit:
-                frame = sys._getframe(1)
+                frame = _consumer()
                 if i not in self._done and _left_by_raising(frame):
                     self._record_raised(k, frame)
                 raise
@@ -295,7 +309,10 @@ class Journal:
         def explain(result: Any) -> None:
             shell.events.unregister("post_run_cell", explain)
             error = getattr(result, "error_in_exec", None)
-            if error is not None:
+            if error is not None and not isinstance(error, Exception):
+                # KeyboardInterrupt, a pause at a safe point: an interruption, not a failure
+                self.store.delete([record_key])
+            elif error is not None:
                 record = json.loads(bytes(self.store.read(record_key)))
                 record["error"] = f"{type(error).__name__}: {error}"
                 self.store.write(record_key, json.dumps(record).encode())
