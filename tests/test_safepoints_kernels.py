@@ -9,6 +9,7 @@ import signal
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from jupyter_pause.engine import interrupt
@@ -122,3 +123,21 @@ def test_a_step_longer_than_the_grace_budget_gets_a_mid_cell_checkpoint(start_ke
     assert time.monotonic() - started < 30  # the budget (1 s), then the checkpoint; not the 600 s step
     (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("slow")
     assert taken.trigger == "sigterm" and taken.mid_cell
+
+
+def test_the_demo_notebook_continues_exactly_after_an_interruption(start_kernel, jupyter_dirs, tmp_path):
+    demo = Path(__file__).parent.parent / "notebooks" / "pause_in_loop.ipynb"
+    setup, train, check = [c.source for c in nbformat.read(demo, as_version=4).cells if c.cell_type == "code"]
+    assert "pace = 0.5" in setup
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "demo"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\n" + setup.replace("pace = 0.5", "pace = 0.02")).ok()
+    a.send(train)
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    assert terminate(a) == -signal.SIGTERM
+    b = start_kernel(tmp_path / "b", **env)
+    assert "verdict: restored" in b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    b.run(train).ok()
+    assert "128 steps here, 128 without pausing; identical: True" in b.run(check).ok().stdout
