@@ -7,8 +7,8 @@ Other parts of jupyter-pause act at safe points through a small registry:
     remove(callback)          # stop calling it
 
 A callback may take a checkpoint or raise (a pause stops the cell that way); one that raises
-ends the loop with that exception. A safe point where nothing is registered and nothing is due
-costs well under a microsecond.
+ends the loop with that exception. A safe point where nothing is due costs about a tenth of a
+microsecond, plus about 0.7 us when any callback is registered.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import xxhash
 
@@ -34,8 +34,7 @@ from . import activity, resumable
 __all__ = ["SafePoint", "Steps", "arm", "on_safe_point", "positions", "remove", "steps"]
 
 
-@dataclass(frozen=True)
-class SafePoint:
+class SafePoint(NamedTuple):
     """A moment between two items of a running ``steps`` loop.
 
     Attributes
@@ -86,7 +85,7 @@ def remove(callback: Callable[[SafePoint], object]) -> bool:
 def _announce(loop: Loop) -> bool:
     """Call the registered callbacks at ``loop``'s safe point; True if one took a checkpoint."""
     before = activity.current.checkpoint
-    point = SafePoint(loop.identity, loop.done, _description(loop), loop.depth)
+    point = SafePoint(loop.identity, loop.yielded, f"step {loop.yielded}{loop.suffix}", loop.depth)
     for callback in tuple(_callbacks):
         callback(point)
     return activity.current.checkpoint != before
@@ -111,6 +110,10 @@ class Loop:
     between: bool = False  # in ``__next__``, the body of the last item done, the next not fetched
     created: Any = None  # what continuing this pass needs (see ``resumable.start``)
     before: Any = None  # a stateful loader's state before its current item
+    suffix: str = ""  # " of epoch 3": the enclosing loops' current items, fixed during this pass
+    finished: bool = False
+    marks: tuple[tuple[Loop, int], ...] = ()  # once finished: the enclosing loops and their items then
+    carried: Any = None  # once finished: what the loader's next pass starts from (``resumable.after_pass``)
 
     @property
     def done(self) -> int:
@@ -120,6 +123,13 @@ class Loop:
 
 #: Loops running now, outermost first (on any thread; each thread's are in order).
 _running: list[Loop] = []
+
+#: Loops whose pass ended while the code around them still runs (the cell, the enclosing item):
+#: a checkpoint records them too, so the same cell run again does not do them twice.
+_finished: dict[str, Loop] = {}
+
+#: Finished passes over loaders whose next pass depends on the last one's end state.
+_carried: dict[str, Loop] = {}
 
 
 def _live_frames(thread: int) -> set[int]:
@@ -139,15 +149,40 @@ def _prune(thread: int) -> list[Loop]:
     stale = [loop for loop in _running if loop.thread == thread and id(loop.frame) not in live]
     for loop in stale:
         _running.remove(loop)
+    for identity, loop in list(_finished.items()):
+        if loop.thread == thread and (id(loop.frame) not in live or not _still_inside(loop)):
+            del _finished[identity]
+    for identity, loop in list(_carried.items()):
+        if loop.thread == thread and id(loop.frame) not in live:
+            del _carried[identity]
     return [loop for loop in _running if loop.thread == thread]
+
+
+def _still_inside(loop: Loop) -> bool:
+    """A finished loop's enclosing loops are all still on the item during which it ran."""
+    return all(outer in _running and outer.yielded == items and not outer.between for outer, items in loop.marks)
+
+
+def _finish(loop: Loop) -> None:
+    loop.finished, loop.between = True, True
+    loop.marks = tuple((o, o.yielded) for o in _running if o.thread == loop.thread and o.depth < loop.depth)
+    loop.before = loop.created = None
+    _finished[loop.identity] = loop
+    loop.carried = resumable.after_pass(loop.source, loop.kind)
+    if loop.carried is not None:
+        _carried[loop.identity] = loop
 
 
 def _description(loop: Loop) -> str:
     """``"step 137 of epoch 3"``: items done in ``loop`` (between items) or its current item, then
     each enclosing loop's current item."""
-    outer = [other for other in _running if other.thread == loop.thread and other.depth < loop.depth]
     head = f"step {loop.done}" if loop.between else f"{loop.label} {loop.done}"
-    return head + "".join(f" of {o.label} {o.done}" for o in reversed(outer))
+    return head + loop.suffix
+
+
+def _suffix(loop: Loop) -> str:
+    outer = [other for other in _running if other.thread == loop.thread and other.depth < loop.depth]
+    return "".join(f" of {o.label} {o.done}" for o in reversed(outer))
 
 
 # --- identity ---------------------------------------------------------------------------------
@@ -261,6 +296,7 @@ class Steps:
         iterator = self._begin(loop)
         clock = _clocks.setdefault(self.identity, Clock())
         _prune(loop.thread)
+        loop.suffix = _suffix(loop)
         _running.append(loop)
         try:
             while True:
@@ -269,6 +305,8 @@ class Steps:
                 try:
                     item = next(iterator)
                 except StopIteration:
+                    _running.remove(loop)
+                    _finish(loop)
                     return
                 loop.yielded += 1
                 loop.between = False
@@ -294,6 +332,10 @@ class Steps:
         if position is None:
             iterator, loop.created = resumable.start(self.iterable, loop.kind)
             return iterator
+        loop.yielded = position.done
+        if position.finished:
+            print(f"jupyter-pause: loop {self.label!r} had finished when the checkpoint was taken; it is skipped")
+            return iter(())
         if position.length is not None and loop.length is not None and position.length != loop.length:
             print(
                 f"jupyter-pause: loop {self.label!r} had {position.length} items when checkpointed and has "
@@ -301,7 +343,6 @@ class Steps:
                 file=sys.stderr,
             )
         iterator, loop.created = resumable.resume(self.iterable, loop.kind, position.done, position.state)
-        loop.yielded = position.done
         print(
             f"jupyter-pause: loop {self.label!r} continues where the checkpoint left it: {position.done} "
             f"of {loop.length if loop.length is not None else '?'} items done"
@@ -395,22 +436,20 @@ class Positions:
 
 
 def positions() -> Positions:
-    """Where every running ``steps`` loop is, for a checkpoint taken now."""
-    loops = [loop for thread in {loop.thread for loop in _running} for loop in _prune(thread)]
+    """Where every running ``steps`` loop is, for a checkpoint taken now (and the loops that
+    finished inside what is running: the same cell run again skips them)."""
+    threads = {loop.thread for loop in [*_running, *_finished.values(), *_carried.values()]}
+    running = [loop for thread in threads for loop in _prune(thread)]
+    loops = sorted([*running, *_finished.values()], key=lambda loop: (loop.depth, not loop.finished))
     records, states, notes = [], {}, []
+    for loop in _carried.values():
+        if loop not in loops and loop.identity not in {other.identity for other in loops}:
+            records.append(_record(loop, done=0, finished=False, description=f"before the next pass of {loop.label!r}"))
+            states[loop.identity] = loop.carried
     for loop in loops:
-        records.append(
-            {
-                "loop": loop.identity,
-                "label": loop.label,
-                "depth": loop.depth,
-                "kind": loop.kind.name,
-                "done": loop.done,
-                "length": loop.length,
-                "exact": loop.kind.exact,
-                "description": _description(loop),
-            }
-        )
+        records.append(_record(loop, loop.done, loop.finished, _description(loop)))
+        if loop.finished:
+            continue
         saved = loop.created
         if loop.kind.name == "stateful":
             saved = resumable.state_now(loop.source, loop.kind) if loop.between else loop.before
@@ -419,9 +458,24 @@ def positions() -> Positions:
         if not loop.kind.exact:
             records[-1]["reason"] = loop.kind.reason
             notes.append(f"loop {loop.label!r} ({_description(loop)}) may not continue exactly: {loop.kind.reason}")
-    if records:
-        notes.append(f"loops at {_description(loops[-1])}: run the cell again after a resume to continue there")
+    if running:
+        notes.append(f"loops at {_description(running[-1])}: run the cell again after a resume to continue there")
     return Positions(records, pickle.dumps(states, protocol=5) if states else None, notes)
+
+
+def _record(loop: Loop, done: int, finished: bool, description: str) -> dict[str, Any]:
+    """A loop's position as the manifest keeps it."""
+    return {
+        "loop": loop.identity,
+        "label": loop.label,
+        "depth": loop.depth,
+        "kind": loop.kind.name,
+        "done": done,
+        "length": loop.length,
+        "exact": loop.kind.exact,
+        "finished": finished,
+        "description": description,
+    }
 
 
 @dataclass
@@ -432,6 +486,7 @@ class Armed:
     done: int
     length: int | None
     description: str
+    finished: bool = False
     state: Any = None
 
 
@@ -444,7 +499,10 @@ def arm(records: list[dict[str, Any]], state: bytes | bytearray | None) -> list[
     _armed.clear()
     states = pickle.loads(bytes(state)) if state else {}
     for r in records:
-        _armed[r["loop"]] = Armed(r["kind"], r["done"], r.get("length"), r["description"], states.get(r["loop"]))
-    if not records:
+        _armed[r["loop"]] = Armed(
+            r["kind"], r["done"], r.get("length"), r["description"], r.get("finished", False), states.get(r["loop"])
+        )
+    running = [r for r in records if not r.get("finished")]
+    if not running:
         return []
-    return [f"loops were at {records[-1]['description']}: run that cell again to continue there"]
+    return [f"loops were at {running[-1]['description']}: run that cell again to continue there"]

@@ -107,6 +107,19 @@ def state_now(iterable: Any, kind: Kind) -> Any:
     return iterable.state_dict() if kind.name == "stateful" else None
 
 
+def after_pass(iterable: Any, kind: Kind) -> Any:
+    """What a loader carries from one pass to the next, taken when a pass ends: a stateful
+    loader's state, a DataLoader's own generators (its next shuffle draws from them); ``None``
+    when the next pass depends on nothing but the session's RNG."""
+    if kind.name == "stateful":
+        return {"carried": iterable.state_dict()}
+    if kind.name == "dataloader":
+        states = _generator_states(iterable)
+        del states["torch"]
+        return {"carried": states} if states else None
+    return None
+
+
 def resume(iterable: Iterable[Any], kind: Kind, done: int, saved: Any) -> tuple[Iterator[Any], Any]:
     """Begin a pass at item ``done`` (0-based: the first item not done), in the original order.
 
@@ -114,6 +127,11 @@ def resume(iterable: Iterable[Any], kind: Kind, done: int, saved: Any) -> tuple[
     Returns the iterator and, like ``start``, what continuing it again would need. The
     session's RNG state is the same afterwards as before.
     """
+    if isinstance(saved, dict) and "carried" in saved:  # a new pass, after one that ended
+        if kind.name == "stateful":
+            return _stateful_next_pass(iterable, saved["carried"]), None
+        _set_generator_states(iterable, saved["carried"])
+        return start(iterable, kind)
     if kind.name == "range":
         return iter(iterable[done:]), None  # type: ignore[index]
     if kind.name == "stateful" and saved is not None:
@@ -121,17 +139,36 @@ def resume(iterable: Iterable[Any], kind: Kind, done: int, saved: Any) -> tuple[
             iterable.load_state_dict(saved)  # type: ignore[attr-defined]
             return iter(iterable), None
     if kind.name == "dataloader" and saved is not None:
-        now = _generator_states(iterable)
+        # The loader's own generators are left as the replay leaves them: as they were then.
         with _rng_kept():
             _set_generator_states(iterable, saved)
             iterator = iter(iterable)
             _skip_batches(iterable, iterator, done)
-            _set_generator_states(iterable, now)
         return iterator, saved
     iterator = iter(iterable)
     with _rng_kept():
         _drop(iterator, done)
     return iterator, None
+
+
+def _stateful_next_pass(loader: Any, state: Any) -> Iterator[Any]:
+    """A stateful loader's next pass from the state its last one ended in.
+
+    Loading a state makes a ``StatefulDataLoader`` draw a seed more than a plain new pass does
+    (it rebuilds its sampler); the session's RNG is put back, then draws what a plain pass of a
+    DataLoader draws at its start (its base seed), so the random streams go on identically.
+    """
+    loader_type = _dataloader_type()
+    if loader_type is None or not isinstance(loader, loader_type):
+        loader.load_state_dict(state)
+        return iter(loader)
+    import torch
+
+    with _rng_kept():
+        loader.load_state_dict(state)
+        iterator = iter(loader)
+    torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
+    return iterator
 
 
 def _drop(iterator: Iterator[Any], n: int) -> None:
@@ -181,7 +218,8 @@ def _generator_states(loader: Any) -> dict[str, Any]:
 def _set_generator_states(loader: Any, states: dict[str, Any]) -> None:
     import torch
 
-    torch.set_rng_state(states["torch"])
+    if "torch" in states:
+        torch.set_rng_state(states["torch"])
     for path in GENERATOR_PATHS:
         generator = _follow(loader, path)
         key = ".".join(path)

@@ -1,0 +1,383 @@
+"""``jupyter_pause.steps``: safe points between items, loop positions in checkpoints, exact
+continuation after a resume (ranges, lists, generators, shuffled DataLoaders), ``every``.
+
+Cells run here as IPython runs them: the source in ``linecache`` under a file name that holds the
+process (``/tmp/ipykernel_<pid>/...``); a "new kernel" runs the same source under another name.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import random
+import time
+from datetime import timedelta
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import jupyter_pause as jp
+from jupyter_pause.engine import loops
+from jupyter_pause.errors import PauseError
+from jupyter_pause.kernel.autocheckpoint import Periodic
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.manifest import Manifest
+from jupyter_pause.store.storage import Store
+from tests.processes import another_process
+
+_cells = 0
+
+
+def run_cell(source: str, namespace: dict, kernel: str = "1") -> None:
+    """Run ``source`` as kernel ``kernel`` runs a cell."""
+    global _cells
+    _cells += 1
+    filename = f"/tmp/ipykernel_{kernel}/{_cells}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+
+
+class Stop(Exception):
+    """Ends a cell at a chosen safe point, as a kill would."""
+
+
+@pytest.fixture
+def at_step():
+    """``at_step(n, action)``: call ``action(point)`` at the n-th safe point of any loop, then stop."""
+    seen = []
+    registered = []
+
+    def arrange(n, action=lambda point: None, stop=True):
+        def callback(point):
+            seen.append(point)
+            if len(seen) == n:
+                action(point)
+                if stop:
+                    raise Stop
+
+        registered.append(loops.on_safe_point(callback))
+        return seen
+
+    yield arrange
+    for callback in registered:
+        loops.remove(callback)
+    loops.arm([], None)
+
+
+def interrupted_then_continued(source, make_namespace, stop_after, kernel_b="2", before_continuing=None):
+    """Run ``source`` and stop at safe point ``stop_after`` holding the positions and RNG state
+    there; then continue in a new namespace (as a new kernel would after a resume). Returns
+    (uninterrupted ``out``, ``out`` before the stop + after the continuation, the positions)."""
+    whole = make_namespace()
+    run_cell(source, whole)
+    taken = {}
+
+    def take(point):
+        taken["positions"] = loops.positions()
+        taken["rng"] = (torch.get_rng_state(), random.getstate())
+
+    callback = _nth_safe_point(stop_after, take)
+    first = make_namespace()
+    with pytest.raises(Stop):
+        run_cell(source, first)
+    loops.remove(callback)
+    positions = taken["positions"]
+    second = make_namespace()
+    second["out"] = list(first["out"])
+    torch.set_rng_state(taken["rng"][0])
+    random.setstate(taken["rng"][1])
+    loops.arm(positions.records, positions.state)
+    if before_continuing is not None:
+        before_continuing()
+    run_cell(source, second, kernel=kernel_b)
+    return whole["out"], second["out"], positions
+
+
+def _nth_safe_point(n, action):
+    count = [0]
+
+    def callback(point):
+        count[0] += 1
+        if count[0] == n:
+            action(point)
+            raise Stop
+
+    return loops.on_safe_point(callback)
+
+
+NESTED = """
+import jupyter_pause as jp
+for epoch in jp.steps(range(3)):
+    for x in jp.steps(data):
+        out.append((epoch, x))
+"""
+
+
+def test_nested_loops_continue_with_the_next_unfinished_item():
+    def namespace():
+        return {"data": ["a", "b", "c", "d"], "out": []}
+
+    whole, continued, positions = interrupted_then_continued(NESTED, namespace, stop_after=7)
+    assert continued == whole and len(whole) == 12  # none repeated, none skipped
+    outer, inner = positions.records
+    assert (outer["label"], outer["done"], outer["kind"]) == ("epoch", 1, "range")  # item 1 is running
+    assert (inner["label"], inner["done"], inner["kind"]) == ("x", 2, "sequence")  # 2 of 4 done
+    assert inner["description"] == "step 2 of epoch 1" and inner["depth"] == 1
+
+
+def test_a_loop_at_the_end_of_its_pass_lets_the_rest_of_the_outer_item_run():
+    source = NESTED + "    out.append(('end of epoch', epoch))\n"
+
+    def namespace():
+        return {"data": ["a", "b"], "out": []}
+
+    whole, continued, positions = interrupted_then_continued(source, namespace, stop_after=2)
+    assert positions.records[1]["done"] == 2  # the inner loop had finished, the epoch had not
+    assert continued == whole
+
+
+def test_identity_comes_from_the_cell_text_line_and_depth_not_the_file_name(at_step):
+    source = "for i in jp.steps(range(2)):\n    for j in jp.steps(range(2)):\n        pass\n"
+    points = at_step(99, stop=False)
+    run_cell(source, {"jp": jp}, kernel="1")
+    run_cell(source, {"jp": jp}, kernel="2")
+    first, second = points[: len(points) // 2], points[len(points) // 2 :]
+    assert [p.loop for p in first] == [p.loop for p in second]
+    assert len({p.loop for p in first}) == 2  # inner and outer differ
+    assert {p.depth for p in first} == {0, 1}
+    run_cell("\n" + source, {"jp": jp})  # another cell (the text differs): other identities
+    assert not {p.loop for p in points[len(first) * 2 :]} & {p.loop for p in first}
+
+
+def test_a_name_overrides_the_derived_identity(at_step):
+    points = at_step(99, stop=False)
+    run_cell("for i in jp.steps([1, 2], name='warmup'):\n    pass\n", {"jp": jp})
+    assert [(p.loop, p.step) for p in points] == [("warmup", 1), ("warmup", 2)]
+    with pytest.raises(PauseError, match="non-empty string"):
+        jp.steps([1], name="  ")
+
+
+def test_a_loop_whose_identity_does_not_match_starts_from_the_beginning():
+    loops.arm([{"loop": "elsewhere", "kind": "sequence", "done": 2, "description": "step 2"}], None)
+    try:
+        out = []
+        run_cell("for i in jp.steps([1, 2, 3]):\n    out.append(i)\n", {"jp": jp, "out": out})
+        assert out == [1, 2, 3]
+        # the matching loop takes its position on its first pass only
+        run_cell("for i in jp.steps([1, 2, 3], name='elsewhere'):\n    out.append(i)\n", {"jp": jp, "out": out})
+        run_cell("for i in jp.steps([1, 2, 3], name='elsewhere'):\n    out.append(i)\n", {"jp": jp, "out": out})
+        assert out == [1, 2, 3, 3, 1, 2, 3]
+    finally:
+        loops.arm([], None)
+
+
+def test_a_dict_and_a_generator_over_a_list_continue():
+    source = (
+        "for k in jp.steps(table):\n    out.append(k)\nfor v in jp.steps(x * 10 for x in values):\n    out.append(v)\n"
+    )
+
+    def namespace():
+        return {"jp": jp, "table": {"a": 1, "b": 2, "c": 3}, "values": [1, 2, 3, 4], "out": []}
+
+    whole, continued, positions = interrupted_then_continued(source, namespace, stop_after=5)
+    assert continued == whole == ["a", "b", "c", 10, 20, 30, 40]
+    table, generator = positions.records
+    assert (table["kind"], table["finished"], table["done"]) == ("mapping", True, 3)  # run again, it is skipped
+    assert generator["kind"] == "iterator" and generator["exact"] is False
+    assert any("generator" in note and "drawn from it again" in note for note in positions.notes)
+
+
+LOADER = """
+import jupyter_pause as jp
+for epoch in jp.steps(range(2)):
+    for (x,) in jp.steps(loader):
+        out.append((x.tolist(), torch.rand(1).item()))
+"""
+
+
+def _loader_namespace(**options):
+    torch.manual_seed(3)
+    data = TensorDataset(torch.arange(20.0))
+    return {"torch": torch, "loader": DataLoader(data, batch_size=3, shuffle=True, **options), "out": []}
+
+
+@pytest.mark.parametrize("stop_after", [1, 4, 7, 9])
+def test_a_shuffled_dataloader_continues_in_the_same_order_and_rng_streams(stop_after):
+    whole, continued, positions = interrupted_then_continued(LOADER, _loader_namespace, stop_after)
+    assert continued == whole  # the same batches, and torch.rand draws the same numbers after them
+    assert positions.records[-1]["kind"] == "dataloader" and positions.state is not None
+
+
+def test_a_dataloader_with_its_own_generator_continues():
+    def namespace():
+        return _loader_namespace(generator=torch.Generator().manual_seed(7))
+
+    whole, continued, _ = interrupted_then_continued(LOADER, namespace, stop_after=5)
+    assert continued == whole
+
+
+def test_skipping_done_batches_loads_no_data():
+    loaded = []
+
+    class Recorded(torch.utils.data.Dataset):
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            loaded.append(i)
+            return torch.tensor(float(i))
+
+    def namespace():
+        torch.manual_seed(0)
+        return {"torch": torch, "loader": DataLoader(Recorded(), batch_size=2, shuffle=True), "out": []}
+
+    source = "import jupyter_pause as jp\nfor x in jp.steps(loader):\n    out.append(x.tolist())\n"
+    whole, continued, _ = interrupted_then_continued(source, namespace, 4, before_continuing=loaded.clear)
+    assert continued == whole
+    assert len(loaded) == 4  # the 2 batches after the stop; the 4 before it were skipped without loading
+
+
+def test_a_stateful_loader_continues_through_its_state_dict():
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def namespace():
+        torch.manual_seed(5)
+        data = TensorDataset(torch.arange(20.0))
+        return {"torch": torch, "loader": stateful.StatefulDataLoader(data, batch_size=3, shuffle=True), "out": []}
+
+    for stop_after in (3, 8):
+        whole, continued, positions = interrupted_then_continued(LOADER, namespace, stop_after)
+        assert continued == whole
+        assert "stateful" in [r["kind"] for r in positions.records]
+
+
+def test_safe_points_describe_where_the_loop_is(at_step):
+    points = at_step(99, stop=False)
+    run_cell(NESTED, {"data": [1, 2], "out": []})
+    assert [p.description for p in points[:3]] == ["step 1 of epoch 0", "step 2 of epoch 0", "step 1"]
+    assert [p.step for p in points] == [1, 2, 1, 1, 2, 2, 1, 2, 3]
+
+
+def test_a_callback_that_raises_stops_the_loop_and_leaves_no_loop_running(at_step):
+    at_step(3)
+    with pytest.raises(Stop):
+        run_cell(NESTED, {"data": [1, 2], "out": []})
+    assert loops.positions().records == []  # the cell has ended: nothing is running
+
+
+def test_a_checkpoint_outside_any_loop_records_no_positions():
+    positions = loops.positions()
+    assert positions.records == [] and positions.state is None and positions.notes == []
+
+
+@pytest.mark.parametrize(
+    ("every", "items", "seconds"),
+    [(5, 5, None), ("90s", None, 90), ("10m", None, 600), ("1.5h", None, 5400), (" 2 min ", None, 120)],
+)
+def test_every_takes_items_or_a_duration(every, items, seconds):
+    assert loops.parse_every(every) == loops.Every(items=items, seconds=seconds)
+    assert loops.parse_every(timedelta(minutes=2)) == loops.Every(seconds=120)
+
+
+@pytest.mark.parametrize("every", ["10", "ten minutes", "-5s", "0s", "5 parsecs", 0, -3, 2.5, True, [5]])
+def test_a_malformed_every_is_a_clear_error(every):
+    with pytest.raises(PauseError, match=r"steps\(every="):
+        jp.steps(range(3), every=every)
+
+
+@pytest.mark.parametrize("value", [5, 3.5, None, object()])
+def test_steps_over_something_that_is_not_iterable_is_a_clear_error(value):
+    with pytest.raises(PauseError, match=f"needs something to loop over .* not {type(value).__name__}"):
+        jp.steps(value)
+
+
+def test_every_n_items_checkpoints_at_safe_points_across_passes(monkeypatch):
+    taken = []
+    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", lambda **kw: taken.append(kw["trigger"]))
+    out = []
+    run_cell(
+        "for epoch in jp.steps(range(3)):\n    for i in jp.steps(range(4), every=3):\n        out.append(len(taken))\n",
+        {"jp": jp, "out": out, "taken": taken},
+    )
+    assert taken == ["periodic"] * 4  # 12 items, every 3rd, counted across the inner loop's passes
+    assert out[3] == 1 and out[6] == 2  # taken between items 3 and 4, 6 and 7
+
+
+def test_checkpoint_every_minutes_fires_at_safe_points_only_when_due():
+    calls = []
+    periodic = Periodic(minutes=10, take=lambda: calls.append(1) or "summary")
+    point = loops.SafePoint("loop", 3, "step 3 of epoch 0", 1)
+    periodic.at_safe_point(point)
+    assert calls == []
+    periodic.last -= 601
+    periodic.at_safe_point(point)
+    periodic.at_safe_point(point)
+    assert calls == [1]
+
+
+def test_a_safe_point_with_nothing_due_costs_microseconds():
+    """Measured with what every loop registers (pause and SIGTERM handling), and with
+    ``%checkpoint --every`` on too; typically well under a microsecond each."""
+    periodic = Periodic(minutes=60, take=lambda: "never")
+    items = range(100_000)
+    overhead = {}
+    for label, callbacks in (("default", []), ("with --every", [periodic.at_safe_point])):
+        for callback in callbacks:
+            loops.on_safe_point(callback)
+        try:
+            plain = min(_time_loop(lambda: items) for _ in range(3))
+            stepped = min(_time_loop(lambda: jp.steps(items, every="1h")) for _ in range(3))
+        finally:
+            for callback in callbacks:
+                loops.remove(callback)
+        overhead[label] = (stepped - plain) / len(items)
+    print({k: f"{v * 1e6:.2f} us" for k, v in overhead.items()})
+    assert overhead["default"] < 10e-6 and overhead["with --every"] < 10e-6
+
+
+def _time_loop(make):
+    iterable = make()
+    started = time.perf_counter()
+    for _ in iterable:
+        pass
+    return time.perf_counter() - started
+
+
+def test_manifests_without_loops_still_load():
+    manifest = Manifest(id="x", session="s", lineage="l", parent=None, created=0.0, trigger="manual", node="n")
+    body = json.loads(manifest.to_bytes())["manifest"]
+    del body["loops"], body["loop_state"]
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    import xxhash
+
+    data = b'{"manifest":' + canonical + b',"checksum":"' + xxhash.xxh3_128_hexdigest(canonical).encode() + b'"}'
+    loaded = Manifest.from_bytes(data)
+    assert loaded.loops == [] and loaded.loop_state is None
+
+
+def test_round_trip_through_a_checkpoint_and_a_resume(tmp_path, new_process):
+    """In one process: a checkpoint at a safe point, a resume into a fresh namespace as another
+    kernel, the same cell again: the positions travel through the store."""
+    store, session = str(tmp_path / "store"), "loops"
+    first = _loader_namespace()
+
+    def take(point):
+        jp.checkpoint(store=store, session=session, namespace=first, exclude=["jp"])
+
+    _nth_safe_point(5, take)
+    try:
+        with pytest.raises(Stop):
+            run_cell(LOADER, first)
+    finally:
+        loops._callbacks.clear()
+    whole = _loader_namespace()
+    run_cell(LOADER, whole)
+    another_process()
+    second: dict = {}
+    result = jp.resume(store=store, session=session, namespace=second)
+    assert any("run that cell again" in note for note in result.notes)
+    (manifest,) = Catalog(Store(store)).checkpoints(session)
+    assert [r["done"] for r in manifest.loops] == [0, 5] and manifest.loop_state is not None
+    run_cell(LOADER, second, kernel="2")
+    assert second["out"] == whole["out"]
