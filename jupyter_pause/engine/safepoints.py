@@ -44,7 +44,9 @@ class CellPaused(BaseException):
 
 @dataclass
 class _State:
-    installed: bool = False  # the signal handler is ours and the hooks are registered
+    tried: bool = False  # whether installing the signal handler was tried
+    installed: bool = False  # the signal handler is ours: the marker declares it
+    connection_file: str = ""
     cell_running: bool = False
     point: SafePoint | None = None  # the last safe point of the running cell
     marker_at: float = 0.0
@@ -133,13 +135,12 @@ def defer_sigterm(act: Callable[[], object], grace: float) -> bool:
 def _at_safe_point(point: SafePoint) -> None:
     _state.point = point
     _state.cell_running = _events  # a safe point is inside a cell (installed during it, maybe)
-    if not _state.installed:
+    if not _state.tried:
         _install_handler()
-    now = time.monotonic()
-    if _state.installed and now - _state.marker_at >= interrupt.MARKER_INTERVAL:
+    if _state.installed and (now := time.monotonic()) - _state.marker_at >= interrupt.MARKER_INTERVAL:
         _state.marker_at = now
         interrupt.write_marker(
-            interrupt.Marker(os.getpid(), _connection_file(), point.step, point.description, time.time())
+            interrupt.Marker(os.getpid(), _state.connection_file, point.step, point.description, time.time())
         )
     if _state.sigterm is not None:
         _state.sigterm()
@@ -151,11 +152,15 @@ def _at_safe_point(point: SafePoint) -> None:
 
 
 def _install_handler() -> None:
-    """Handle the pause signal, unless this is not the main thread or the signal already has a
-    handler (the user's): then no marker is written and no request comes."""
+    """Handle the pause signal in a kernel, unless this is not the main thread or the signal
+    already has a handler (the user's): then no marker is written and no request comes."""
     if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(interrupt.SIGNAL) not in (signal.SIG_DFL, None):
+        return  # tried again at a safe point on the main thread
+    _state.tried = True
+    _state.connection_file = _connection_file()
+    if not _state.connection_file:
+        return  # not a kernel: no server sends requests here
+    if signal.getsignal(interrupt.SIGNAL) not in (signal.SIG_DFL, None, _on_signal):
         return
     signal.signal(interrupt.SIGNAL, _on_signal)
     atexit.register(interrupt.remove_marker, os.getpid())
