@@ -381,3 +381,95 @@ def test_round_trip_through_a_checkpoint_and_a_resume(tmp_path, new_process):
     assert [r["done"] for r in manifest.loops] == [0, 5] and manifest.loop_state is not None
     run_cell(LOADER, second, kernel="2")
     assert second["out"] == whole["out"]
+
+
+# --- with real kernels ------------------------------------------------------------------------
+
+TRAINING_SETUP = """
+%load_ext jupyter_pause
+import time
+import torch
+import jupyter_pause as jp
+from torch.utils.data import DataLoader, TensorDataset
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(96, 8), torch.randn(96, 1))
+loader = DataLoader(data, batch_size=8, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1))
+opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+losses = []
+"""
+
+#: 3 epochs of 12 batches, a periodic checkpoint every 5 batches; re-run after a resume, it continues.
+TRAINING = """
+for epoch in jp.steps(range(3)):
+    model.train()
+    for x, y in jp.steps(loader, every=5):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item().hex())
+        time.sleep(pace)
+    sched.step()
+"""
+
+
+def _periodic_checkpoints(store, session):
+    try:
+        return [m for m in Catalog(Store(str(store))).checkpoints(session) if m.trigger == "periodic"]
+    except PauseError:
+        return []
+
+
+@pytest.mark.integration
+def test_training_killed_after_a_periodic_checkpoint_continues_bit_identical(start_kernel, tmp_path):
+    for name in ("whole", "a", "b"):
+        (tmp_path / name).mkdir()
+    whole = start_kernel(tmp_path / "whole", JUPYTER_PAUSE_STORE=str(tmp_path / "other"), JUPYTER_PAUSE_SESSION="w")
+    whole.run(TRAINING_SETUP + "pace = 0.0").ok()
+    whole.run(TRAINING).ok()
+    expected = whole.value("losses")
+    assert len(expected) == 36
+
+    store, env = tmp_path / "store", {"JUPYTER_PAUSE_SESSION": "train"}
+    a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), **env)
+    a.run(TRAINING_SETUP + "pace = 0.05").ok()
+    a.send(TRAINING)
+    deadline = time.monotonic() + 90
+    while len(_periodic_checkpoints(store, "train")) < 3:  # past the first epoch's end
+        assert time.monotonic() < deadline, "no periodic checkpoints came from the running cell"
+        time.sleep(0.05)
+    a.kill()
+    latest = _periodic_checkpoints(store, "train")[0]
+    epochs = next(r for r in latest.loops if r["depth"] == 0)
+    batches = next(r for r in latest.loops if r["depth"] == 1 and not r["finished"])
+    assert batches["kind"] == "dataloader" and batches["description"].endswith(f"of epoch {epochs['done']}")
+
+    b = start_kernel(tmp_path / "b", JUPYTER_PAUSE_STORE=str(store), **env)
+    resumed = b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    assert "verdict: restored" in resumed and "run that cell again" in resumed
+    done_before = len(b.value("losses"))
+    assert 0 < done_before == epochs["done"] * 12 + batches["done"] < 36  # the position is the state's
+    out = b.run(TRAINING).ok().stdout
+    assert "continues where the checkpoint left it" in out
+    assert "periodic" not in out  # periodic checkpoints in a loop print no summary
+    assert b.value("losses") == expected  # bit-identical (float.hex), the same number of steps
+
+
+@pytest.mark.integration
+def test_checkpoint_every_minutes_fires_inside_a_running_loop(start_kernel, tmp_path):
+    (tmp_path / "a").mkdir()
+    store = tmp_path / "store"
+    a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="every")
+    a.run("%load_ext jupyter_pause\nimport time\nimport jupyter_pause as jp\ndone = []").ok()
+    a.run("%checkpoint --every 0.005").ok()  # 0.3 s
+    out = a.run("for i in jp.steps(range(40)):\n    done.append(i)\n    time.sleep(0.05)").ok().stdout
+    assert "periodic" not in out  # quiet inside the cell: the status widget shows them
+    inside = [m for m in _periodic_checkpoints(store, "every") if m.loops]
+    assert len(inside) >= 3
+    for manifest in inside:
+        (record,) = manifest.loops
+        assert record["label"] == "i" and 0 < record["done"] < 40
+        assert record["description"] == f"step {record['done']}"
+    a.run("%checkpoint --every off").ok()
