@@ -158,12 +158,16 @@ def test_a_name_overrides_the_derived_identity(at_step):
         jp.steps([1], name="  ")
 
 
-def test_a_loop_whose_identity_does_not_match_starts_from_the_beginning():
-    loops.arm([{"loop": "elsewhere", "kind": "sequence", "done": 2, "description": "step 2"}], None)
+def test_a_loop_whose_identity_does_not_match_starts_from_the_beginning_and_says_so(capsys):
+    loops.arm([{"loop": "elsewhere", "kind": "sequence", "done": 2, "description": "step 2 of epoch 4"}], None)
     try:
         out = []
         run_cell("for i in jp.steps([1, 2, 3]):\n    out.append(i)\n", {"jp": jp, "out": out})
         assert out == [1, 2, 3]
+        run_cell("for i in jp.steps([1]):\n    pass\n", {"jp": jp})
+        told = capsys.readouterr().err
+        assert told.count("matches no loop of the resumed checkpoint") == 1  # said once
+        assert "were at step 2 of epoch 4" in told and "name=" in told
         # the matching loop takes its position on its first pass only
         run_cell("for i in jp.steps([1, 2, 3], name='elsewhere'):\n    out.append(i)\n", {"jp": jp, "out": out})
         run_cell("for i in jp.steps([1, 2, 3], name='elsewhere'):\n    out.append(i)\n", {"jp": jp, "out": out})
@@ -302,6 +306,19 @@ def test_every_n_items_checkpoints_at_safe_points_across_passes(monkeypatch):
     )
     assert taken == ["periodic"] * 4  # 12 items, every 3rd, counted across the inner loop's passes
     assert out[3] == 1 and out[6] == 2  # taken between items 3 and 4, 6 and 7
+
+
+def test_a_periodic_checkpoint_that_fails_is_reported_and_the_loop_goes_on(monkeypatch, capsys):
+    def fail(**kw):
+        raise jp.StoreError("the store at s3://gone cannot be reached")
+
+    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", fail)
+    out = []
+    run_cell("for i in jp.steps(range(4), every=2):\n    out.append(i)\n", {"jp": jp, "out": out})
+    assert out == [0, 1, 2, 3]
+    err = capsys.readouterr().err
+    assert err.count("periodic checkpoint at step 2 failed (the store at s3://gone cannot be reached)") == 1
+    assert "the loop goes on" in err
 
 
 def test_checkpoint_every_minutes_fires_at_safe_points_only_when_due():

@@ -330,6 +330,7 @@ class Steps:
             )
             position = None
         if position is None:
+            _unmatched(self.label)
             iterator, loop.created = resumable.start(self.iterable, loop.kind)
             return iterator
         loop.yielded = position.done
@@ -407,9 +408,11 @@ def _periodic(loop: Loop, clock: Clock) -> None:
 
     try:
         checkpoint(trigger="periodic", config=_config())
-    except PauseError as e:
+    except Exception as e:  # the training goes on; the previous checkpoint stays the newest
+        what = str(e) if isinstance(e, PauseError) else f"{type(e).__name__}: {e}"
         print(
-            f"jupyter-pause: periodic checkpoint at {_description(loop)} failed ({e}); the loop goes on",
+            f"jupyter-pause: periodic checkpoint at {_description(loop)} failed ({what}); the previous "
+            "checkpoint stays the newest and the loop goes on",
             file=sys.stderr,
         )
     clock.last = time.monotonic()
@@ -494,8 +497,29 @@ class Armed:
 _armed: dict[str, Armed] = {}
 
 
+def _unmatched(label: str) -> None:
+    """Say once when a loop starts afresh while checkpointed positions wait: the cell was
+    perhaps edited since (its identity changed), and a silent restart would go unnoticed."""
+    global _told
+    if not _armed or _told:
+        return
+    _told = True
+    waiting = ", ".join(a.description for a in _armed.values() if not a.finished) or "finished loops"
+    print(
+        f"jupyter-pause: loop {label!r} matches no loop of the resumed checkpoint, so it starts from its "
+        f"first item; the checkpoint's loops were at {waiting}. Run the cell the checkpoint was taken in; "
+        "if it was edited since, give its loops names (jp.steps(..., name='epochs'))",
+        file=sys.stderr,
+    )
+
+
+_told = False
+
+
 def arm(records: list[dict[str, Any]], state: bytes | bytearray | None) -> list[str]:
     """Make the next pass of each checkpointed loop continue where it was; returns notes."""
+    global _told
+    _told = False
     _armed.clear()
     states = pickle.loads(bytes(state)) if state else {}
     for r in records:
