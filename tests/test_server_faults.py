@@ -21,6 +21,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.server import kernelrun
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.manifest import Manifest
@@ -410,7 +411,7 @@ class TestKernelDiesWhileThePauseWaitsForItsCell:
             await call(jp_fetch, "pause", path=path)
             await asyncio.sleep(0.5)
             current = manager.board.local[session]
-            require(current.detail == "waiting for the running cell to finish", f"{current}")
+            require(current.detail == kernelrun.NO_SAFE_POINT, f"{current}")
             os.kill(managed.provisioner.process.pid, signal.SIGKILL)  # the cell dies (the OOM killer)
             done = await wait_state(jp_fetch, path, ("paused", "failed"), timeout=30)
         finally:
@@ -444,7 +445,7 @@ class TestBusyKernel:
 
             failed = await pause(jp_fetch, path, timeout=20)
             assert failed["state"] == "failed", failed
-            assert ("checkpointing", "waiting for the running cell to finish") in failed["seen"]
+            assert ("checkpointing", kernelrun.NO_SAFE_POINT) in failed["seen"]
             detail = failed["detail"]
             assert "busy for more than 1 s" in detail and "the kernel keeps running" in detail, detail
             assert kernel in await kernel_ids(jp_fetch)
