@@ -11,6 +11,7 @@ import json
 import linecache
 import random
 import time
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -268,6 +269,21 @@ def test_a_callback_that_raises_stops_the_loop_and_leaves_no_loop_running(at_ste
     with pytest.raises(Stop):
         run_cell(NESTED, {"data": [1, 2], "out": []})
     assert loops.positions().records == []  # the cell has ended: nothing is running
+
+
+def test_an_ended_loop_keeps_no_locals_alive():
+    class Big:
+        pass
+
+    def train():
+        big = Big()
+        for _ in jp.steps(range(2)):
+            pass
+        return weakref.ref(big)
+
+    held = train()
+    jp.steps([])  # the next loop (in IPython, the cell's end) lets go of the ended one's frame
+    assert held() is None
 
 
 def test_a_checkpoint_outside_any_loop_records_no_positions():

@@ -384,7 +384,27 @@ def steps(iterable: Iterable[Any], *, name: str | None = None, every: int | str 
     from . import safepoints  # pause requests and SIGTERM act at the safe points of every loop
 
     safepoints.install()
+    _forget_after_each_cell()
     return Steps(iterable, name=name, every=every, frame=sys._getframe(1))
+
+
+_hooked = False
+
+
+def _forget_after_each_cell() -> None:
+    """In IPython, let go of the ended loops (and the frames they hold) when each cell ends,
+    rather than at the next ``steps`` call: a function's locals are not kept alive."""
+    global _hooked
+    shell = _shell()
+    if _hooked or shell is None:
+        return
+    _hooked = True
+    shell.events.register("post_run_cell", lambda result=None: _prune(threading.get_ident()))
+
+
+def _shell() -> Any:
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
 
 
 def _length(iterable: Any) -> int | None:
@@ -422,7 +442,7 @@ def _config() -> Any:
     """The kernel's configuration (IPython's config applies), or the defaults outside IPython."""
     from ..config import PauseConfig
 
-    shell = sys.modules.get("IPython") and sys.modules["IPython"].get_ipython()
+    shell = _shell()
     return PauseConfig(parent=shell) if shell is not None else PauseConfig()
 
 
