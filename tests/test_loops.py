@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import linecache
-import random
 import time
 import weakref
 from datetime import timedelta
@@ -19,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import jupyter_pause as jp
-from jupyter_pause.engine import loops
+from jupyter_pause.engine import loops, rng
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel.autocheckpoint import Periodic
 from jupyter_pause.store.catalog import Catalog
@@ -76,7 +75,7 @@ def interrupted_then_continued(source, make_namespace, stop_after, kernel_b="2",
 
     def take(point):
         taken["positions"] = loops.positions()
-        taken["rng"] = (torch.get_rng_state(), random.getstate())
+        taken["rng"] = rng.capture()
 
     callback = _nth_safe_point(stop_after, take)
     first = make_namespace()
@@ -86,8 +85,7 @@ def interrupted_then_continued(source, make_namespace, stop_after, kernel_b="2",
     positions = taken["positions"]
     second = make_namespace()
     second["out"] = list(first["out"])
-    torch.set_rng_state(taken["rng"][0])
-    random.setstate(taken["rng"][1])
+    rng.restore(taken["rng"])
     loops.arm(positions.records, positions.state)
     if before_continuing is not None:
         before_continuing()
@@ -219,6 +217,14 @@ def test_a_dataloader_with_its_own_generator_continues():
         return _loader_namespace(generator=torch.Generator().manual_seed(7))
 
     whole, continued, _ = interrupted_then_continued(LOADER, namespace, stop_after=5)
+    assert continued == whole
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_loop_drawing_on_the_gpu_continues_with_the_same_cuda_random_stream():
+    source = LOADER.replace("torch.rand(1)", "torch.rand(1, device='cuda')")
+    whole, continued, _ = interrupted_then_continued(source, _loader_namespace, stop_after=5)
     assert continued == whole
 
 
