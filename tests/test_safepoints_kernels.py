@@ -141,3 +141,20 @@ def test_the_demo_notebook_continues_exactly_after_an_interruption(start_kernel,
     assert "verdict: restored" in b.run("%load_ext jupyter_pause\n%resume").ok().stdout
     b.run(train).ok()
     assert "128 steps here, 128 without pausing; identical: True" in b.run(check).ok().stdout
+
+
+def test_sigterm_during_periodic_checkpoints_at_safe_points_never_interleaves(start_kernel, tmp_path):
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "every"}
+    (tmp_path / "a").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\nimport jupyter_pause as jp\nimport numpy as np\nbig = np.zeros(4_000_000)").ok()
+    # Nearly all of the cell's time is spent in periodic checkpoints, so SIGTERM lands in one.
+    a.send("for i in jp.steps(range(100_000), every=1):\n    big[i % big.size] += 1")
+    catalog = Catalog(Store(env["JUPYTER_PAUSE_STORE"]))
+    wait_for(lambda: len(catalog.checkpoints("every")) >= 3, 60, "three periodic checkpoints")
+    assert terminate(a) == -signal.SIGTERM
+    taken = sorted(catalog.checkpoints("every"), key=lambda m: m.created)
+    assert [m.trigger for m in taken][-1] == "sigterm" and not taken[-1].mid_cell
+    assert {m.trigger for m in taken[:-1]} == {"periodic"}
+    for before, after in zip(taken, taken[1:], strict=False):
+        assert after.parent == before.id  # one after the other: none taken inside another
