@@ -71,6 +71,7 @@ async def wait_for_cell(
     process: tuple[int, Any],
     request: interrupt.PauseRequest,
     tell: Callable[[str], Awaitable[object]],
+    answer_within: float | None = None,
 ) -> str | None:
     """Wait until the kernel has no running cell; or, while its cell runs a ``steps`` loop, ask it
     (``interrupt``) to checkpoint at its next safe point and stop the cell.
@@ -78,7 +79,7 @@ async def wait_for_cell(
     Returns the kernel's reply line when it answered from a safe point, None once it is idle
     (the pause then checkpoints the usual way). ``tell`` hears what the wait is waiting for.
     Raises after ``timeout`` seconds, having withdrawn the request (or, when the kernel had
-    already taken it up, after waiting for its answer as long again).
+    already taken it up, after waiting ``answer_within`` seconds more for its answer).
     """
     kernel = kernel_manager.get_kernel(kernel_id)
     popen = getattr(getattr(kernel, "provisioner", None), "process", None)  # local kernels only
@@ -111,7 +112,7 @@ async def wait_for_cell(
             await tell(detail)
         if time.monotonic() > deadline:
             if sent and not claimed and not interrupt.withdraw_request(popen.pid):
-                claimed, deadline = True, time.monotonic() + timeout
+                claimed, deadline = True, time.monotonic() + (answer_within or timeout)
                 continue
             raise KernelCodeError(
                 f"the kernel has been busy for more than {timeout:g} s (a cell is still running"

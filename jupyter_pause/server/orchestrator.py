@@ -144,7 +144,9 @@ class PauseManager:
             await self._state(session, "checkpointing", detail)
 
         request = interrupt.PauseRequest(session=session, trigger=trigger, requested=requested)
-        line = await kernelrun.wait_for_cell(self.kernels, kernel_id, timeout, process, request, tell)
+        line = await kernelrun.wait_for_cell(
+            self.kernels, kernel_id, timeout, process, request, tell, self.settings.checkpoint_timeout
+        )
         if line is not None:
             checkpoint = remote.parse_reply(line, remote.PauseReply).checkpoint
             await self._state(session, "checkpointing", f"checkpoint {checkpoint} taken at a safe point; stopping")
