@@ -22,6 +22,7 @@ from jupyter_pause.engine import loops, rng
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel.autocheckpoint import Periodic
 from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
@@ -395,21 +396,39 @@ def test_manifests_without_loops_still_load():
     assert loaded.loops == [] and loaded.loop_state is None
 
 
+def _checkpoint_at_safe_point(store, session, n):
+    """Run ``LOADER`` and checkpoint its namespace at safe point ``n`` (then stop, as a kill)."""
+    namespace = _loader_namespace()
+
+    def take(point):
+        jp.checkpoint(store=store, session=session, namespace=namespace)
+
+    callback = _nth_safe_point(n, take)
+    try:
+        with pytest.raises(Stop):
+            run_cell(LOADER, namespace)
+    finally:
+        loops.remove(callback)
+
+
+def test_a_damaged_loop_state_blob_is_named_and_loops_start_afresh(tmp_path, new_process):
+    store, session = str(tmp_path / "store"), "loops"
+    _checkpoint_at_safe_point(store, session, 5)
+    (manifest,) = Catalog(Store(store)).checkpoints(session)
+    blob = tmp_path / "store" / blob_key(session, manifest.loop_state.key)
+    blob.write_bytes(b"not what was written")
+    another_process()
+    result = jp.resume(store=store, session=session, namespace={})
+    assert "(loop positions) truncated or resized" in result.summary()
+    assert any("loop positions NOT restored" in note for note in result.notes)
+    assert loops._armed == {}
+
+
 def test_round_trip_through_a_checkpoint_and_a_resume(tmp_path, new_process):
     """In one process: a checkpoint at a safe point, a resume into a fresh namespace as another
     kernel, the same cell again: the positions travel through the store."""
     store, session = str(tmp_path / "store"), "loops"
-    first = _loader_namespace()
-
-    def take(point):
-        jp.checkpoint(store=store, session=session, namespace=first, exclude=["jp"])
-
-    _nth_safe_point(5, take)
-    try:
-        with pytest.raises(Stop):
-            run_cell(LOADER, first)
-    finally:
-        loops._callbacks.clear()
+    _checkpoint_at_safe_point(store, session, 5)
     whole = _loader_namespace()
     run_cell(LOADER, whole)
     another_process()

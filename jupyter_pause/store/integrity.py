@@ -97,6 +97,8 @@ def describe(manifest: Manifest, problems: dict[str, str]) -> str:
                 owners.setdefault(record.blob, []).append(f"array data of {v.name}")
     if manifest.rng is not None:
         owners.setdefault(manifest.rng.key, []).append("RNG state")
+    if manifest.loop_state is not None:
+        owners.setdefault(manifest.loop_state.key, []).append("loop positions")
     if manifest.notebook:
         owners.setdefault(manifest.notebook["blob"], []).append("notebook")
     parts = []
