@@ -364,6 +364,7 @@ class TestKernelRestartedWhileCheckpointing:
         pid = managed.provisioner.process.pid
         try:
             await pause_until_writing(jp_fetch, manager, store, path)
+            os.kill(pid, signal.SIGSTOP)  # frozen mid-write: the checkpoint cannot end before the kill
             seen = len(checks)
             deadline = time.monotonic() + 30
             while len(checks) == seen:  # right after one of the pause's checks ...
