@@ -17,7 +17,7 @@ from ..errors import SelectionError, SerializationError
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import fingerprint, lineage, loops, modelcheck, probe, rng, safepoints
+from . import fingerprint, lineage, modelcheck, positions, probe, rng, safepoints
 from .context import make_context
 from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
@@ -146,7 +146,7 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
     ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())
-    running = loops.positions()
+    running = positions.capture()
     dump = dump_variables(chosen.values)
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]

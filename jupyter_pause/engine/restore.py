@@ -19,7 +19,7 @@ from ..store.catalog import Catalog
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.storage import Buffer
-from . import activity, fingerprint, lineage, loops, probe, rng
+from . import activity, fingerprint, lineage, positions, probe, rng
 from .arrays import ArrayLoader, target_device, to_device
 from .context import Context, make_context
 from .digests import value_digest
@@ -168,15 +168,15 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
 
 
 def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> list[str]:
-    """Hand the checkpoint's loop positions to ``loops``: the same cell, run again, continues."""
+    """Arm the checkpoint's loop positions: the same cell, run again, continues there."""
     if not everything or not manifest.loops:
-        loops.arm([], None)
+        positions.arm([], None)
         return []
     ref = manifest.loop_state
     if ref is not None and ref.key not in blobs:
-        loops.arm([], None)
+        positions.arm([], None)
         return ["loop positions NOT restored: their blob is missing or damaged; loops start from their first item"]
-    return loops.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
+    return positions.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
 
 
 def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto") -> Chosen:
