@@ -221,6 +221,18 @@ def test_a_dataloader_with_its_own_generator_continues():
     assert continued == whole
 
 
+@pytest.mark.integration  # starts worker processes
+@pytest.mark.parametrize("stop_after", [4, 16])
+def test_a_dataloader_with_worker_processes_continues(stop_after):
+    def namespace():
+        torch.manual_seed(3)
+        data = TensorDataset(torch.arange(40.0))
+        return {"torch": torch, "loader": DataLoader(data, batch_size=3, shuffle=True, num_workers=2), "out": []}
+
+    whole, continued, _ = interrupted_then_continued(LOADER, namespace, stop_after)
+    assert continued == whole
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_a_loop_drawing_on_the_gpu_continues_with_the_same_cuda_random_stream():
