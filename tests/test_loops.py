@@ -176,7 +176,7 @@ def test_a_loop_whose_identity_does_not_match_starts_from_the_beginning_and_says
         positions.arm([], None)
 
 
-def test_a_dict_and_a_generator_over_a_list_continue():
+def test_a_dict_and_a_generator_over_a_list_continue(capsys):
     source = (
         "for k in jp.steps(table):\n    out.append(k)\nfor v in jp.steps(x * 10 for x in values):\n    out.append(v)\n"
     )
@@ -190,6 +190,9 @@ def test_a_dict_and_a_generator_over_a_list_continue():
     assert (table["kind"], table["finished"], table["done"]) == ("mapping", True, 3)  # run again, it is skipped
     assert generator["kind"] == "iterator" and generator["exact"] is False
     assert any("generator" in note and "drawn from it again" in note for note in where.notes)
+    assert (
+        "jupyter-pause: checkpointed loop 'v' (step 2) may not continue exactly: a generator" in capsys.readouterr().err
+    )
 
 
 LOADER = """

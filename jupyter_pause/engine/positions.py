@@ -158,9 +158,20 @@ def capture() -> Positions:
         if not loop.kind.exact:
             records[-1]["reason"] = loop.kind.reason
             notes.append(f"loop {loop.label!r} ({describe(loop)}) may not continue exactly: {loop.kind.reason}")
+            _warn_inexact(loop, notes[-1])
     if running:
         notes.append(f"loops at {describe(running[-1])}: run the cell again after a resume to continue there")
     return Positions(records, pickle.dumps(states, protocol=5) if states else None, notes)
+
+
+#: Loops already told to be inexact (periodic checkpoints print no summary, so it is said once here).
+_told_inexact: set[str] = set()
+
+
+def _warn_inexact(loop: Loop, note: str) -> None:
+    if loop.identity not in _told_inexact:
+        _told_inexact.add(loop.identity)
+        print(f"jupyter-pause: checkpointed {note}", file=sys.stderr)
 
 
 def _record(loop: Loop, done: int, finished: bool, description: str) -> dict[str, Any]:
