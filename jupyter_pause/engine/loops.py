@@ -248,6 +248,8 @@ class Steps:
                 file=sys.stderr,
             )
         iterator, loop.created = resumable.resume(self.iterable, loop.kind, position.done, position.state)
+        if position.done == 0:  # a loader's next pass, from the state its last one ended in
+            return iterator
         print(
             f"jupyter-pause: loop {self.label!r} continues where the checkpoint left it: {position.done} "
             f"of {loop.length if loop.length is not None else '?'} items done"
