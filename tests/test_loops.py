@@ -265,6 +265,7 @@ def test_skipping_done_batches_loads_no_data():
     assert len(loaded) == 4  # the 2 batches after the stop; the 4 before it were skipped without loading
 
 
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")  # torchdata 0.11 on torch 2.13
 def test_a_stateful_loader_continues_through_its_state_dict():
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
