@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import jupyter_pause as jp
-from jupyter_pause.engine import loops, positions, rng
+from jupyter_pause.engine import loops, positions, resumable, rng
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel.autocheckpoint import Periodic
 from jupyter_pause.store.catalog import Catalog
@@ -263,6 +263,12 @@ def test_skipping_done_batches_loads_no_data():
     whole, continued, _ = interrupted_then_continued(source, namespace, 4, before_continuing=loaded.clear)
     assert continued == whole
     assert len(loaded) == 4  # the 2 batches after the stop; the 4 before it were skipped without loading
+
+
+def test_a_module_is_looped_over_as_a_sequence_never_loaded_as_a_loader():
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+    assert resumable.kind_of(model).name == "sequence"
+    assert [type(m).__name__ for m in jp.steps(model)] == ["Linear", "ReLU"]
 
 
 @pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")  # torchdata 0.11 on torch 2.13

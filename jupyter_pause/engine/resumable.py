@@ -67,6 +67,10 @@ def kind_of(iterable: Iterable[Any]) -> Kind:
 
 
 def _is_stateful(iterable: Any) -> bool:
+    """A loader that can say where it is (``state_dict``) and go back there; a torch module (a
+    ``Sequential`` is iterable too) is not one: loading its state would reset its weights."""
+    if callable(getattr(iterable, "parameters", None)):
+        return False
     return callable(getattr(iterable, "state_dict", None)) and callable(getattr(iterable, "load_state_dict", None))
 
 
