@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import linecache
+import random
 import time
 import weakref
 from datetime import timedelta
@@ -241,6 +242,29 @@ def test_a_dataloader_with_worker_processes_continues(stop_after):
 def test_a_loop_drawing_on_the_gpu_continues_with_the_same_cuda_random_stream():
     source = LOADER.replace("torch.rand(1)", "torch.rand(1, device='cuda')")
     whole, continued, _ = interrupted_then_continued(source, _loader_namespace, stop_after=5)
+    assert continued == whole
+
+
+def test_a_dataloader_whose_sampler_draws_from_python_random_continues():
+    class Shuffled(torch.utils.data.Sampler):
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __iter__(self):
+            order = list(range(self.n))
+            random.shuffle(order)
+            return iter(order)
+
+    def namespace():
+        random.seed(11)
+        torch.manual_seed(3)
+        data = TensorDataset(torch.arange(20.0))
+        return {"torch": torch, "loader": DataLoader(data, batch_size=3, sampler=Shuffled(20)), "out": []}
+
+    whole, continued, _ = interrupted_then_continued(LOADER, namespace, stop_after=4)
     assert continued == whole
 
 

@@ -97,7 +97,7 @@ def _dataloader_kind(loader: Any) -> Kind:
 def start(iterable: Iterable[Any], kind: Kind) -> tuple[Iterator[Any], Any]:
     """Begin a pass; returns the iterator and what continuing it later needs (``None`` if nothing).
 
-    For a DataLoader, that is torch's RNG state (and its samplers' generators') just before the
+    For a DataLoader, that is the RNG state (and its samplers' generators') just before the
     iterator is created, when the shuffle draws.
     """
     if kind.name != "dataloader":
@@ -119,7 +119,7 @@ def after_pass(iterable: Any, kind: Kind) -> Any:
         return {"carried": iterable.state_dict()}
     if kind.name == "dataloader":
         states = _generator_states(iterable)
-        del states["torch"]
+        del states["session"]
         return {"carried": states} if states else None
     return None
 
@@ -208,10 +208,11 @@ class _rng_kept:
 
 
 def _generator_states(loader: Any) -> dict[str, Any]:
-    """torch's CPU RNG state and the state of each generator the loader's shuffle may use."""
+    """The session's RNG state (torch's, and Python's and NumPy's for samplers that draw from
+    those) and the state of each generator of the loader's own that its shuffle may use."""
     import torch
 
-    states: dict[str, Any] = {"torch": torch.get_rng_state()}
+    states: dict[str, Any] = {"session": rng.capture()}
     for path in GENERATOR_PATHS:
         generator = _follow(loader, path)
         if isinstance(generator, torch.Generator):
@@ -222,8 +223,8 @@ def _generator_states(loader: Any) -> dict[str, Any]:
 def _set_generator_states(loader: Any, states: dict[str, Any]) -> None:
     import torch
 
-    if "torch" in states:
-        torch.set_rng_state(states["torch"])
+    if "session" in states:
+        rng.restore(states["session"])
     for path in GENERATOR_PATHS:
         generator = _follow(loader, path)
         key = ".".join(path)
