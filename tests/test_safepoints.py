@@ -33,6 +33,7 @@ def kernel_side(monkeypatch: pytest.MonkeyPatch) -> Any:
     """This process as a kernel running a loop: fresh state, a connection file, its SIGUSR1 back after."""
     monkeypatch.setattr(safepoints, "_state", safepoints._State())
     monkeypatch.setattr(safepoints, "_connection_file", lambda: "kernel-abc.json")
+    monkeypatch.setattr(safepoints, "_install_sigterm", lambda: None)  # never in the test process
     timers: list[float] = []
     monkeypatch.setattr(safepoints.threading, "Timer", lambda grace, *a: FakeTimer(grace, timers))
     before = signal.getsignal(interrupt.SIGNAL)
@@ -128,6 +129,23 @@ def test_a_safe_point_declares_the_handler_and_where_the_loop_is(kernel_side):
     assert marker is not None and marker.step == 137 and marker.description == "step 137 of epoch 3"
     safepoints._cell_ended()
     assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None and not safepoints.in_loop()
+
+
+def test_a_kernel_loop_installs_the_sigterm_checkpoint_once(kernel_side, monkeypatch):
+    installed: list[bool] = []
+    monkeypatch.setattr(safepoints, "_install_sigterm", lambda: installed.append(True))
+    safepoints._at_safe_point(POINT)
+    safepoints._at_safe_point(POINT)
+    assert installed == [True]
+
+
+def test_outside_a_kernel_a_loop_installs_nothing(kernel_side, monkeypatch):
+    installed: list[bool] = []
+    monkeypatch.setattr(safepoints, "_install_sigterm", lambda: installed.append(True))
+    monkeypatch.setattr(safepoints, "_connection_file", lambda: "")
+    safepoints._at_safe_point(POINT)
+    assert installed == [] and signal.getsignal(interrupt.SIGNAL) is not safepoints._on_signal
+    assert interrupt.read_marker(os.getpid(), "") is None
 
 
 def test_a_signal_handler_of_the_users_is_left_alone_and_nothing_is_declared(kernel_side):

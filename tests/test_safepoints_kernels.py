@@ -158,3 +158,15 @@ def test_sigterm_during_periodic_checkpoints_at_safe_points_never_interleaves(st
     assert {m.trigger for m in taken[:-1]} == {"periodic"}
     for before, after in zip(taken, taken[1:], strict=False):
         assert after.parent == before.id  # one after the other: none taken inside another
+
+
+def test_a_steps_loop_checkpoints_on_sigterm_without_load_ext(start_kernel, jupyter_dirs, tmp_path):
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "plain"}
+    (tmp_path / "a").mkdir()
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("import time\nimport jupyter_pause as jp\ndone = []").ok()
+    a.send("for i in jp.steps(range(1000)):\n    done.append(i)\n    time.sleep(0.05)")
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("plain")
+    assert taken.trigger == "sigterm" and not taken.mid_cell and taken.loops[-1]["done"] > 0

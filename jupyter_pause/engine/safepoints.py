@@ -160,11 +160,26 @@ def _install_handler() -> None:
     _state.connection_file = _connection_file()
     if not _state.connection_file:
         return  # not a kernel: no server sends requests here
+    _install_sigterm()
     if signal.getsignal(interrupt.SIGNAL) not in (signal.SIG_DFL, None, _on_signal):
         return
     signal.signal(interrupt.SIGNAL, _on_signal)
     atexit.register(interrupt.remove_marker, os.getpid())
     _state.installed = True
+
+
+def _install_sigterm() -> None:
+    """A kernel running a ``steps`` loop checkpoints on SIGTERM without ``%load_ext`` too, unless
+    configured off (``checkpoint_on_sigterm``) or SIGTERM already has a handler of the user's."""
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # ours (installed by %load_ext) or the user's
+    from ..config import PauseConfig
+    from ..kernel.autocheckpoint import install_sigterm_checkpoint
+    from .checkpoint import checkpoint
+
+    config = PauseConfig(parent=_shell())
+    if config.checkpoint_on_sigterm:
+        install_sigterm_checkpoint(lambda: checkpoint(trigger="sigterm", config=config), grace=config.sigterm_grace)
 
 
 def _on_signal(signum: int, frame: Any) -> None:
