@@ -10,7 +10,9 @@ class PauseServer(Configurable):
     """How the server extension pauses, waits, resumes and watches."""
 
     busy_timeout = Float(
-        300.0, help="Seconds a pause waits for a running cell to finish before it fails (the kernel keeps running)."
+        300.0,
+        help="Seconds a pause waits for a running cell to finish, or its steps loop to reach a safe point, "
+        "before it fails (the kernel keeps running).",
     ).tag(config=True)
     checkpoint_timeout = Float(1800.0, help="Seconds a checkpoint inside the kernel may take.").tag(config=True)
     resource_wait_timeout = Float(
