@@ -47,3 +47,21 @@ def test_the_benchmark_cases_run_at_toy_sizes_and_report_every_ratio(bench, tmp_
     assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
     table = capsys.readouterr().out
     assert all(r["name"] in table for r in report.values())
+
+
+@pytest.mark.parametrize("script", ["loops.py", pytest.param("journal.py", marks=pytest.mark.integration)])
+def test_side_benchmarks_run_at_toy_sizes(script, tmp_path):
+    """benchmarks/loops.py and benchmarks/journal.py run end to end and write their figures."""
+    import subprocess
+    import sys
+
+    args = {"loops.py": ["--items", "2000", "--pairs", "1"], "journal.py": ["--quick", "--dir", str(tmp_path)]}
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args[script], "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text()), f"{script} wrote no figures"

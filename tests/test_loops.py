@@ -402,34 +402,6 @@ def test_checkpoint_every_minutes_fires_at_safe_points_only_when_due():
     assert calls == [1]
 
 
-def test_a_safe_point_with_nothing_due_costs_microseconds():
-    """Measured with what every loop registers (pause and SIGTERM handling), and with
-    ``%checkpoint --every`` on too; typically well under a microsecond each."""
-    periodic = Periodic(minutes=60, take=lambda: "never")
-    items = range(100_000)
-    overhead = {}
-    for label, callbacks in (("default", []), ("with --every", [periodic.at_safe_point])):
-        for callback in callbacks:
-            loops.on_safe_point(callback)
-        try:
-            plain = min(_time_loop(lambda: items) for _ in range(3))
-            stepped = min(_time_loop(lambda: jp.steps(items, every="1h")) for _ in range(3))
-        finally:
-            for callback in callbacks:
-                loops.remove(callback)
-        overhead[label] = (stepped - plain) / len(items)
-    print({k: f"{v * 1e6:.2f} us" for k, v in overhead.items()})
-    assert overhead["default"] < 10e-6 and overhead["with --every"] < 10e-6
-
-
-def _time_loop(make):
-    iterable = make()
-    started = time.perf_counter()
-    for _ in iterable:
-        pass
-    return time.perf_counter() - started
-
-
 def test_manifests_without_loops_still_load():
     manifest = Manifest(id="x", session="s", lineage="l", parent=None, created=0.0, trigger="manual", node="n")
     body = json.loads(manifest.to_bytes())["manifest"]
