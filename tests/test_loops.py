@@ -534,14 +534,18 @@ def test_training_killed_after_a_periodic_checkpoint_continues_bit_identical(sta
 
 
 @pytest.mark.integration
-def test_checkpoint_every_minutes_fires_inside_a_running_loop(start_kernel, tmp_path):
+@pytest.mark.parametrize("flags", ["", "--async"])
+def test_checkpoint_every_minutes_fires_inside_a_running_loop(start_kernel, tmp_path, flags):
     (tmp_path / "a").mkdir()
     store = tmp_path / "store"
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="every")
     a.run("%load_ext jupyter_pause\nimport time\nimport jupyter_pause as jp\ndone = []").ok()
-    a.run("%checkpoint --every 0.005").ok()  # 0.3 s
+    a.run(f"%checkpoint --every 0.005 {flags}").ok()  # 0.3 s
     out = a.run("for i in jp.steps(range(40)):\n    done.append(i)\n    time.sleep(0.05)").ok().stdout
     assert "periodic" not in out  # quiet inside the cell: the status widget shows them
+    # --async: the loop went on while each was written; the last one commits after the cell.
+    a.run("from jupyter_pause.engine import background\nbackground.wait_for_background()").ok()
+    assert a.run("print(done == list(range(40)))").ok().stdout.strip() == "True"
     inside = [m for m in _periodic_checkpoints(store, "every") if m.loops]
     assert len(inside) >= 2
     for manifest in inside:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -45,7 +47,8 @@ class PauseMagics(Magics):
     @argument(
         "--every",
         metavar="MINUTES",
-        help="also checkpoint every MINUTES (between cells and at safe points of steps loops); 'off' stops",
+        help="also checkpoint every MINUTES (between cells and at safe points of steps loops; "
+        "with --async in the background); 'off' stops",
     )
     @argument(
         "--async",
@@ -71,7 +74,7 @@ class PauseMagics(Magics):
             ).summary()
 
         if args.every is not None:
-            self._every(args.every, lambda: take("periodic"))
+            self._every(args.every, self._in_background(args) if args.background else lambda: take("periodic"))
         self._show_status()
         try:
             if args.background:
@@ -80,6 +83,31 @@ class PauseMagics(Magics):
             print(take())
         except PauseError as e:
             raise UsageError(str(e)) from e
+
+    def _in_background(self, args: object) -> Callable[[], str]:
+        """Periodic checkpoints for ``--every --async``: each copies the state and returns, the loop
+        or the next cell goes on while it is written; the next one first waits for it to commit,
+        and reports it if it failed."""
+        last: list[Any] = []
+
+        def take() -> str:
+            if last and last[0].done and last[0].error is not None:
+                failed = last.pop().error
+                raise PauseError(f"the previous background checkpoint failed: {failed}")
+            job = checkpoint_async(
+                args.names or None,  # type: ignore[attr-defined]
+                store=args.store,  # type: ignore[attr-defined]
+                session=args.session,  # type: ignore[attr-defined]
+                exclude=args.exclude,  # type: ignore[attr-defined]
+                strict=args.strict,  # type: ignore[attr-defined]
+                tag=args.tag,  # type: ignore[attr-defined]
+                trigger="periodic",
+                config=self.config_object,  # type: ignore[attr-defined]
+            )
+            last[:] = [job]
+            return f"checkpoint state copied in {units.duration(job.blocked)}; writing it in the background"
+
+        return take
 
     def _start_background(self, args: object) -> None:
         """``--async``: start the write and report its outcome after the cell that sees it end."""
