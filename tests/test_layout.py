@@ -58,7 +58,7 @@ def test_the_store_written_by_release_0_1_0_is_read_back_key_for_key() -> None:
     keys = sorted(p.relative_to(RELEASE_0_1_0).as_posix() for p in RELEASE_0_1_0.rglob("*") if p.is_file())
     manifests = [k for k in keys if layout.manifest_id(k)]
     blobs = [k for k in keys if layout.blob_digest(k)]
-    assert manifests == ["sessions/release/checkpoints/20261130-133514-784a4a.json"]
+    assert manifests == ["sessions/release/checkpoints/20261130-150240-247c09.json"]
     assert len(blobs) == 12 and len(manifests) + len(blobs) == len(keys)
     for key in manifests:
         assert layout.manifest_key(layout.session_of(key), layout.manifest_id(key)) == key

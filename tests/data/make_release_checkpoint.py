@@ -3,7 +3,9 @@ function and class below are notebook-defined (``__main__``) and pickled by valu
 
 Usage: ``python tests/data/make_release_checkpoint.py STORE_DIR``. The committed store under
 ``release-0.1.0/`` was written by release 0.1.0, before the package was split into subpackages;
-it must keep resuming with every later release.
+it must keep resuming with every later release. Its source was compiled under the bare name
+``make_release_checkpoint.py`` (``exec(compile(source, "make_release_checkpoint.py", "exec"))`` in
+``__main__``), so the code objects pickled by value name no folder of the machine that wrote it.
 """
 
 from __future__ import annotations
