@@ -99,6 +99,25 @@ def test_a_marker_is_read_only_for_the_kernel_that_wrote_it():
     assert interrupt.read_marker(4242, "kernel-abc.json") is None
 
 
+def test_files_of_kernels_that_are_gone_are_swept_and_the_living_keep_theirs(runtime):
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process has now (as a SIGKILLed kernel's)
+    interrupt.write_marker(interrupt.Marker(gone.pid, "kernel-gone.json", 7, "step 7", 1.0))
+    interrupt.write_reply(gone.pid, "line")
+    interrupt.write_marker(interrupt.Marker(os.getpid(), "kernel-me.json", 1, "step 1", 1.0))
+    (runtime / "kernel-me.json").write_text("{}")  # not ours to touch
+    removed = interrupt.sweep()
+    assert sorted(p.name for p in removed) == sorted(
+        [interrupt.marker_path(gone.pid).name, interrupt.reply_path(gone.pid).name]
+    )
+    assert interrupt.read_marker(os.getpid(), "kernel-me.json") is not None
+    assert (runtime / "kernel-me.json").exists()
+    interrupt.remove_marker(os.getpid())
+
+
 def test_a_request_is_claimed_once_and_then_cannot_be_withdrawn():
     sent: list[int] = []
     process = type("P", (), {"pid": 4242, "send_signal": lambda self, s: sent.append(s)})()

@@ -101,6 +101,28 @@ def _unlink(path: Path) -> bool:
 # -- kernel side -----------------------------------------------------------------------------
 
 
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (it may be another program that reused the number)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
+
+
+def sweep() -> list[Path]:
+    """Remove the markers, requests and replies of kernels that are gone (a SIGKILL leaves its
+    files behind); files of a running process are kept, whatever program it now is."""
+    removed = []
+    for path in _folder().glob("jupyter-pause-*.json"):
+        pid = path.name.removeprefix("jupyter-pause-").removesuffix(".json").split("-")[0]
+        if pid.isdigit() and not _running(int(pid)) and _unlink(path):
+            removed.append(path)
+    return removed
+
+
 def write_marker(marker: Marker) -> None:
     """Declare this kernel handles ``SIGNAL``, and where its loop is."""
     _write(marker_path(marker.pid), asdict(marker))

@@ -165,6 +165,7 @@ def _install_handler() -> None:
         return
     signal.signal(interrupt.SIGNAL, _on_signal)
     atexit.register(interrupt.remove_marker, os.getpid())
+    interrupt.sweep()  # what killed kernels left in the runtime folder
     _state.installed = True
 
 
