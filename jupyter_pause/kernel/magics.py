@@ -62,16 +62,7 @@ class PauseMagics(Magics):
         args = parse_argstring(self.checkpoint, line)
 
         def take(trigger: str = "manual") -> str:
-            return checkpoint(
-                args.names or None,
-                store=args.store,
-                session=args.session,
-                exclude=args.exclude,
-                strict=args.strict,
-                tag=args.tag,
-                trigger=trigger,
-                config=self.config_object,
-            ).summary()
+            return checkpoint(**self._options(args), trigger=trigger).summary()
 
         if args.every is not None:
             self._every(args.every, self._in_background(args) if args.background else lambda: take("periodic"))
@@ -84,42 +75,37 @@ class PauseMagics(Magics):
         except PauseError as e:
             raise UsageError(str(e)) from e
 
-    def _in_background(self, args: object) -> Callable[[], str]:
+    def _options(self, args: Any) -> dict[str, Any]:
+        """What every checkpoint the magic takes is asked for: its parsed options."""
+        return {
+            "names": args.names or None,
+            "store": args.store,
+            "session": args.session,
+            "exclude": args.exclude,
+            "strict": args.strict,
+            "tag": args.tag,
+            "config": self.config_object,
+        }
+
+    def _in_background(self, args: Any) -> Callable[[], str]:
         """Periodic checkpoints for ``--every --async``: each copies the state and returns, the loop
         or the next cell goes on while it is written; the next one first waits for it to commit,
         and reports it if it failed."""
-        last: list[Any] = []
+        last: Any = None
 
         def take() -> str:
-            if last and last[0].done and last[0].error is not None:
-                failed = last.pop().error
+            nonlocal last
+            if last is not None and last.done and last.error is not None:
+                failed, last = last.error, None
                 raise PauseError(f"the previous background checkpoint failed: {failed}")
-            job = checkpoint_async(
-                args.names or None,  # type: ignore[attr-defined]
-                store=args.store,  # type: ignore[attr-defined]
-                session=args.session,  # type: ignore[attr-defined]
-                exclude=args.exclude,  # type: ignore[attr-defined]
-                strict=args.strict,  # type: ignore[attr-defined]
-                tag=args.tag,  # type: ignore[attr-defined]
-                trigger="periodic",
-                config=self.config_object,  # type: ignore[attr-defined]
-            )
-            last[:] = [job]
-            return f"checkpoint state copied in {units.duration(job.blocked)}; writing it in the background"
+            last = checkpoint_async(**self._options(args), trigger="periodic")
+            return f"checkpoint state copied in {units.duration(last.blocked)}; writing it in the background"
 
         return take
 
-    def _start_background(self, args: object) -> None:
+    def _start_background(self, args: Any) -> None:
         """``--async``: start the write and report its outcome after the cell that sees it end."""
-        job = checkpoint_async(
-            args.names or None,
-            store=args.store,
-            session=args.session,
-            exclude=args.exclude,  # type: ignore[attr-defined]
-            strict=args.strict,
-            tag=args.tag,
-            config=self.config_object,  # type: ignore[attr-defined]
-        )
+        job = checkpoint_async(**self._options(args))
         print(
             f"state copied in {units.duration(job.blocked)}; writing the checkpoint in the background "
             "(its summary follows after the cell during which it commits)"
