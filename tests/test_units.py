@@ -1,6 +1,9 @@
-"""One way to print sizes and durations: decimal units, short figures, no ``1000 kB``."""
+"""One way to print sizes and durations (decimal units, short figures, no ``1000 kB``), and one
+way to read a written duration."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -43,3 +46,22 @@ def test_size_boundaries(n, shown):
 )
 def test_duration_boundaries(seconds, shown):
     assert units.duration(seconds) == shown
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90), ("90s", 90), ("10m", 600), (" 2 min ", 120), ("1.5h", 5400), ("7d", 604800), ("2w", 1209600)],
+)
+def test_a_written_duration_is_read_in_seconds(text, seconds):
+    assert units.seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "ten minutes", "-5s", "5 parsecs", "1e3s"])
+def test_what_is_not_a_duration_is_refused_by_name(text):
+    with pytest.raises(ValueError, match=f"{re.escape(repr(text))} is not a duration"):
+        units.seconds(text)
+
+
+def test_a_bare_number_can_be_required_to_carry_its_unit():
+    with pytest.raises(ValueError, match="with its unit"):
+        units.seconds("10", bare=None)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from dataclasses import asdict
@@ -24,15 +23,13 @@ from ..store.retention import DEFAULT_GRACE_SECONDS, collect
 from ..store.storage import Store
 from .drill import run_drill
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def duration(text: str) -> float:
-    """Seconds from ``90s``, ``30m``, ``12h``, ``7d`` or ``2w``."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use e.g. 90s, 30m, 12h, 7d")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    """Seconds from ``90s``, ``30m``, ``12h``, ``7d`` or ``2w`` (a bare number: seconds)."""
+    try:
+        return units.seconds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def _when(epoch: float) -> str:

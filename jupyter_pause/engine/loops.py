@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple
 
 import xxhash
 
+from .. import units
 from ..errors import PauseError
 from . import activity, positions, resumable
 from .positions import Loop
@@ -116,9 +117,6 @@ def _identity(frame: FrameType, depth: int) -> tuple[str, str]:
 
 # --- every ------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|sec|m|min|h)\s*$", re.IGNORECASE)
-_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}
-
 
 @dataclass(frozen=True)
 class Every:
@@ -160,13 +158,16 @@ def parse_every(every: int | str | timedelta | None) -> Every | None:
         if every <= 0:
             raise PauseError(f"steps(every={every}) needs a positive number of items")
         return Every(items=every)
-    match = _DURATION.match(every) if isinstance(every, str) else None
-    if match is None or float(match.group(1)) <= 0:
+    try:
+        seconds = units.seconds(every, bare=None) if isinstance(every, str) else 0.0
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
         raise PauseError(
             f"steps(every={every!r}): give a number of items (every=100) or a positive duration with "
             "its unit: '90s', '10m', '1.5h'"
         )
-    return Every(seconds=float(match.group(1)) * _SECONDS[match.group(2).lower()])
+    return Every(seconds=seconds)
 
 
 # --- steps ------------------------------------------------------------------------------------
