@@ -200,21 +200,17 @@ def _connection_file() -> str:
 def _pause_here(request: interrupt.PauseRequest, point: SafePoint) -> None:
     """Checkpoint for the server's request, answer it, then stop the cell (or, if the checkpoint
     failed, answer that and let the loop go on)."""
-    from ..kernel.remote import ErrorReply, PauseReply
-    from .checkpoint import checkpoint
+    from ..kernel import remote
 
-    try:
-        result = checkpoint(session=request.session, trigger=request.trigger)
-    except Exception as e:  # the server reports it; the loop goes on, nothing was stopped
-        interrupt.write_reply(os.getpid(), ErrorReply("pause", type(e).__name__, str(e)).to_line())
-        return
-    reply = PauseReply(result.manifest.id, result.summary(), [r.name for r in result.skipped])
+    reply = remote.reply_to("pause", {"session": request.session, "trigger": request.trigger})
     interrupt.write_reply(os.getpid(), reply.to_line())
+    if not isinstance(reply, remote.PauseReply):
+        return  # the server reports the failure; the loop goes on, nothing was stopped
     if _state.sigterm is not None:
         _state.sigterm()
     _leave_loop()
     raise CellPaused(
-        f"paused at {point.description} (checkpoint {result.manifest.id}); resume, then run this cell again to continue"
+        f"paused at {point.description} (checkpoint {reply.checkpoint}); resume, then run this cell again to continue"
     )
 
 

@@ -155,24 +155,28 @@ def _resume(
 ENTRIES: dict[str, Callable[..., Reply]] = {"pause": _pause, "resume": _resume}
 
 
-def _answer(entry: str, work: Callable[..., Reply], args: dict[str, Any]) -> None:
-    """Run ``work(**args)`` and print its reply line; a failure is printed as an ``ErrorReply``."""
+def reply_to(entry: str, args: dict[str, Any]) -> Reply:
+    """Kernel side: run entry point ``entry`` with ``args``; its reply, or an ``ErrorReply`` for a failure."""
     try:
-        reply = work(**args)
+        return ENTRIES[entry](**args)
     except Exception as e:  # every failure goes back to the server, by type and message
-        reply = ErrorReply(entry, type(e).__name__, str(e))
-    print(reply.to_line(), flush=True)
+        return ErrorReply(entry, type(e).__name__, str(e))
+
+
+def _answer(entry: str, args: dict[str, Any]) -> None:
+    """Run ``entry`` and print its one reply line."""
+    print(reply_to(entry, args).to_line(), flush=True)
 
 
 def pause(session: str, trigger: str = "button") -> None:
     """Kernel side: checkpoint the user's namespace into ``session``; print a ``PauseReply``."""
-    _answer("pause", _pause, {"session": session, "trigger": trigger})
+    _answer("pause", {"session": session, "trigger": trigger})
 
 
 def resume(checkpoint: str, session: str, map_location: str = "auto", moments: dict[str, float] | None = None) -> None:
     """Kernel side: restore ``checkpoint`` of ``session`` and run the restore test; print a ``ResumeReply``."""
     args = {"checkpoint": checkpoint, "session": session, "map_location": map_location, "moments": moments}
-    _answer("resume", _resume, args)
+    _answer("resume", args)
 
 
 def _decode(request: str) -> tuple[str, dict[str, Any]]:
@@ -203,7 +207,7 @@ def call(request: str) -> None:
     except PauseError as e:
         print(ErrorReply("?", type(e).__name__, str(e)).to_line(), flush=True)
         return
-    _answer(entry, ENTRIES[entry], args)
+    _answer(entry, args)
 
 
 # -- server side -----------------------------------------------------------------------------
