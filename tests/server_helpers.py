@@ -71,3 +71,13 @@ async def poll_state(
 async def wait_state(fetch: Any, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
     """Poll the status endpoint until the state is one of ``states``."""
     return await poll_state(lambda: status(fetch, path), states, timeout, path)
+
+
+def server_config(store: str, *, node: str = "node-a", **pause_server: Any) -> dict[str, Any]:
+    """A test server's config: the extension on, this store and node, quick lease and resource polls
+    (``pause_server``: more ``c.PauseServer`` settings, or others in their place)."""
+    return {
+        "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
+        "PauseConfig": {"store": store, "node": node},
+        "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2, **pause_server},
+    }

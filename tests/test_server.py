@@ -11,6 +11,7 @@ from tests.server_helpers import (
     call,
     open_kernel,
     run,
+    server_config,
     status,
     wait_state,
     write_notebook,
@@ -26,11 +27,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def jp_server_config(store):
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
-        "PauseConfig": {"store": str(store), "node": "node-a"},
-        "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2},
-    }
+    return server_config(str(store))
 
 
 async def test_pause_then_resume_brings_the_model_back(jp_fetch, jp_serverapp, jp_root_dir):

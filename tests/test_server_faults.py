@@ -34,6 +34,9 @@ from tests.server_helpers import (
     wait_state,
     write_notebook,
 )
+from tests.server_helpers import (
+    server_config as config_of_server,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -62,12 +65,7 @@ def server_config() -> dict[str, Any]:
 
 @pytest.fixture
 def jp_server_config(store: Path, pause_server: dict[str, Any], server_config: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
-        "PauseConfig": {"store": str(store), "node": NODE},
-        "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2, **pause_server},
-        **server_config,
-    }
+    return {**config_of_server(str(store), node=NODE, **pause_server), **server_config}
 
 
 @pytest.fixture

@@ -46,6 +46,7 @@ from tests.server_helpers import (
     open_kernel,
     poll_state,
     run,
+    server_config,
     status,
     wait_state,
     write_notebook,
@@ -108,11 +109,7 @@ def nb(request: pytest.FixtureRequest) -> Nb:
 
 @pytest.fixture
 def jp_server_config(s3_url: str) -> dict[str, Any]:
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
-        "PauseConfig": {"store": s3_url, "node": "node-a"},
-        "PauseServer": {"lease_settle": LEASE_SETTLE, "resource_poll_interval": 0.2},
-    }
+    return server_config(s3_url, lease_settle=LEASE_SETTLE)
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from jupyter_pause.engine.notebook import session_from_path
 from jupyter_pause.server import kernelrun, watchers
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
-from tests.server_helpers import call, open_kernel, poll_state, run, status, wait_state, write_notebook
+from tests.server_helpers import call, open_kernel, poll_state, run, server_config, status, wait_state, write_notebook
 from tests.training import LOSSES, SETUP, STEPS, TRAIN
 
 pytestmark = pytest.mark.integration
@@ -30,11 +30,7 @@ def store(tmp_path):
 
 @pytest.fixture
 def jp_server_config(store):
-    return {
-        "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
-        "PauseConfig": {"store": str(store), "node": "node-a"},
-        "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2, "busy_timeout": 120.0},
-    }
+    return server_config(str(store), busy_timeout=120.0)
 
 
 async def wait_for(check: Any, timeout: float, what: str) -> Any:
