@@ -8,6 +8,8 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # The CPU build of torch; a newer release would pull several GB of CUDA wheels.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# JupyterHub's proxy, for the Hub tests: installed beside the venv, found there by tests/hub.py.
+PROXY_VERSION ?= 5
 # The JupyterLab front end: `pip install -e` builds it (npm) when any of these is newer.
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/schema/*.json labextension/style/*)
@@ -18,6 +20,7 @@ $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "$(TORCH_SPEC)"
 	$(PIP) install -q -e ".[test,lab]"
+	npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION)
 	touch $(STAMP)
 
 # The browser test drives Debian's chromium (Playwright cannot download a browser here).

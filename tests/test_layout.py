@@ -216,3 +216,13 @@ def test_new_run_ids_are_valid_and_sort_by_time() -> None:
     first, second = layout.new_run_id(T0), layout.new_run_id(T0 + 0.000002)
     assert first.startswith("20270115-080000-000000-") and first < second
     assert layout.journal_run(layout.journal_run_key("exp", "ocr", "1", first)) == first
+
+
+def test_release_records_live_beside_the_sessions():
+    key = layout.release_key("20260101-120000-a1b2c3")
+    assert key == "releases/20260101-120000-a1b2c3.json"
+    assert layout.release_of(key) == "20260101-120000-a1b2c3"
+    assert layout.release_of("releases/notes.json") is None
+    assert layout.release_of("sessions/a/status.json") is None
+    with pytest.raises(PauseError, match="release id"):
+        layout.release_key("../../etc")

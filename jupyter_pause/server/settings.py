@@ -53,3 +53,14 @@ class PauseServer(Configurable):
         "before it gives up on that kernel, whose own SIGTERM checkpoint stays the fallback. Keep it under the "
         "notice's lead time: AWS spot gives 120 s, GCE 30 s.",
     ).tag(config=True)
+    resume_on_open = Bool(
+        False,
+        help="Resume a paused session as soon as its notebook is opened in JupyterLab (after a release, "
+        "on whichever node the Hub starts the next server), instead of offering Resume.",
+    ).tag(config=True)
+    shutdown_budget = Float(
+        25.0,
+        help="Seconds the server spends pausing every session when it gets SIGTERM (pod eviction, spot "
+        "reclaim, kubectl delete) before it exits anyway. Keep it under the pod's terminationGracePeriodSeconds "
+        "(30 s by default on Kubernetes) with a margin for the kernel shutdowns; 0 exits at once, pausing nothing.",
+    ).tag(config=True)

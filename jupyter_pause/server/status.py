@@ -30,6 +30,8 @@ class Status:
     verdict: str | None = None
     updated: float = field(default_factory=time.time)
     moments: dict[str, float] = field(default_factory=dict)
+    #: The release that paused the session (its server was stopped after), if one did.
+    release: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""

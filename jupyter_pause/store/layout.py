@@ -16,11 +16,13 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
             failed/<xx>/<item>/<run>-<n>  the n-th failed attempt at an item during run <run>
             runs/<run>.json               one pass over the items: when, where, newest checkpoint
             runs/<run>.keys               the items that pass found pending, one <item> a line
+    <root>/releases/<id>.json        one release of a server: every session it paused, and whether
+                                     the Hub stopped the server after
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
 is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age); ``<digest>`` is
 the lowercase hex digest of the blob's bytes. ``<journal>`` and ``<version>`` are named like
-sessions; ``<item>`` is 32 hex digits naming an item's key (its hash; the key itself is inside the
+sessions; a release ``<id>`` is written like a checkpoint id; ``<item>`` is 32 hex digits naming an item's key (its hash; the key itself is inside the
 record) and ``<xx>`` its first two; ``<run>`` is ``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the
 microsecond and four hex digits). Builders refuse any other name with a
 ``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
@@ -45,6 +47,8 @@ _DIGEST = r"[0-9a-f]{32,128}"
 
 #: Prefix of every session's records.
 SESSIONS = "sessions/"
+#: Prefix of the records of server releases.
+RELEASES = "releases/"
 
 _SESSION_KEY = re.compile(rf"{SESSIONS}({_SESSION})/.+")
 _MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
@@ -56,6 +60,7 @@ _JOURNAL = rf"{SESSIONS}{_SESSION}/journals/{_SESSION}/{_SESSION}"
 _DONE_KEY = re.compile(rf"{_JOURNAL}/done/([0-9a-f]{{2}})/({_ITEM})")
 _FAILED_KEY = re.compile(rf"{_JOURNAL}/failed/([0-9a-f]{{2}})/({_ITEM})/({_RUN})-([0-9]+)")
 _RUN_KEY = re.compile(rf"{_JOURNAL}/runs/({_RUN})\.json")
+_RELEASE_KEY = re.compile(rf"{RELEASES}({_ID})\.json")
 
 
 def _valid(pattern: str, value: str, what: str, hint: str) -> str:
@@ -144,6 +149,18 @@ def status_key(session: str) -> str:
 def lease_key(session: str) -> str:
     """Key of the lease held by whoever is resuming ``session``."""
     return f"{_session(session)}lease.json"
+
+
+def release_key(release_id: str) -> str:
+    """Key of the record of release ``release_id`` (ids are made by ``new_checkpoint_id``)."""
+    hint = "release ids look like 20260101-120000-a1b2c3"
+    return f"{RELEASES}{_valid(_ID, release_id, 'release id', hint)}.json"
+
+
+def release_of(key: str) -> str | None:
+    """The release id of a release record's key, else None."""
+    match = _RELEASE_KEY.fullmatch(key)
+    return match.group(1) if match else None
 
 
 def check_journal(name: str, what: str = "journal name") -> str:
