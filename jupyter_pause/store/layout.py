@@ -20,12 +20,12 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
                                      the Hub stopped the server after
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
-is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age); ``<digest>`` is
-the lowercase hex digest of the blob's bytes. ``<journal>`` and ``<version>`` are named like
-sessions; a release ``<id>`` is written like a checkpoint id; ``<item>`` is 32 hex digits naming an item's key (its hash; the key itself is inside the
-record) and ``<xx>`` its first two; ``<run>`` is ``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the
-microsecond and four hex digits). Builders refuse any other name with a
-``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
+is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age), for checkpoints
+and releases alike; ``<digest>`` is the lowercase hex digest of the blob's bytes. ``<journal>`` and
+``<version>`` are named like sessions; ``<item>`` is 32 hex digits naming an item's key (its hash;
+the key itself is inside the record) and ``<xx>`` its first two; ``<run>`` is
+``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the microsecond and four hex digits). Builders refuse
+any other name with a ``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
 store is never taken for a record.
 
 This layout is the format on disk: stores written by release 0.1.0 use it unchanged, and any
