@@ -23,6 +23,7 @@ export class NotebookPauseController implements IDisposable {
     this.panel = options.panel;
     this._sessions = options.sessions;
     this._onResumeRequested = options.onResumeRequested;
+    this._resumeOnOpen = options.resumeOnOpen ?? (async () => false);
     this.model = new PauseStatusModel({
       path: () => this.panel.context.path,
       fetch: PauseAPI.status,
@@ -138,22 +139,29 @@ export class NotebookPauseController implements IDisposable {
         await Promise.race([this.model.ready, Private.sleep(FIRST_STATUS_TIMEOUT)]);
       }
       const state = this._isDisposed ? undefined : this.model.status?.state;
-      if (state === 'paused') {
-        if (byUser) {
+      const resumeOnOpen =
+        state === 'paused' && !byUser
+          ? await Promise.race([this._resumeOnOpen(), Private.sleep(FIRST_STATUS_TIMEOUT)])
+          : false;
+      switch (kernelStartAction(state, byUser, !!resumeOnOpen)) {
+        case 'start':
+          return startKernel();
+        case 'resume':
+          // What accepting the paused dialog does, without asking.
+          this._onResumeRequested(this);
+          return false;
+        case 'ask':
           void this._showPausedDialog();
-        }
-        return false;
-      }
-      if (state === 'waiting' || state === 'restoring') {
-        if (byUser) {
+          return false;
+        case 'busy':
           Notification.warning(
             `${this.path} is being resumed (${this.model.text}); cells run once its kernel is ready.`,
             { autoClose: 5000 }
           );
-        }
-        return false;
+          return false;
+        default:
+          return false;
       }
-      return startKernel();
     };
   }
 
@@ -199,7 +207,8 @@ export class NotebookPauseController implements IDisposable {
       // The server shut the kernel down: let the notebook see that now, not at the next
       // poll of running sessions.
       void this._sessions.refreshRunning().catch(() => undefined);
-      if (isBusy(previous.state)) {
+      // A release's own notification speaks for the sessions it pauses.
+      if (isBusy(previous.state) && !current.release) {
         Notification.info(
           `Paused ${path}: kernel shut down` +
             (current.checkpoint ? `, state in checkpoint ${current.checkpoint}` : ''),
@@ -207,7 +216,7 @@ export class NotebookPauseController implements IDisposable {
         );
       }
     }
-    if (current.state === 'failed' && isBusy(previous.state)) {
+    if (current.state === 'failed' && isBusy(previous.state) && !current.release) {
       showError(`${path}: ${current.detail || 'failed'}`);
     }
     if (current.state === 'ready' && current.verdict && isBusy(previous.state)) {
@@ -275,6 +284,7 @@ export class NotebookPauseController implements IDisposable {
   private _dialogOpen = false;
   private _isDisposed = false;
   private _onResumeRequested: (controller: NotebookPauseController) => void;
+  private _resumeOnOpen: () => Promise<boolean>;
   private _sessions: Session.IManager;
 }
 
@@ -283,11 +293,43 @@ export namespace NotebookPauseController {
     panel: NotebookPanel;
     sessions: Session.IManager;
     /**
-     * Resume asked for from the paused dialog (runs the Resume command).
+     * Resume asked for from the paused dialog, or by opening a paused notebook on a server
+     * that resumes on open (runs the Resume command).
      */
     onResumeRequested: (controller: NotebookPauseController) => void;
     onPollError?: (message: string) => void;
+    /**
+     * Whether the server resumes a paused session when its notebook is opened
+     * (c.PauseServer.resume_on_open); default never.
+     */
+    resumeOnOpen?: () => Promise<boolean>;
   }
+}
+
+/**
+ * What the guard does with a kernel start, given the session's state:
+ *
+ * - `start`: not paused, start the kernel as JupyterLab asked
+ * - `resume`: opening a paused notebook on a server that resumes on open
+ * - `ask`: the user ran a cell in a paused notebook; offer Resume (the paused dialog)
+ * - `busy`: the user ran a cell while a resume is under way; say so
+ * - `none`: start nothing and say nothing (opening a paused or resuming notebook)
+ */
+export function kernelStartAction(
+  state: string | undefined,
+  byUser: boolean,
+  resumeOnOpen: boolean
+): 'start' | 'resume' | 'ask' | 'busy' | 'none' {
+  if (state === 'paused') {
+    if (byUser) {
+      return 'ask';
+    }
+    return resumeOnOpen ? 'resume' : 'none';
+  }
+  if (state === 'waiting' || state === 'restoring') {
+    return byUser ? 'busy' : 'none';
+  }
+  return 'start';
 }
 
 namespace Private {

@@ -2,6 +2,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { IRelease, IServerStatus } from './release';
 import {
   IPauseStatus,
   IPullReply,
@@ -115,6 +116,20 @@ export namespace PauseAPI {
 
   export function pull(session: string, overwrite = false): Promise<IPullReply> {
     return post<IPullReply>('pull', { session, overwrite });
+  }
+
+  /**
+   * The server's own status (no path): Hub, resume_on_open, sessions with a kernel, release.
+   */
+  export function serverStatus(): Promise<IServerStatus> {
+    return requestAPI<IServerStatus>('status');
+  }
+
+  /**
+   * Pause every notebook session, then ask the Hub to stop this server (answers at once, 202).
+   */
+  export function release(): Promise<IRelease> {
+    return post<IRelease>('release', { trigger: 'button' });
   }
 }
 

@@ -4,14 +4,17 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette, IToolbarWidgetRegistry } from '@jupyterlab/apputils';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { refreshIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { NotebookPauseController } from './controller';
-import { showError } from './handler';
+import { errorMessage, PauseAPI, showError } from './handler';
 import { pauseIcon, pausedSessionsIcon, resumeIcon } from './icons';
+import { addReleaseCommand, ReleaseNotifier } from './releasedialog';
+import { IServerStatusModel, ServerStatusModel } from './servermodel';
 import { PausedSessionsPanel } from './sessions';
 import { PauseStatusView } from './statusview';
 import { createToolbarButton, PAUSE_TEXT, RESUME_TEXT } from './toolbar';
@@ -24,6 +27,7 @@ export namespace CommandIDs {
   export const resume = 'jupyter-pause:resume';
   export const openSessions = 'jupyter-pause:open-sessions';
   export const refreshSessions = 'jupyter-pause:refresh-sessions';
+  export const release = 'jupyter-pause:release';
 }
 
 /**
@@ -38,6 +42,24 @@ export namespace ToolbarItems {
 const PALETTE_CATEGORY = 'Pause';
 
 /**
+ * The server's own pause status, polled once for the whole page.
+ */
+const serverPlugin: JupyterFrontEndPlugin<ServerStatusModel> = {
+  id: 'jupyter-pause:server',
+  description: "Polls the server's pause status: Hub, resume_on_open, release progress.",
+  autoStart: true,
+  provides: IServerStatusModel,
+  activate: (): ServerStatusModel =>
+    new ServerStatusModel({
+      fetch: PauseAPI.serverStatus,
+      page: {
+        hubUser: PageConfig.getOption('hubUser'),
+        hubPrefix: PageConfig.getOption('hubPrefix')
+      }
+    })
+};
+
+/**
  * Pause and Resume for each notebook: commands, toolbar buttons, status indicator, and the
  * guard that keeps a paused notebook from starting a fresh kernel.
  */
@@ -45,12 +67,13 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-pause:plugin',
   description: 'Pause a notebook session (checkpoint and shut down its kernel) and resume it.',
   autoStart: true,
-  requires: [INotebookTracker, IToolbarWidgetRegistry],
+  requires: [INotebookTracker, IToolbarWidgetRegistry, IServerStatusModel],
   optional: [ICommandPalette],
   activate: (
     app: JupyterFrontEnd,
     tracker: INotebookTracker,
     toolbarRegistry: IToolbarWidgetRegistry,
+    server: ServerStatusModel,
     palette: ICommandPalette | null
   ): void => {
     const { commands } = app;
@@ -64,7 +87,15 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
           sessions: app.serviceManager.sessions,
           onResumeRequested: c =>
             void commands.execute(CommandIDs.resume, { panelId: c.panel.id }),
-          onPollError: message => Private.notifyOnce(message)
+          onPollError: message => {
+            if (!server.stopping) {
+              Private.notifyOnce(message);
+            }
+          },
+          resumeOnOpen: async () => {
+            await server.ready;
+            return server.resumeOnOpen;
+          }
         });
         controller.changed.connect(() => {
           commands.notifyCommandChanged(CommandIDs.pause);
@@ -132,7 +163,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     toolbarRegistry.addFactory<NotebookPanel>(
       'Notebook',
       ToolbarItems.status,
-      panel => new PauseStatusView(controllerFor(panel).model)
+      panel => new PauseStatusView(controllerFor(panel).model, server)
     );
 
     // Every notebook gets a controller, even with the status item removed from its toolbar:
@@ -162,15 +193,16 @@ const sessionsPlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-pause:sessions',
   description: 'Lists the sessions in the pause store; pulls and resumes them here.',
   autoStart: true,
-  requires: [IDocumentManager],
+  requires: [IDocumentManager, IServerStatusModel],
   optional: [ILayoutRestorer, ICommandPalette],
   activate: (
     app: JupyterFrontEnd,
     docManager: IDocumentManager,
+    server: ServerStatusModel,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null
   ): void => {
-    const panel = new PausedSessionsPanel({ docManager });
+    const panel = new PausedSessionsPanel({ docManager, server });
     app.shell.add(panel, 'left', { rank: 900, type: 'Paused sessions' });
     if (restorer) {
       restorer.add(panel, panel.id);
@@ -197,7 +229,57 @@ const sessionsPlugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
+/**
+ * "Pause all and stop server" (File menu, palette), shown only under a JupyterHub, and the
+ * notification that follows a release.
+ */
+const releasePlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-pause:release',
+  description: 'Pause every notebook session, then stop this server so its GPU goes back.',
+  autoStart: true,
+  requires: [INotebookTracker, IServerStatusModel],
+  optional: [ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    server: ServerStatusModel,
+    palette: ICommandPalette | null
+  ): void => {
+    addReleaseCommand(app.commands, CommandIDs.release, {
+      server,
+      saveAll: () => Private.saveNotebooks(tracker)
+    });
+    const hubPrefix = PageConfig.getOption('hubPrefix');
+    new ReleaseNotifier(
+      server,
+      hubPrefix ? URLExt.join(PageConfig.getOption('hubHost'), hubPrefix, 'home') : null
+    );
+    if (palette) {
+      palette.addItem({ command: CommandIDs.release, category: PALETTE_CATEGORY });
+    }
+  }
+};
+
 namespace Private {
+  /**
+   * Save every open notebook with unsaved changes; fails naming the first that could not be.
+   */
+  export async function saveNotebooks(tracker: INotebookTracker): Promise<void> {
+    const panels: NotebookPanel[] = [];
+    tracker.forEach(panel => {
+      if (panel.context.model.dirty && !panel.context.model.readOnly) {
+        panels.push(panel);
+      }
+    });
+    for (const panel of panels) {
+      try {
+        await panel.context.save();
+      } catch (error) {
+        throw new Error(`${panel.context.path}: ${errorMessage(error)}`);
+      }
+    }
+  }
+
   const recent = new Map<string, number>();
 
   /**
@@ -214,4 +296,4 @@ namespace Private {
   }
 }
 
-export default [notebookPlugin, sessionsPlugin];
+export default [serverPlugin, notebookPlugin, sessionsPlugin, releasePlugin];

@@ -123,7 +123,14 @@ export class PauseStatusModel implements IDisposable {
     // An answer already on its way was asked before whatever made us refresh: drop it.
     this._generation++;
     await this._poll.refresh();
-    await this._poll.tick;
+    try {
+      await this._poll.tick;
+    } catch (error) {
+      // The tick of a poll disposed meanwhile (the notebook closed) rejects; nothing waits for it.
+      if (!this._isDisposed) {
+        throw error;
+      }
+    }
   }
 
   /**

@@ -10,6 +10,7 @@ import { Widget } from '@lumino/widgets';
 
 import { errorMessage, errorStatus, PauseAPI, showError } from './handler';
 import { pausedSessionsIcon } from './icons';
+import { ServerStatusModel } from './servermodel';
 import {
   canPullAndResume,
   formatAge,
@@ -45,13 +46,14 @@ export const SESSIONS_PANEL_ID = 'jupyter-pause-sessions';
  *   </header>
  *   <div class="jp-PauseSessions-message" data-kind="empty|error|loading">...</div>
  *   <ul class="jp-PauseSessions-list">
- *     <li class="jp-PauseSessions-row" data-session="dir--nb" data-state="paused">
+ *     <li class="jp-PauseSessions-row" data-session="dir--nb" data-state="paused" data-release="<id>">
  *       <div class="jp-PauseSessions-path">dir/nb.ipynb</div>
  *       <div class="jp-PauseSessions-meta">
  *         <span class="jp-PauseSessions-node">gpu-07</span>
  *         <span class="jp-PauseSessions-created">2026-11-29 10:15</span>
  *         <span class="jp-PauseSessions-size">1.2 GB</span>
  *         <span class="jp-PauseSessions-state">paused</span>
+ *         <span class="jp-PauseSessions-release">paused by release</span>  (rows with data-release)
  *       </div>
  *       <button class="jp-PauseSessions-pull" aria-label="Pull & resume dir/nb.ipynb">Pull & resume</button>
  *     </li>
@@ -63,6 +65,7 @@ export class PausedSessionsPanel extends Widget {
   constructor(options: PausedSessionsPanel.IOptions) {
     super();
     this._docManager = options.docManager;
+    this._server = options.server ?? null;
     this.id = SESSIONS_PANEL_ID;
     this.addClass('jp-PauseSessions');
     this.title.icon = pausedSessionsIcon;
@@ -177,7 +180,10 @@ export class PausedSessionsPanel extends Widget {
         this._poll.frequency = { ...this._poll.frequency, interval };
       }
     } catch (error) {
-      if (request === this._request) {
+      if (request === this._request && this._server?.stopping) {
+        // Expected: the server is going away after a release.
+        this._showMessage('stopped', 'The server is stopping; its sessions are paused.');
+      } else if (request === this._request) {
         const message = errorMessage(error);
         this._showMessage('error', `Could not list sessions: ${message}`);
         if (byUser || message !== this._lastError) {
@@ -250,6 +256,13 @@ export class PausedSessionsPanel extends Widget {
     const state = Private.span('jp-PauseSessions-state', row.state);
     state.title = row.detail || row.state;
     meta.append(node, created, size, state);
+    if (row.release) {
+      // Paused by "Pause all and stop server" (or the idle culler, or an eviction).
+      item.dataset.release = row.release;
+      const release = Private.span('jp-PauseSessions-release', 'paused by release');
+      release.title = `paused with every session of its server, by release ${row.release}`;
+      meta.append(release);
+    }
 
     const pull = document.createElement('button');
     pull.type = 'button';
@@ -280,6 +293,7 @@ export class PausedSessionsPanel extends Widget {
   }
 
   private _docManager: IDocumentManager;
+  private _server: ServerStatusModel | null;
   private _lastError: string | null = null;
   private _poll: Poll<void, Error, 'standby'>;
   private _list: HTMLUListElement;
@@ -292,6 +306,10 @@ export class PausedSessionsPanel extends Widget {
 export namespace PausedSessionsPanel {
   export interface IOptions {
     docManager: IDocumentManager;
+    /**
+     * The server's status: once a release stopped the server, failing to list is expected.
+     */
+    server?: ServerStatusModel;
   }
 }
 

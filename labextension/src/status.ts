@@ -19,6 +19,8 @@ export interface IPauseStatus {
   /** Seconds since the epoch. */
   updated: number;
   moments?: { [name: string]: number };
+  /** The id of the release that paused the session, if one did. */
+  release?: string | null;
 }
 
 /**
@@ -35,6 +37,8 @@ export interface ISessionRow {
   created: number | null;
   bytes: number;
   updated: number | null;
+  /** The id of the release that paused the session ("Pause all and stop server"), if one did. */
+  release?: string | null;
 }
 
 /**
@@ -43,6 +47,8 @@ export interface ISessionRow {
 export interface ISessionsReply {
   sessions: ISessionRow[];
   node: string;
+  /** Whether opening a paused session's notebook resumes it (c.PauseServer.resume_on_open). */
+  resume_on_open?: boolean;
 }
 
 /**

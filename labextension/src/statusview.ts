@@ -1,20 +1,26 @@
 import { Widget } from '@lumino/widgets';
 
 import { PauseStatusModel } from './model';
+import { describeRelease, formatRelease, showsRelease } from './release';
+import { ServerStatusModel } from './servermodel';
 
 /**
- * The notebook toolbar's status indicator: renders a PauseStatusModel, nothing more.
+ * The notebook toolbar's status indicator: renders a PauseStatusModel, nothing more; while the
+ * server releases (pauses everything and stops), it renders the release's progress instead.
  *
- * DOM: `<div class="jp-PauseStatus" data-state="paused" role="status" title="...">paused</div>`
+ * DOM: `<div class="jp-PauseStatus" data-state="paused" role="status" title="...">paused</div>`;
+ * during a release `data-release="pausing|stopping|stopped|paused|failed"` as well.
  */
 export class PauseStatusView extends Widget {
-  constructor(model: PauseStatusModel) {
+  constructor(model: PauseStatusModel, server: ServerStatusModel | null = null) {
     super();
     this._model = model;
+    this._server = server;
     this.addClass('jp-PauseStatus');
     this.node.setAttribute('role', 'status');
     this.node.setAttribute('aria-live', 'polite');
     model.stateChanged.connect(this._render, this);
+    server?.changed.connect(this._render, this);
     this._render();
   }
 
@@ -27,15 +33,25 @@ export class PauseStatusView extends Widget {
       return;
     }
     this._model.stateChanged.disconnect(this._render, this);
+    this._server?.changed.disconnect(this._render, this);
     super.dispose();
   }
 
   private _render(): void {
     const model = this._model;
-    this.node.textContent = model.text;
+    const release = this._server?.release;
     this.node.dataset.state = model.displayState;
-    this.node.title = model.tooltip;
+    if (showsRelease(release, model.status)) {
+      this.node.textContent = formatRelease(release);
+      this.node.dataset.release = release.state;
+      this.node.title = describeRelease(release);
+    } else {
+      this.node.textContent = model.text;
+      delete this.node.dataset.release;
+      this.node.title = model.tooltip;
+    }
   }
 
   private _model: PauseStatusModel;
+  private _server: ServerStatusModel | null;
 }

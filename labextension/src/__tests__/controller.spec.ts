@@ -1,0 +1,145 @@
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Session } from '@jupyterlab/services';
+import { Signal } from '@lumino/signaling';
+
+import { kernelStartAction, NotebookPauseController } from '../controller';
+import { PauseAPI } from '../handler';
+import { IPauseStatus } from '../status';
+
+jest.mock('../handler', () => {
+  const actual = jest.requireActual('../handler');
+  return {
+    ...actual,
+    PauseAPI: { ...actual.PauseAPI, status: jest.fn(), resume: jest.fn() }
+  };
+});
+const fetchStatus = PauseAPI.status as jest.Mock;
+const postResume = PauseAPI.resume as jest.Mock;
+
+function status(state: string, fields: Partial<IPauseStatus> = {}): IPauseStatus {
+  return {
+    session: 'a',
+    state,
+    detail: '',
+    path: 'a.ipynb',
+    node: 'gpu-07',
+    checkpoint: 'c1',
+    verdict: null,
+    updated: 1,
+    release: null,
+    ...fields
+  };
+}
+
+/** Just what the controller uses of a NotebookPanel, its session context and the sessions. */
+function fakeNotebook() {
+  const owner = {};
+  const startKernel = jest.fn(async () => false);
+  const sessionContext = {
+    isReady: false,
+    isDisposed: false,
+    session: null,
+    startKernel,
+    kernelChanged: new Signal<object, unknown>(owner)
+  };
+  const panel = {
+    id: 'notebook-1',
+    context: { path: 'a.ipynb', save: jest.fn(async () => undefined) },
+    sessionContext,
+    disposed: new Signal<object, void>(owner)
+  } as unknown as NotebookPanel;
+  const sessions = {
+    refreshRunning: jest.fn(async () => undefined),
+    running: () => [][Symbol.iterator]()
+  } as unknown as Session.IManager;
+  return { panel, sessionContext, startKernel, sessions };
+}
+
+describe('kernelStartAction (the guard against a fresh kernel in a paused session)', () => {
+  it.each([
+    // state, started by the user, resume_on_open, action
+    ['paused', false, false, 'none'],
+    ['paused', false, true, 'resume'],
+    ['paused', true, false, 'ask'],
+    ['paused', true, true, 'ask'],
+    ['waiting', true, true, 'busy'],
+    ['restoring', false, true, 'none'],
+    ['ready', false, true, 'start'],
+    ['failed', true, false, 'start'],
+    [undefined, false, true, 'start']
+  ] as const)('%s, by user %s, resume_on_open %s: %s', (state, byUser, onOpen, action) => {
+    expect(kernelStartAction(state, byUser, onOpen)).toBe(action);
+  });
+});
+
+describe('opening a paused notebook', () => {
+  let controller: NotebookPauseController | null = null;
+
+  afterEach(() => {
+    controller?.dispose();
+    controller = null;
+    fetchStatus.mockReset();
+    postResume.mockReset();
+  });
+
+  function open(resumeOnOpen: boolean) {
+    const fake = fakeNotebook();
+    const resumes: string[] = [];
+    controller = new NotebookPauseController({
+      panel: fake.panel,
+      sessions: fake.sessions,
+      // What the Resume command does.
+      onResumeRequested: c => {
+        resumes.push(c.path);
+        void c.resume();
+      },
+      resumeOnOpen: async () => resumeOnOpen
+    });
+    return { ...fake, resumes };
+  }
+
+  it('resumes it, instead of waiting for Resume, when the server says resume_on_open', async () => {
+    fetchStatus.mockResolvedValue(status('paused'));
+    postResume.mockResolvedValue(status('waiting', { detail: 'checking resources' }));
+    const { panel, startKernel, resumes } = open(true);
+    // The start that opening the notebook does (before the session context is ready).
+    expect(await panel.sessionContext.startKernel()).toBe(false);
+    expect(startKernel).not.toHaveBeenCalled();
+    expect(resumes).toEqual(['a.ipynb']);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(postResume).toHaveBeenCalledWith('a.ipynb');
+    expect(document.querySelector('.jp-Dialog')).toBeNull();
+  });
+
+  it('starts nothing and resumes nothing without resume_on_open', async () => {
+    fetchStatus.mockResolvedValue(status('paused'));
+    const { panel, startKernel, resumes } = open(false);
+    expect(await panel.sessionContext.startKernel()).toBe(false);
+    expect(startKernel).not.toHaveBeenCalled();
+    expect(resumes).toEqual([]);
+    expect(postResume).not.toHaveBeenCalled();
+  });
+
+  it("still asks when the user runs a cell in a notebook paused here, resume_on_open or not", async () => {
+    fetchStatus.mockResolvedValue(status('paused'));
+    const { panel, sessionContext, resumes } = open(true);
+    await controller!.model.ready;
+    sessionContext.isReady = true;
+    expect(await panel.sessionContext.startKernel()).toBe(false);
+    await new Promise(resolve => setTimeout(resolve, 0));
+    const dialog = document.querySelector('.jp-Dialog');
+    expect(dialog?.textContent).toContain('This session is paused');
+    expect(resumes).toEqual([]);
+    (dialog!.querySelector('button.jp-mod-reject') as HTMLButtonElement).click();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(document.querySelector('.jp-Dialog')).toBeNull();
+  });
+
+  it('starts the kernel of a notebook that is not paused', async () => {
+    fetchStatus.mockResolvedValue(status('ready'));
+    const { panel, startKernel, resumes } = open(true);
+    await panel.sessionContext.startKernel();
+    expect(startKernel).toHaveBeenCalledTimes(1);
+    expect(resumes).toEqual([]);
+  });
+});

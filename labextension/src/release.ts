@@ -1,0 +1,235 @@
+/**
+ * What a release ("Pause all and stop server") is, and how the status indicator words it.
+ *
+ * Pure functions only (no JupyterLab imports), so they are unit-tested as they are.
+ */
+import { IPauseStatus } from './status';
+
+/**
+ * One session of a release, as `Release.sessions[]` gives it.
+ */
+export interface IReleaseSession {
+  path: string;
+  session: string;
+  /** checkpointing | paused | failed */
+  state: string;
+  detail: string;
+  checkpoint: string | null;
+}
+
+/**
+ * A release, as `POST /jupyter-pause/api/release` and the server's status return it.
+ */
+export interface IRelease {
+  id: string;
+  /** pausing | stopping | stopped | paused | failed */
+  state: string;
+  /** null | stopped | no-hub | missing-scope | hub-refused */
+  server_stop: string | null;
+  /** One sentence for a person (names c.Spawner.server_token_scopes when a scope is missing). */
+  detail: string;
+  /** button | service | idle | sigterm */
+  trigger: string;
+  started: number;
+  updated: number;
+  sessions: IReleaseSession[];
+}
+
+/**
+ * A notebook session with a kernel on this server now.
+ */
+export interface INotebookSession {
+  path: string;
+  session: string;
+  /** The kernel's execution state: idle, busy, starting... */
+  kernel_state: string;
+}
+
+/**
+ * The answer of `GET /jupyter-pause/api/status` without a path: the server's own status.
+ */
+export interface IServerStatus {
+  node: string;
+  store: string;
+  lease: string;
+  hub: { user: string; server_name: string } | null;
+  resume_on_open: boolean;
+  sessions: INotebookSession[];
+  release: IRelease | null;
+}
+
+/**
+ * What the front end's page config says about a Hub (`hubUser`, `hubPrefix`).
+ */
+export interface IPageHub {
+  hubUser?: string;
+  hubPrefix?: string;
+}
+
+/**
+ * Release states in which the server is still working; it is polled fast then.
+ */
+export const RELEASE_ACTIVE_STATES: ReadonlyArray<string> = ['pausing', 'stopping'];
+
+/**
+ * Whether a release is under way (pausing sessions or stopping the server).
+ */
+export function isReleaseActive(release: IRelease | null | undefined): boolean {
+  return !!release && RELEASE_ACTIVE_STATES.includes(release.state);
+}
+
+/**
+ * Whether the server runs under a JupyterHub: the server's word once it has answered (it is
+ * the one that asks the Hub to stop it), the page config's before that.
+ */
+export function isUnderHub(status: IServerStatus | null, page: IPageHub): boolean {
+  if (status) {
+    return !!status.hub;
+  }
+  return !!(page.hubUser || page.hubPrefix);
+}
+
+function sessions(n: number): string {
+  return n === 1 ? '1 session' : `${n} sessions`;
+}
+
+/**
+ * Why a release ended without stopping the server, in one sentence: the release's detail, or
+ * the first failed session's.
+ */
+export function releaseDetail(release: IRelease): string {
+  const detail = (release.detail || '').trim();
+  if (detail) {
+    return detail;
+  }
+  const failed = release.sessions.find(s => s.state === 'failed');
+  return failed ? `${failed.path}: ${failed.detail || 'failed'}` : '';
+}
+
+/**
+ * The indicator's text during and after a release.
+ *
+ * - `pausing 3 sessions`, then `pausing 3 sessions (1 paused)`
+ * - `stopping the server`
+ * - `server stopped · sessions paused`
+ * - `paused, server not stopped: <detail>`
+ * - `release failed: <detail>`
+ */
+export function formatRelease(release: IRelease): string {
+  const detail = releaseDetail(release);
+  switch (release.state) {
+    case 'pausing': {
+      const total = release.sessions.length;
+      const done = release.sessions.filter(s => s.state === 'paused').length;
+      return `pausing ${sessions(total)}` + (done ? ` (${done} paused)` : '');
+    }
+    case 'stopping':
+      return 'stopping the server';
+    case 'stopped':
+      return 'server stopped · sessions paused';
+    case 'paused':
+      return detail ? `paused, server not stopped: ${detail}` : 'paused, server not stopped';
+    case 'failed':
+      return detail ? `release failed: ${detail}` : 'release failed';
+    default:
+      return detail ? `release ${release.state}: ${detail}` : `release ${release.state}`;
+  }
+}
+
+/**
+ * The indicator's tooltip during and after a release: one fact a line, each session too.
+ */
+export function describeRelease(release: IRelease): string {
+  const lines = [`release ${release.id} (${release.trigger}): ${release.state}`];
+  if (release.detail) {
+    lines.push(release.detail);
+  }
+  for (const s of release.sessions) {
+    lines.push(`${s.path}: ${s.state}` + (s.detail ? ` (${s.detail})` : ''));
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Whether a notebook's indicator shows the release instead of its own session.
+ *
+ * While the release runs, and once it stopped the server, every notebook shows it. A release
+ * that ended without stopping the server stays on the notebooks it paused (or failed to) until
+ * they are resumed; the others go back to their own state.
+ */
+export function showsRelease(
+  release: IRelease | null | undefined,
+  status: IPauseStatus | null
+): release is IRelease {
+  if (!release) {
+    return false;
+  }
+  if (isReleaseActive(release) || release.state === 'stopped') {
+    return true;
+  }
+  return (
+    !!status &&
+    status.release === release.id &&
+    (status.state === 'paused' || status.state === 'failed')
+  );
+}
+
+/**
+ * A notification's words and kind for a release's state.
+ */
+export interface IReleaseNotice {
+  message: string;
+  /** in-progress | success | warning | error, as JupyterLab's Notification takes them */
+  type: 'in-progress' | 'success' | 'warning' | 'error';
+  /** Whether the release is over (the notification stays until dismissed). */
+  final: boolean;
+}
+
+/**
+ * What the notification that follows a release says at each state. `stopped` says plainly that
+ * JupyterLab is about to lose its server, and how to come back.
+ */
+export function releaseNotice(release: IRelease, resumeOnOpen: boolean): IReleaseNotice {
+  const detail = releaseDetail(release);
+  switch (release.state) {
+    case 'pausing':
+      return {
+        message: `Pausing ${sessions(release.sessions.length)}, then stopping the server…`,
+        type: 'in-progress',
+        final: false
+      };
+    case 'stopping':
+      return {
+        message: 'Every session is paused; asking the Hub to stop this server…',
+        type: 'in-progress',
+        final: false
+      };
+    case 'stopped':
+      return {
+        message:
+          'Your sessions are paused and this server is stopping; its GPU goes back. ' +
+          'JupyterLab loses its connection to the server now: that is expected. To come ' +
+          'back, start your server from the Hub, then ' +
+          (resumeOnOpen
+            ? 'open a notebook to resume it.'
+            : 'resume from the Paused sessions panel.'),
+        type: 'success',
+        final: true
+      };
+    case 'paused':
+      return {
+        message:
+          'Every session is paused, but the server was not stopped' +
+          (detail ? `: ${detail}` : '.'),
+        type: 'warning',
+        final: true
+      };
+    default:
+      return {
+        message:
+          'Pause all failed; the server was not stopped' + (detail ? `: ${detail}` : '.'),
+        type: 'error',
+        final: true
+      };
+  }
+}
