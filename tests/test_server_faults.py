@@ -632,7 +632,7 @@ async def test_sessions_status_resume_and_pull_answers(jp_fetch, jp_serverapp, j
     assert before - 5 <= row["created"] <= time.time()
     assert row["bytes"] >= 256 * 4
 
-    code, message = await http_error(jp_fetch("jupyter-pause", "api", "status"))
+    code, message = await http_error(jp_fetch("jupyter-pause", "api", "status", params={"path": ""}))
     assert code == 400 and "?path=" in message, message
 
     busy_path = write_notebook(jp_root_dir, "running.ipynb", "x = 1")

@@ -32,7 +32,7 @@ DIGEST_MAX_SEGMENT_BYTES = 4 << 20
 #: Longest tag accepted (it lives in the manifest, read by every listing).
 MAX_TAG = 1000
 
-TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill")
+TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill", "release")
 
 
 @dataclass(kw_only=True)

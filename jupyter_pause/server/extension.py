@@ -1,4 +1,4 @@
-"""Loading the server extension: settings, the pause manager, routes and watchers."""
+"""Loading the server extension: settings, the pause manager, routes, watchers and the SIGTERM handler."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ..config import ENV_VARS, PauseConfig
 from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer
+from .shutdown import install as handle_sigterm
 from .watchers import start_watchers
 
 
@@ -47,4 +48,5 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
     start_watchers(manager)
+    handle_sigterm(manager, serverapp)
     serverapp.log.info("jupyter-pause: store %s, node %s", manager.store.display_url, config.node)

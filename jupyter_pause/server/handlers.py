@@ -1,4 +1,4 @@
-"""REST handlers: ``/jupyter-pause/api/{pause,resume,status,sessions,pull}``."""
+"""REST handlers: ``/jupyter-pause/api/{pause,resume,status,release,sessions,pull}``."""
 
 from __future__ import annotations
 
@@ -62,13 +62,29 @@ class ResumeHandler(_Base):
 
 
 class StatusHandler(_Base):
-    """GET ``?path=``: the session's state, detail, checkpoint, verdict, time of the last change."""
+    """GET ``?path=``: the session's state, detail, checkpoint, verdict, time of the last change.
+    GET without a path: this server's status, with the progress of its newest release."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        status = await self.pause.status(self.get_query_argument("path", ""))
+        path = self.get_query_argument("path", None)
+        if path is None:
+            self.reply(await self.pause.overview())
+            return
+        status = await self.pause.status(path)
         self.reply(status.public())
+
+
+class ReleaseHandler(_Base):
+    """POST ``{"trigger"?}``: pause every session, then have the Hub stop this server."""
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        body = self.body() if self.request.body else {}
+        release = self.pause.releaser.start(body.get("trigger", "button"))
+        self.reply(release.public(), 202)
 
 
 class SessionsHandler(_Base):
@@ -77,7 +93,13 @@ class SessionsHandler(_Base):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        self.reply({"sessions": await self.pause.sessions(), "node": self.pause.config.node})
+        self.reply(
+            {
+                "sessions": await self.pause.sessions(),
+                "node": self.pause.config.node,
+                "resume_on_open": self.pause.settings.resume_on_open,
+            }
+        )
 
 
 class PullHandler(_Base):
@@ -100,6 +122,7 @@ def routes(base_url: str) -> list[tuple[str, type[APIHandler]]]:
         (url_path_join(api, "pause"), PauseHandler),
         (url_path_join(api, "resume"), ResumeHandler),
         (url_path_join(api, "status"), StatusHandler),
+        (url_path_join(api, "release"), ReleaseHandler),
         (url_path_join(api, "sessions"), SessionsHandler),
         (url_path_join(api, "pull"), PullHandler),
     ]

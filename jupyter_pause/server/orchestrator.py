@@ -13,6 +13,8 @@ import os
 import time
 from typing import Any
 
+from tornado import web
+
 from ..config import PauseConfig
 from ..engine import interrupt
 from ..engine.notebook import session_from_path
@@ -22,6 +24,8 @@ from ..store.catalog import Catalog
 from ..store.storage import Store
 from . import kernelrun, lease, pulling, resources
 from .http import MAX_PATH, http_error, maybe_await
+from .hub import Hub
+from .release import Releaser
 from .settings import PauseServer
 from .status import Status, StatusBoard
 
@@ -43,6 +47,9 @@ class PauseManager:
         self.board = StatusBoard(self.store, config.node)
         self.holder = f"server pid {os.getpid()}"
         self.tasks: set[asyncio.Task[Any]] = set()
+        #: The pause under way of each session being paused here.
+        self.pausing: dict[str, asyncio.Task[Any]] = {}
+        self.releaser = Releaser(self, Hub.from_environ())
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -89,15 +96,19 @@ class PauseManager:
         await asyncio.to_thread(self.board.persist, status)
         return status
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        """Run ``coro`` in the background; ``wait`` waits for it."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
 
     # -- pause -----------------------------------------------------------------------------
 
-    async def pause(self, path: str, trigger: str = "button") -> Status:
-        """Start pausing the notebook at ``path``; returns its ``checkpointing`` status."""
+    async def pause(self, path: str, trigger: str = "button", release: str | None = None) -> Status:
+        """Start pausing the notebook at ``path``; returns its ``checkpointing`` status.
+
+        ``release``: the id of the release this pause is part of (recorded on the session)."""
         path = await self.notebook(path)
         session = self.session_name(path)
         model = await self.kernel_session(path)
@@ -107,9 +118,11 @@ class PauseManager:
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
         status = await self._state(
-            session, "checkpointing", "waiting for the running cell to finish", path=path, verdict=None
+            session, "checkpointing", "waiting for the running cell to finish", path=path, verdict=None, release=release
         )
-        self._spawn(self._pause(path, session, model, trigger))
+        task = self.spawn(self._pause(path, session, model, trigger))
+        self.pausing[session] = task
+        task.add_done_callback(lambda _: self.pausing.pop(session, None) if self.pausing.get(session) is task else None)
         return status
 
     async def _pause(self, path: str, session: str, model: dict[str, Any], trigger: str) -> None:
@@ -139,6 +152,8 @@ class PauseManager:
         timeout = self.settings.busy_timeout
         if trigger == "spot":
             timeout = min(timeout, self.settings.preemption_grace)
+        elif trigger == "sigterm":
+            timeout = min(timeout, self.settings.shutdown_budget)
 
         async def tell(detail: str) -> None:
             await self._state(session, "checkpointing", detail)
@@ -174,7 +189,7 @@ class PauseManager:
         A session running on another node (resumed there, or being paused or resumed there) is
         refused unless ``force``: for when that node is gone for good.
         """
-        path = await self.notebook(path)
+        path = await self._pulled_if_missing(path)
         session = self.session_name(path)
         if map_location not in (None, "auto", "cpu"):
             raise http_error(400, f'"map_location" must be "auto" or "cpu", not {map_location!r}')
@@ -213,10 +228,25 @@ class PauseManager:
             raise http_error(409, str(e)) from e
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
         status = await self._state(
-            session, "waiting", "checking resources", path=path, checkpoint=manifest.id, verdict=None
+            session, "waiting", "checking resources", path=path, checkpoint=manifest.id, verdict=None, release=None
         )
-        self._spawn(self._resume(path, session, manifest, location, held))
+        self.spawn(self._resume(path, session, manifest, location, held))
         return status
+
+    async def _pulled_if_missing(self, path: Any) -> str:
+        """``path``, checked; a notebook missing here (a fresh pod without a persistent volume)
+        is first pulled from its session's newest checkpoint."""
+        checked = _checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
+        if not await maybe_await(self.contents.file_exists(checked)):
+            try:
+                await self.pull(self.session_name(checked), checked)
+            except web.HTTPError as e:
+                if e.status_code != 404:
+                    raise
+                raise http_error(
+                    404, f"{checked} is not on this server, and no checkpoint holds it: {e.log_message}"
+                ) from None
+        return await self.notebook(checked)
 
     async def _resume(self, path: str, session: str, manifest: Any, location: str, held: lease.Lease) -> None:
         outcome: remote.ResumeReply | None = None
@@ -274,10 +304,33 @@ class PauseManager:
 
     async def status(self, path: str) -> Status:
         """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
-        path = _checked_path(path, "give the notebook's path as ?path=")
+        path = _checked_path(path, "give the notebook's path as ?path= (or no path, for the server's status)")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
         return status or Status(session, "ready", "not paused", path=path, node=self.config.node)
+
+    async def overview(self) -> dict[str, Any]:
+        """This server's status: its node, store and lease protocol, its Hub, the notebooks with
+        a kernel here now, and the newest release."""
+        running = [
+            {
+                "path": m["path"],
+                "session": self.session_name(m["path"]),
+                "kernel_state": m["kernel"].get("execution_state"),
+            }
+            for m in await maybe_await(self.sessions_manager.list_sessions())
+            if m.get("type") in (None, "notebook") and m.get("kernel") and m.get("path")
+        ]
+        current = self.releaser.current
+        return {
+            "node": self.config.node,
+            "store": self.store.display_url,
+            "lease": await asyncio.to_thread(getattr(lease, "protocol", lambda store: "settle"), self.store),  # TEMP
+            "hub": self.releaser.hub.public() if self.releaser.hub else None,
+            "resume_on_open": self.settings.resume_on_open,
+            "sessions": running,
+            "release": current.public() if current else None,
+        }
 
     async def sessions(self) -> list[dict[str, Any]]:
         """Every session in the store (from any node) with its state and newest checkpoint."""
@@ -301,6 +354,7 @@ class PauseManager:
                     "created": newest.created if newest else None,
                     "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
                     "updated": status.updated if status else None,
+                    "release": status.release if status and status.state == "paused" else None,
                 }
             )
         return rows
