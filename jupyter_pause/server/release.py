@@ -183,6 +183,17 @@ class Releaser:
         except StoreError as e:
             log.warning("jupyter-pause: release %s not recorded in the store: %s", release.id, e)
 
+    async def stopped_by_hub(self) -> bool:
+        """Whether this server is stopping because its release asked the Hub to (the signal that
+        follows is the Hub's doing); the release is then recorded as stopped."""
+        release = self.current
+        if release is None or release.state != "stopping":
+            return False
+        described = self.hub.described if self.hub else "this server"
+        release.move("stopped", f"{_paused(release)}; the Hub is stopping {described}", server_stop="stopped")
+        await self._persist(release)
+        return True
+
     def release_on_signal(self) -> Release:
         """A release for a SIGTERM: it runs even while another is under way (the server exits)."""
         return self._new("sigterm")

@@ -28,8 +28,11 @@ def install(manager: Any, serverapp: Any) -> bool:
 
     async def drain(signum: int) -> None:
         name = signal.Signals(signum).name
-        log.warning("jupyter-pause: %s: pausing every session (up to %g s) before the server stops", name, budget)
         try:
+            if await manager.releaser.stopped_by_hub():
+                log.info("jupyter-pause: %s: the Hub is stopping this server after its release", name)
+                return
+            log.warning("jupyter-pause: %s: pausing every session (up to %g s) before the server stops", name, budget)
             release = manager.releaser.release_on_signal()
             await manager.releaser.run(release, budget=budget, exiting=True)
         finally:
