@@ -22,7 +22,7 @@ from ..errors import CheckpointNotFound, PauseError
 from ..kernel import remote
 from ..store.catalog import Catalog
 from ..store.storage import Store
-from . import kernelrun, lease, pulling, resources
+from . import kernelrun, lease, pulling, resources, views
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
 from .release import Releaser
@@ -80,8 +80,8 @@ class PauseManager:
 
     async def kernel_session(self, path: str) -> dict[str, Any] | None:
         """The server session (with its kernel) open on ``path``, if any."""
-        for model in await maybe_await(self.sessions_manager.list_sessions()):
-            if model.get("path") == path and model.get("kernel"):
+        for model in await self.notebooks_running():
+            if model["path"] == path:
                 return model
         return None
 
@@ -309,55 +309,21 @@ class PauseManager:
         status = await asyncio.to_thread(self.board.get, session)
         return status or Status(session, "ready", "not paused", path=path, node=self.config.node)
 
-    async def overview(self) -> dict[str, Any]:
-        """This server's status: its node, store and lease protocol, its Hub, the notebooks with
-        a kernel here now, and the newest release."""
-        running = [
-            {
-                "path": m["path"],
-                "session": self.session_name(m["path"]),
-                "kernel_state": m["kernel"].get("execution_state"),
-            }
+    async def notebooks_running(self) -> list[dict[str, Any]]:
+        """The server sessions of notebooks with a kernel here now (models of the sessions API)."""
+        return [
+            m
             for m in await maybe_await(self.sessions_manager.list_sessions())
             if m.get("type") in (None, "notebook") and m.get("kernel") and m.get("path")
         ]
-        current = self.releaser.current
-        return {
-            "node": self.config.node,
-            "store": self.store.display_url,
-            "lease": await asyncio.to_thread(getattr(lease, "protocol", lambda store: "settle"), self.store),  # TEMP
-            "hub": self.releaser.hub.public() if self.releaser.hub else None,
-            "resume_on_open": self.settings.resume_on_open,
-            "sessions": running,
-            "release": current.public() if current else None,
-        }
+
+    async def overview(self) -> dict[str, Any]:
+        """This server's status, with its newest release (see ``views.overview``)."""
+        return await views.overview(self)
 
     async def sessions(self) -> list[dict[str, Any]]:
         """Every session in the store (from any node) with its state and newest checkpoint."""
-        return await asyncio.to_thread(self._sessions)
-
-    def _sessions(self) -> list[dict[str, Any]]:
-        rows = []
-        for session in self.catalog.sessions():
-            checkpoints = self.catalog.checkpoints(session)
-            status = self.board.get(session)
-            newest = checkpoints[0] if checkpoints else None
-            rows.append(
-                {
-                    "session": session,
-                    "state": status.state if status else ("paused" if newest else "ready"),
-                    "detail": status.detail if status else "",
-                    "path": (status.path if status and status.path else None)
-                    or ((newest.notebook or {}).get("path") if newest else None),
-                    "node": newest.node if newest else (status.node if status else None),
-                    "checkpoint": newest.id if newest else None,
-                    "created": newest.created if newest else None,
-                    "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
-                    "updated": status.updated if status else None,
-                    "release": status.release if status and status.state == "paused" else None,
-                }
-            )
-        return rows
+        return await asyncio.to_thread(views.session_rows, self)
 
     async def pull(self, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
         """Copy a session's notebook (from its newest checkpoint) into this server's root."""

@@ -27,7 +27,7 @@ from tornado import web
 
 from ..errors import StoreError
 from ..store.layout import new_checkpoint_id, release_key
-from .http import http_error, maybe_await
+from .http import http_error
 from .hub import Hub
 
 log = logging.getLogger(__name__)
@@ -125,11 +125,7 @@ class Releaser:
         return release
 
     async def _pause_all(self, release: Release, budget: float | None) -> None:
-        models = [
-            m
-            for m in await maybe_await(self.manager.sessions_manager.list_sessions())
-            if m.get("type") in (None, "notebook") and m.get("kernel") and m.get("path")
-        ]
+        models = await self.manager.notebooks_running()
         release.sessions = [
             {
                 "path": m["path"],

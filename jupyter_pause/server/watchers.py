@@ -19,9 +19,7 @@ async def pause_all(manager: Any, trigger: str, only_idle_for: float | None = No
     """Pause every notebook with a running kernel (idle ones only, when ``only_idle_for`` is set)."""
     paused = []
     now = datetime.datetime.now(datetime.timezone.utc)
-    for model in await _sessions(manager):
-        if model.get("type") not in (None, "notebook") or not model.get("kernel"):
-            continue
+    for model in await manager.notebooks_running():
         if only_idle_for is not None:
             kernel = manager.kernels.get_kernel(model["kernel"]["id"])
             last = getattr(kernel, "last_activity", None)
@@ -34,11 +32,6 @@ async def pause_all(manager: Any, trigger: str, only_idle_for: float | None = No
         except (web.HTTPError, PauseError) as e:
             log.warning("jupyter-pause: could not pause %s (%s): %s", model["path"], trigger, e)
     return paused
-
-
-async def _sessions(manager: Any) -> list[dict[str, Any]]:
-    result = manager.sessions_manager.list_sessions()
-    return await result if hasattr(result, "__await__") else result
 
 
 class PreemptionWatcher:
