@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,11 +11,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import nbformat
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import Page, expect, sync_playwright
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +45,8 @@ def _get(url: str) -> object:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def lab(tmp_path):
+@contextlib.contextmanager
+def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
     """JupyterLab on 127.0.0.1 with the extension, its own folders, and a notebook to work in."""
     root = tmp_path / "root"
     root.mkdir()
@@ -77,6 +79,7 @@ def lab(tmp_path):
             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
             f"--PauseConfig.store={tmp_path / 'store'}",
             "--PauseServer.lease_settle=0.2",
+            *options,
         ],
         env=env,
         stdout=log,
@@ -102,6 +105,49 @@ def lab(tmp_path):
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab as it is configured by default."""
+    with _lab(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def lab_resume_on_open(tmp_path):
+    """JupyterLab whose server resumes a paused session when its notebook is opened."""
+    with _lab(tmp_path, "--PauseServer.resume_on_open=True") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def _browser_page(failure: str) -> Iterator[Page]:
+    """A chromium page; on failure, a screenshot of what the user would have seen."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    assert Path(CHROMIUM).exists(), "Debian's chromium is needed: `make test` installs it"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            try:
+                yield page
+            except Exception:
+                page.screenshot(path=str(ARTIFACTS / failure))
+                raise
+        finally:
+            browser.close()
 
 
 def _run_cell(page, index: int) -> None:
@@ -158,86 +204,106 @@ def _screenshot_toolbar(page, path: Path) -> None:
 
 
 def test_pause_and_resume_from_the_toolbar(lab):
-    ARTIFACTS.mkdir(exist_ok=True)
-    assert Path(CHROMIUM).exists(), "Debian's chromium is needed: `make test` installs it"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
-            toolbar = page.locator(".jp-NotebookPanel-toolbar")
-            status = toolbar.locator(".jp-PauseStatus")
-            pause = toolbar.get_by_role("button", name="Pause", exact=True)
-            resume = toolbar.get_by_role("button", name="Resume", exact=True)
-            # The same buttons as elements (jp-button), for their text and attributes.
-            pause_item = toolbar.locator('[data-jp-item-name="jupyter-pause-pause"] jp-button')
-            resume_item = toolbar.locator('[data-jp-item-name="jupyter-pause-resume"] jp-button')
-            expect(status).to_have_attribute("data-state", "ready", timeout=60_000)
-            expect(pause).to_be_visible()
-            expect(resume).to_be_visible()
-            # Words, not only icons: Pause sits near the kernel's interrupt square.
-            for item, label, title in (
-                (pause_item, "Pause", r"^Pause: save the notebook"),
-                (resume_item, "Resume", r"^Resume: start a kernel"),
-            ):
-                expect(item.locator(".jp-ToolbarButtonComponent-label")).to_have_text(label)
-                expect(item.locator(".jp-ToolbarButtonComponent-label")).to_be_visible()
-                expect(item).to_have_attribute("title", re.compile(title))
+    with _browser_page("failure.png") as page:
+        page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
+        toolbar = page.locator(".jp-NotebookPanel-toolbar")
+        status = toolbar.locator(".jp-PauseStatus")
+        pause = toolbar.get_by_role("button", name="Pause", exact=True)
+        resume = toolbar.get_by_role("button", name="Resume", exact=True)
+        # The same buttons as elements (jp-button), for their text and attributes.
+        pause_item = toolbar.locator('[data-jp-item-name="jupyter-pause-pause"] jp-button')
+        resume_item = toolbar.locator('[data-jp-item-name="jupyter-pause-resume"] jp-button')
+        expect(status).to_have_attribute("data-state", "ready", timeout=60_000)
+        expect(pause).to_be_visible()
+        expect(resume).to_be_visible()
+        # Words, not only icons: Pause sits near the kernel's interrupt square.
+        for item, label, title in (
+            (pause_item, "Pause", r"^Pause: save the notebook"),
+            (resume_item, "Resume", r"^Resume: start a kernel"),
+        ):
+            expect(item.locator(".jp-ToolbarButtonComponent-label")).to_have_text(label)
+            expect(item.locator(".jp-ToolbarButtonComponent-label")).to_be_visible()
+            expect(item).to_have_attribute("title", re.compile(title))
 
-            _expect_kernel_idle(page, "before running the first cell")
-            _run_cell(page, 0)
-            expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
-            _expect_kernel_idle(page, "after the first cell")
+        _expect_kernel_idle(page, "before running the first cell")
+        _run_cell(page, 0)
+        expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
+        _expect_kernel_idle(page, "after the first cell")
 
-            pause.click()
-            expect(status).to_have_attribute("data-state", "paused", timeout=120_000)
-            expect(status).to_have_text("paused")
-            expect(pause_item).to_have_attribute("aria-disabled", "true")
-            expect(resume_item).to_have_attribute("aria-disabled", "false")
-            assert _get(f"{lab}/api/kernels") == []
-            _expect_no_kernel(page, "after the pause")
-            _screenshot_toolbar(page, TOOLBAR_PICTURE)
-            page.screenshot(path=str(ARTIFACTS / "paused.png"))
+        pause.click()
+        expect(status).to_have_attribute("data-state", "paused", timeout=120_000)
+        expect(status).to_have_text("paused")
+        expect(pause_item).to_have_attribute("aria-disabled", "true")
+        expect(resume_item).to_have_attribute("aria-disabled", "false")
+        assert _get(f"{lab}/api/kernels") == []
+        _expect_no_kernel(page, "after the pause")
+        _screenshot_toolbar(page, TOOLBAR_PICTURE)
+        page.screenshot(path=str(ARTIFACTS / "paused.png"))
 
-            # Running a cell while paused says so, and starts no empty kernel: the guard declines
-            # the start before it opens the dialog (a stray kernel would also show below, after
-            # the resume, as a second kernel).
-            _run_cell(page, 1)
-            dialog = page.locator(".jp-Dialog")
-            expect(dialog).to_contain_text("This session is paused", timeout=30_000)
-            dialog.get_by_role("button", name="Cancel").click()
-            expect(dialog).to_have_count(0)
-            _expect_no_kernel(page, "after cancelling the paused dialog")
-            assert _get(f"{lab}/api/kernels") == []
+        # Running a cell while paused says so, and starts no empty kernel: the guard declines
+        # the start before it opens the dialog (a stray kernel would also show below, after
+        # the resume, as a second kernel).
+        _run_cell(page, 1)
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("This session is paused", timeout=30_000)
+        dialog.get_by_role("button", name="Cancel").click()
+        expect(dialog).to_have_count(0)
+        _expect_no_kernel(page, "after cancelling the paused dialog")
+        assert _get(f"{lab}/api/kernels") == []
 
-            # The sidebar lists the paused session.
-            page.locator('.jp-SideBar [data-id="jupyter-pause-sessions"]').click()
-            row = page.locator("li.jp-PauseSessions-row", has_text="browser.ipynb")
-            expect(row).to_have_attribute("data-state", "paused", timeout=30_000)
+        # The sidebar lists the paused session.
+        page.locator('.jp-SideBar [data-id="jupyter-pause-sessions"]').click()
+        row = page.locator("li.jp-PauseSessions-row", has_text="browser.ipynb")
+        expect(row).to_have_attribute("data-state", "paused", timeout=30_000)
 
-            resume.click()
-            expect(status).to_contain_text("restored", timeout=120_000)
-            expect(status).to_have_attribute("data-state", "ready")
-            page.screenshot(path=str(ARTIFACTS / "restored.png"))
-            assert len(_get(f"{lab}/api/kernels")) == 1
+        resume.click()
+        expect(status).to_contain_text("restored", timeout=120_000)
+        expect(status).to_have_attribute("data-state", "ready")
+        page.screenshot(path=str(ARTIFACTS / "restored.png"))
+        assert len(_get(f"{lab}/api/kernels")) == 1
 
-            _expect_kernel_idle(page, "after the resume, before running a cell")
-            _run_cell(page, 1)
-            expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
-            page.screenshot(path=str(ARTIFACTS / "after-resume.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "failure.png"))  # what the user would have seen
-            raise
-        finally:
-            browser.close()
+        _expect_kernel_idle(page, "after the resume, before running a cell")
+        _run_cell(page, 1)
+        expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "after-resume.png"))
+
+
+def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_open):
+    lab = lab_resume_on_open
+    with _browser_page("failure-resume-on-open.png") as page:
+        page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
+        toolbar = page.locator(".jp-NotebookPanel-toolbar")
+        status = toolbar.locator(".jp-PauseStatus")
+        expect(status).to_have_attribute("data-state", "ready", timeout=60_000)
+        _expect_kernel_idle(page, "before running the first cell")
+        _run_cell(page, 0)
+        expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
+        _expect_kernel_idle(page, "after the first cell")
+
+        toolbar.get_by_role("button", name="Pause", exact=True).click()
+        expect(status).to_have_attribute("data-state", "paused", timeout=120_000)
+        _expect_no_kernel(page, "after the pause")
+        assert _get(f"{lab}/api/kernels") == []
+
+        # Close the notebook (the pause saved it), then open it again from the file browser.
+        tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="browser.ipynb")
+        tab.locator(".lm-TabBar-tabCloseIcon").click()
+        expect(page.locator(".jp-NotebookPanel")).to_have_count(0)
+        entry = page.locator(".jp-DirListing-item", has_text="browser.ipynb")
+        if not entry.is_visible():
+            page.locator('.jp-SideBar [data-id="filebrowser"]').click()
+        entry.dblclick()
+
+        # Opening it resumes it: no paused dialog, no Resume click, and the kernel it gets is
+        # the resumed one (a fresh kernel would not know x).
+        status = page.locator(".jp-NotebookPanel-toolbar .jp-PauseStatus")
+        expect(status).to_have_attribute("data-verdict", "restored", timeout=120_000)
+        expect(status).to_have_attribute("data-state", "ready")
+        expect(status).to_contain_text("restored")
+        expect(page.locator(".jp-Dialog")).to_have_count(0)
+        assert len(_get(f"{lab}/api/kernels")) == 1
+        _expect_kernel_idle(page, "after opening the paused notebook")
+        _run_cell(page, 1)
+        expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
+        assert len(_get(f"{lab}/api/kernels")) == 1
+        page.screenshot(path=str(ARTIFACTS / "resumed-on-open.png"))

@@ -9,7 +9,8 @@ import { ServerStatusModel } from './servermodel';
  * server releases (pauses everything and stops), it renders the release's progress instead.
  *
  * DOM: `<div class="jp-PauseStatus" data-state="paused" role="status" title="...">paused</div>`;
- * during a release `data-release="pausing|stopping|stopped|paused|failed"` as well.
+ * after a resume `data-verdict="restored|partial|..."`, during a release
+ * `data-release="pausing|stopping|stopped|paused|failed"` as well.
  */
 export class PauseStatusView extends Widget {
   constructor(model: PauseStatusModel, server: ServerStatusModel | null = null) {
@@ -41,6 +42,12 @@ export class PauseStatusView extends Widget {
     const model = this._model;
     const release = this._server?.release;
     this.node.dataset.state = model.displayState;
+    const verdict = model.status?.verdict;
+    if (verdict) {
+      this.node.dataset.verdict = verdict;
+    } else {
+      delete this.node.dataset.verdict;
+    }
     if (showsRelease(release, model.status)) {
       this.node.textContent = formatRelease(release);
       this.node.dataset.release = release.state;

@@ -243,6 +243,7 @@ describe('release progress', () => {
     await model.refresh();
     expect(view.node.textContent).toBe('ready · restored (c1)');
     expect(view.node.dataset.release).toBeUndefined();
+    expect(view.node.dataset.verdict).toBe('restored');
   });
 
   it('shows the server stopped, and stops asking a server that is going away', async () => {
