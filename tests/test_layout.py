@@ -30,6 +30,8 @@ def test_every_key_of_a_session() -> None:
     assert layout.blob_key("exp--train", SHA256) == f"sessions/exp--train/blobs/9f/{SHA256}"
     assert layout.status_key("exp--train") == "sessions/exp--train/status.json"
     assert layout.lease_key("exp--train") == "sessions/exp--train/lease.json"
+    assert layout.lease_epoch_key("exp--train", 7) == "sessions/exp--train/lease/000000000007.json"
+    assert layout.lease_released_key("exp--train", 7) == "sessions/exp--train/lease/000000000007.released"
     assert (
         layout.report_key("exp--train", ID, T0 + 3600.25)
         == "sessions/exp--train/reports/20270115-080000-a1b2c3--20270115-090000-250.json"
@@ -216,6 +218,35 @@ def test_new_run_ids_are_valid_and_sort_by_time() -> None:
     first, second = layout.new_run_id(T0), layout.new_run_id(T0 + 0.000002)
     assert first.startswith("20270115-080000-000000-") and first < second
     assert layout.journal_run(layout.journal_run_key("exp", "ocr", "1", first)) == first
+
+
+def test_lease_epochs_sort_as_numbers_and_read_back() -> None:
+    keys = [layout.lease_epoch_key("s", n) for n in (10, 9, 100)]
+    assert sorted(keys) == [layout.lease_epoch_key("s", n) for n in (9, 10, 100)]
+    assert layout.lease_prefix("s") == "sessions/s/lease/"
+    assert all(key.startswith(layout.lease_prefix("s")) for key in keys)
+    assert layout.lease_epoch(layout.lease_epoch_key("s", 12)) == (12, False)
+    assert layout.lease_epoch(layout.lease_released_key("s", layout.LAST_EPOCH)) == (layout.LAST_EPOCH, True)
+    for stray in (
+        "sessions/s/lease.json",
+        "sessions/s/lease/000000000000.json",
+        "sessions/s/lease/12.json",
+        "sessions/s/lease/.000000000001.json.99-1.part",  # a local create's temporary name
+        "sessions/s/lease/000000000001.json.bak",
+        "sessions/s/other/000000000001.json",
+    ):
+        assert layout.lease_epoch(stray) is None, stray
+    for epoch in (0, -1, layout.LAST_EPOCH + 1, 1.0, "1", True, None):
+        with pytest.raises(PauseError, match="invalid lease epoch"):
+            layout.lease_epoch_key("s", epoch)
+
+
+def test_probes_live_apart_from_sessions() -> None:
+    token = "0123456789abcdef0123456789abcdef"
+    assert layout.probe_key(token) == f"probes/{token}"
+    assert layout.session_of(layout.probe_key(token)) is None
+    with pytest.raises(PauseError, match="invalid probe token"):
+        layout.probe_key("../sessions/s/lease.json")
 
 
 def test_release_records_live_beside_the_sessions():

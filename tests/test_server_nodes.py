@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,9 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
-from jupyter_pause.server.lease import Lease
+from jupyter_pause.server import lease
 from jupyter_pause.server.status import StatusBoard
-from jupyter_pause.store.layout import lease_key
+from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 from tests.children import spawn
 from tests.s3_server import S3Server
@@ -334,28 +334,31 @@ def store_of(url: str) -> Store:
     return Store(url, {})
 
 
-def put_lease(url: str, session: str, **fields: Any) -> Lease:
-    """Write a lease into the store as another resume would have (``jupyter_pause.server.lease``)."""
-    held = Lease(
+def put_lease(url: str, session: str, epoch: int | None = None, **fields: Any) -> lease.Lease:
+    """Write a lease into the store as another resume would have (``jupyter_pause.server.lease``):
+    at the next epoch, or over the record of ``epoch`` (as if time had passed for it)."""
+    store = store_of(url)
+    assert lease.protocol(store) == "create-if-absent"
+    if epoch is None:
+        found = [layout.lease_epoch(key) for key in store.list(layout.lease_prefix(session))]
+        epoch = max((e for e, _ in filter(None, found)), default=0) + 1
+    held = lease.Lease(
         **{
             "holder": "server pid 424242",
             "node": "node-crashed",
             "token": secrets.token_hex(8),
             "expires": time.time() + 600,
             "what": "resumed",
+            "epoch": epoch,
             **fields,
         }
     )
-    store_of(url).write(lease_key(session), json.dumps(asdict(held)).encode())
+    store.write(layout.lease_epoch_key(session, epoch), held.record())
     return held
 
 
-def lease_exists(url: str, session: str) -> bool:
-    try:
-        store_of(url).read(lease_key(session))
-    except FileNotFoundError:
-        return False
-    return True
+def lease_held(url: str, session: str) -> bool:
+    return lease.current(store_of(url), session) is not None
 
 
 # -- 1. restore on another node ---------------------------------------------------------------
@@ -384,7 +387,7 @@ async def test_pause_on_node_a_resume_on_node_b(jp_fetch, jp_serverapp, jp_root_
     ready = await server_b.wait_state(nb.path, ("ready", "failed"))
     assert ready["state"] == "ready" and ready["verdict"] == "restored", ready
     assert ready["checkpoint"] == done["checkpoint"] and ready["node"] == "node-b", ready
-    assert not lease_exists(s3_url, nb.session), "the lease outlived the resume"
+    assert not lease_held(s3_url, nb.session), "the lease outlived the resume"
 
     (kernel,) = await server_b.kernels_of(nb.path)
     output, kept = last_json(await server_b.run(kernel, PROBE))
@@ -434,7 +437,7 @@ async def test_two_resumes_at_once_on_one_server(jp_fetch, jp_serverapp, jp_root
     assert await a_kernel_ids(jp_fetch) == [kernel]
     output, kept = last_json(await run(jp_serverapp, kernel, PROBE))
     assert output == before and kept == secret
-    assert not lease_exists(s3_url, nb.session)
+    assert not lease_held(s3_url, nb.session)
 
 
 async def test_two_resumes_at_once_on_two_servers(jp_fetch, jp_serverapp, jp_root_dir, server_b, s3_url, nb):
@@ -465,7 +468,7 @@ async def test_two_resumes_at_once_on_two_servers(jp_fetch, jp_serverapp, jp_roo
         out = await server_b.run(b_kernels[0], PROBE)
     output, kept = last_json(out)
     assert output == before and kept == secret
-    assert not lease_exists(s3_url, nb.session)
+    assert not lease_held(s3_url, nb.session)
 
 
 # -- 3. leases left behind --------------------------------------------------------------------
@@ -475,16 +478,16 @@ async def test_a_live_lease_refuses_and_an_expired_one_does_not(jp_fetch, jp_ser
     secret = secrets.token_hex(6)
     _, before = await paused_on_a(jp_fetch, jp_serverapp, jp_root_dir, nb, secret)
 
-    put_lease(s3_url, nb.session, holder="server pid 424242", node="node-crashed", expires=time.time() + 600)
+    crashed = put_lease(s3_url, nb.session, holder="server pid 424242", node="node-crashed")
     code, body = await a_resume(jp_fetch, nb.path)
     assert code == 409, (code, body)
     assert "server pid 424242" in message(body) and "node-crashed" in message(body), body
     assert (await status(jp_fetch, nb.path))["state"] == "paused"
     assert await a_kernels_of(jp_fetch, nb.path) == []
-    assert lease_exists(s3_url, nb.session), "a refused resume removed someone else's lease"
+    assert lease.current(store_of(s3_url), nb.session) == crashed, "a refused resume touched someone else's lease"
 
     # The holder crashed: its lease ran out a minute ago.
-    put_lease(s3_url, nb.session, holder="server pid 424242", node="node-crashed", expires=time.time() - 60)
+    put_lease(s3_url, nb.session, crashed.epoch, holder="server pid 424242", expires=time.time() - 60)
     code, body = await a_resume(jp_fetch, nb.path)
     assert code == 202 and body["state"] == "waiting", (code, body)
     ready = await wait_state(jp_fetch, nb.path, ("ready", "failed"))
@@ -492,21 +495,20 @@ async def test_a_live_lease_refuses_and_an_expired_one_does_not(jp_fetch, jp_ser
     (kernel,) = await a_kernels_of(jp_fetch, nb.path)
     output, kept = last_json(await run(jp_serverapp, kernel, PROBE))
     assert output == before and kept == secret
-    assert not lease_exists(s3_url, nb.session)
+    assert not lease_held(s3_url, nb.session)
 
 
 async def test_a_torn_lease_is_no_lease(s3_url, nb):
-    """A lease object that is not a lease (a torn write) does not block: it is taken over."""
-    from jupyter_pause.server import lease
-
+    """A lease record that is not a lease (a torn write) does not block: it is taken over."""
     store = store_of(s3_url)
-    store.write(lease_key(nb.session), b'{"holder": "server pid 1", "node": "no')
+    torn = put_lease(s3_url, nb.session)
+    store.write(layout.lease_epoch_key(nb.session, torn.epoch), b'{"holder": "server pid 1", "node": "no')
     held = await lease.acquire(store, nb.session, "server pid 7", "node-x", "resumed", 60, LEASE_SETTLE)
-    assert held.holder == "server pid 7" and held.expires > time.time()
+    assert held.holder == "server pid 7" and held.expires > time.time() and held.epoch == torn.epoch + 1
     with pytest.raises(lease.LeaseHeld, match="server pid 7 on node-x"):
         await lease.acquire(store, nb.session, "server pid 8", "node-y", "resumed", 60, LEASE_SETTLE)
     lease.release(store, nb.session, held)
-    assert not lease_exists(s3_url, nb.session)
+    assert not lease_held(s3_url, nb.session)
 
 
 # -- 4. what the other node sees afterwards ---------------------------------------------------

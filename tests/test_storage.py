@@ -22,7 +22,9 @@ import jupyter_pause
 from jupyter_pause.config import ENV_VARS
 from jupyter_pause.engine import lineage
 from jupyter_pause.errors import StoreError
+from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store, redact
+from tests.lax_s3 import lax_store
 from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
 BACKENDS = ["memory", "local", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.integration])]
@@ -420,3 +422,39 @@ def test_create_writes_only_where_nothing_is(store: Store) -> None:
     assert store.create("journal/done/x", b"second") is False
     assert bytes(store.read("journal/done/x")) == b"first"
     assert list(store.list("journal")) == ["journal/done/x"]  # no temporary name left behind
+
+
+ATOMIC_CREATE = {"memory": False, "local": True, "s3": True}
+
+
+def test_atomic_create_is_probed_per_backend_and_leaves_nothing(store_url: str, store: Store) -> None:
+    """A local folder links; SeaweedFS refuses the second conditional put; memory only looks first."""
+    backend = "s3" if store_url.startswith("s3://") else "local" if store.local else "memory"
+    assert store.atomic_create is ATOMIC_CREATE[backend]
+    assert store.list(layout.PROBES) == {} and store.list("") == {}
+
+
+@pytest.mark.s3
+@pytest.mark.integration
+def test_a_server_that_ignores_the_condition_is_not_atomic(s3_env: str, s3_server: S3Server) -> None:
+    store = lax_store(s3_server)
+    assert store.atomic_create is False
+    assert store.list("") == {}
+    # Its creates still never replace what is there, by looking first.
+    assert store.create("k", b"first") is True and store.create("k", b"second") is False
+    assert bytes(store.read("k")) == b"first"
+
+
+def test_a_listing_and_a_read_see_what_another_client_wrote_since(store_url: str) -> None:
+    """s3fs remembers listings; a key written since by another process must not look absent."""
+    here, there = Store(store_url), Store(store_url)
+    here.write("sessions/s/status.json", b"1")
+    assert list(here.list("sessions/s")) == ["sessions/s/status.json"]
+    assert not here.exists("sessions/s/lease/x")
+    there.write("sessions/s/lease/x", b"written elsewhere")
+    there.write("sessions/s/status.json", b"longer now")
+    assert here.exists("sessions/s/lease/x")
+    assert list(here.list("sessions/s/lease")) == ["sessions/s/lease/x"]
+    assert bytes(here.read("sessions/s/lease/x")) == b"written elsewhere"
+    assert bytes(here.read("sessions/s/status.json")) == b"longer now"
+    assert here.create("sessions/s/lease/x", b"again") is False

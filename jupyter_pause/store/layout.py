@@ -10,7 +10,12 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
         reports/<id>--<when>.json    run report of one resume of checkpoint <id>, written at
                                      <when> = YYYYMMDD-HHMMSS-mmm (UTC, milliseconds)
         status.json                  the session's state (ready, paused, ...) as servers see it
-        lease.json                   who is resuming the session, and until when
+        lease.json                   who is resuming the session, and until when, on a store
+                                     without create-if-absent (and, mirrored, for servers that
+                                     know only this key; see server/lease.py)
+        lease/<epoch>.json           the same, where the store has create-if-absent: one record
+                                     per taking of the lease, <epoch> counting up from 1
+        lease/<epoch>.released       the holder of <epoch> gave the lease back
         journals/<journal>/<version>/     a work journal (engine/journal.py), one per processing version
             done/<xx>/<item>              one item's result and done mark, in one object
             failed/<xx>/<item>/<run>-<n>  the n-th failed attempt at an item during run <run>
@@ -18,12 +23,15 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
             runs/<run>.keys               the items that pass found pending, one <item> a line
     <root>/releases/<id>.json        one release of a server: every session it paused, and whether
                                      the Hub stopped the server after
+    <root>/probes/<hex>              written and removed at once by a server finding out whether the
+                                     store refuses a second create of a key (storage.py)
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
 is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age), for checkpoints
 and releases alike; ``<digest>`` is the lowercase hex digest of the blob's bytes. ``<journal>`` and
 ``<version>`` are named like sessions; ``<item>`` is 32 hex digits naming an item's key (its hash;
-the key itself is inside the record) and ``<xx>`` its first two; ``<run>`` is
+the key itself is inside the record) and ``<xx>`` its first two; ``<epoch>`` is 12 decimal digits
+(zero-padded, so epochs sort as numbers); ``<hex>`` is 32 hex digits; ``<run>`` is
 ``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the microsecond and four hex digits). Builders refuse
 any other name with a ``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
 store is never taken for a record.
@@ -49,6 +57,10 @@ _DIGEST = r"[0-9a-f]{32,128}"
 SESSIONS = "sessions/"
 #: Prefix of the records of server releases.
 RELEASES = "releases/"
+#: Prefix of the keys a server writes to find out what the store can do, removed at once.
+PROBES = "probes/"
+#: Lease epochs run from 1 to this (12 digits in a key).
+LAST_EPOCH = 10**12 - 1
 
 _SESSION_KEY = re.compile(rf"{SESSIONS}({_SESSION})/.+")
 _MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
@@ -61,6 +73,8 @@ _DONE_KEY = re.compile(rf"{_JOURNAL}/done/([0-9a-f]{{2}})/({_ITEM})")
 _FAILED_KEY = re.compile(rf"{_JOURNAL}/failed/([0-9a-f]{{2}})/({_ITEM})/({_RUN})-([0-9]+)")
 _RUN_KEY = re.compile(rf"{_JOURNAL}/runs/({_RUN})\.json")
 _RELEASE_KEY = re.compile(rf"{RELEASES}({_ID})\.json")
+_LEASE_EPOCH_KEY = re.compile(rf"{SESSIONS}{_SESSION}/lease/([0-9]{{12}})\.(json|released)")
+_PROBE = r"[0-9a-f]{32}"
 
 
 def _valid(pattern: str, value: str, what: str, hint: str) -> str:
@@ -147,8 +161,42 @@ def status_key(session: str) -> str:
 
 
 def lease_key(session: str) -> str:
-    """Key of the lease held by whoever is resuming ``session``."""
+    """Key of the lease held by whoever is resuming ``session`` (settle protocol, and its mirror)."""
     return f"{_session(session)}lease.json"
+
+
+def lease_prefix(session: str) -> str:
+    """Prefix of ``session``'s lease epochs (create-if-absent protocol)."""
+    return f"{_session(session)}lease/"
+
+
+def _epoch(epoch: int) -> str:
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= LAST_EPOCH:
+        raise PauseError(f"invalid lease epoch {epoch!r}: epochs are whole numbers from 1 to {LAST_EPOCH}")
+    return f"{epoch:012d}"
+
+
+def lease_epoch_key(session: str, epoch: int) -> str:
+    """Key of the record of the ``epoch``-th taking of ``session``'s lease."""
+    return f"{lease_prefix(session)}{_epoch(epoch)}.json"
+
+
+def lease_released_key(session: str, epoch: int) -> str:
+    """Key of the mark that the holder of lease ``epoch`` gave it back."""
+    return f"{lease_prefix(session)}{_epoch(epoch)}.released"
+
+
+def lease_epoch(key: str) -> tuple[int, bool] | None:
+    """``(epoch, released)`` of a lease record's key (False) or release mark's key (True), else None."""
+    found = _LEASE_EPOCH_KEY.fullmatch(key)
+    if found is None or int(found.group(1)) == 0:
+        return None
+    return int(found.group(1)), found.group(2) == "released"
+
+
+def probe_key(token: str) -> str:
+    """Key of one probe of what the store can do; ``token`` is 32 hex digits (``secrets.token_hex(16)``)."""
+    return f"{PROBES}{_valid(_PROBE, token, 'probe token', 'a probe is named by 32 hex digits')}"
 
 
 def release_key(release_id: str) -> str:

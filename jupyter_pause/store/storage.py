@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
+import secrets
+import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +19,7 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import StoreError
-from . import mapping
+from . import layout, mapping
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
@@ -71,6 +74,39 @@ def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
             options["endpoint_url"] = endpoint
     return options
+
+
+#: fsspec backends whose exclusive mode is a condition the server checks (S3 ``If-None-Match: *``,
+#: GCS ``ifGenerationMatch=0``), by module and class. Others emulate it by looking first (fsspec's
+#: default ``pipe_file``) or ignore it, and a probe cannot tell a look-first from a real condition.
+CONDITIONAL_BACKENDS = (("s3fs", "S3FileSystem"), ("gcsfs", "GCSFileSystem"))
+
+
+def _sends_conditions(fs: Any) -> bool:
+    """Whether ``fs`` is one of ``CONDITIONAL_BACKENDS`` (each imported already if ``fs`` is one)."""
+    for module, name in CONDITIONAL_BACKENDS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(fs, cls):
+            return True
+    return False
+
+
+def _precondition_failed(error: BaseException) -> bool:
+    """Whether ``error`` is a server's 412 to a conditional put: the key was there already.
+
+    s3fs raises ``FileExistsError`` only when the reply names the ``If-None-Match`` condition;
+    servers that leave it out (SeaweedFS) come back as ``OSError(EINVAL)`` caused by the 412.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code == "PreconditionFailed" or status == 412:
+                return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 Progress = Callable[[int], None]
@@ -193,6 +229,16 @@ class Store:
             f"cannot {action} {where}: {reason}; check that the store is reachable and writable, then try again"
         )
 
+    def _fresh(self, path: str) -> str:
+        """``path``, with what this client remembers of it and its folders forgotten.
+
+        s3fs answers ``exists`` and the size of a file it opens from listings it made earlier,
+        so a key another process wrote since would look absent (or keep its old size).
+        """
+        if not self.local:
+            self.fs.invalidate_cache(path)
+        return path
+
     def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Put ``data`` at ``key`` in one piece (durable on disk for local stores)."""
         path = self.path(key)
@@ -217,8 +263,18 @@ class Store:
         The object appears whole or not at all. A local folder writes a temporary name, then
         links it to ``key`` (atomic, and refused if ``key`` exists). Other stores put it in one
         request with fsspec's exclusive mode (S3: ``If-None-Match``); a store that ignores the
-        condition overwrites instead, so callers also look before they create.
+        condition overwrites instead, so this looks first, and ``atomic_create`` says whether
+        the store's own answer can be relied on.
         """
+        try:
+            if not self.local and self.fs.exists(self._fresh(self.path(key))):
+                return False
+            return self._create(key, data)
+        except Exception as e:
+            raise self._fail("create", key, e) from e
+
+    def _create(self, key: str, data: bytes) -> bool:
+        """``create`` without looking first: what the store itself answers."""
         path = self.path(key)
         try:
             if self.local:
@@ -235,14 +291,44 @@ class Store:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(temporary)
                 return True
-            if self.fs.exists(path):
-                return False
-            self.fs.pipe_file(path, bytes(data), mode="create")
+            self.fs.pipe_file(self._fresh(path), bytes(data), mode="create")
             return True
         except FileExistsError:
             return False
+        except OSError as e:
+            if _precondition_failed(e):
+                return False
+            raise
+
+    @functools.cached_property
+    def atomic_create(self) -> bool:
+        """Whether ``create`` is a true create-if-absent here: of two racing creates, one fails.
+
+        True for a local folder (``os.link``). For S3 and GCS (``CONDITIONAL_BACKENDS``) a probe
+        decides, once per ``Store``: a private key is created twice and the second create must
+        be refused by the server itself, not by looking first; a server that ignores the
+        condition overwrites, and a server that rejects conditional puts fails the first. False
+        for every other backend. Raises ``StoreError`` when the store cannot be written at all.
+        """
+        if self.local:
+            return True
+        if not _sends_conditions(self.fs):
+            return False
+        key = layout.probe_key(secrets.token_hex(16))
+        try:
+            try:
+                first = self._create(key, b"first")
+            except Exception:  # refused: by any error, as long as a plain write then works
+                self.write(key, b"first")  # the store takes plain writes: it refused the condition
+                return False
+            second = self._create(key, b"second")
+            return first and not second and bytes(self.read(key)) == b"first"
+        except StoreError:
+            raise
         except Exception as e:
-            raise self._fail("create", key, e) from e
+            raise self._fail("probe", key, e) from e
+        finally:
+            self.delete([key])
 
     def read(self, key: str, mapped: bool = False) -> Buffer:
         """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).
@@ -267,7 +353,7 @@ class Store:
                             break
                         done += n
                 return buf if done == size else buf[:done]
-            with self.fs.open(path, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
+            with self.fs.open(self._fresh(path), "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
                 return _read_remote(f)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
@@ -327,7 +413,7 @@ class Store:
 
     def list(self, prefix: str) -> dict[str, Entry]:
         """Every key under ``prefix`` (recursive), with sizes and times; empty if none."""
-        base = self.path(prefix).rstrip("/")
+        base = self._fresh(self.path(prefix).rstrip("/"))
         try:
             if not self.fs.exists(base):
                 return {}
@@ -349,7 +435,7 @@ class Store:
     def exists(self, key: str) -> bool:
         """Whether ``key`` exists."""
         try:
-            return bool(self.fs.exists(self.path(key)))
+            return bool(self.fs.exists(self._fresh(self.path(key))))
         except Exception as e:
             raise self._fail("look up", key, e) from e
 
