@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -17,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.hub import run_hub, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,11 +48,8 @@ def _get(url: str) -> object:
         return json.loads(response.read())
 
 
-@contextlib.contextmanager
-def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
-    """JupyterLab on 127.0.0.1 with the extension, its own folders, and a notebook to work in."""
-    root = tmp_path / "root"
-    root.mkdir()
+def _write_notebook(root: Path) -> None:
+    """browser.ipynb: a cell that builds some state, and one that reads it."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("import torch\nmodel = torch.nn.Linear(3, 1)\nx = 41 + 1\nprint('built', x)"),
@@ -57,6 +57,14 @@ def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(root / "browser.ipynb"))
+
+
+@contextlib.contextmanager
+def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
+    """JupyterLab on 127.0.0.1 with the extension, its own folders, and a notebook to work in."""
+    root = tmp_path / "root"
+    root.mkdir()
+    _write_notebook(root)
     env = dict(os.environ)
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
         env[name] = str(tmp_path / name.lower())
@@ -307,3 +315,74 @@ def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_
         expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
         assert len(_get(f"{lab}/api/kernels")) == 1
         page.screenshot(path=str(ARTIFACTS / "resumed-on-open.png"))
+
+
+# The user's server may stop itself (the Hub's default token scopes leave that out).
+HUB_SCOPES = """
+c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "delete:servers!server"]
+"""
+# The notebook toolbar's indicator records every release state it shows, in order.
+RECORD_RELEASE_STATES = """() => {
+    const status = document.querySelector('.jp-NotebookPanel-toolbar .jp-PauseStatus');
+    window.releaseStates = [];
+    new MutationObserver(() => {
+        const state = status.dataset.release;
+        const seen = window.releaseStates;
+        if (state && seen[seen.length - 1] !== state) {
+            seen.push(state);
+        }
+    }).observe(status, { attributes: true, attributeFilter: ['data-release'] });
+}"""
+
+
+def test_pause_all_and_stop_server_from_the_file_menu_under_a_hub(tmp_path):
+    with run_hub(tmp_path / "hub", config=HUB_SCOPES) as hub:
+        hub.create_user("eve")
+        hub.start_server("eve")
+        _write_notebook(hub.home("eve"))
+        with _browser_page("failure-release.png") as page:
+            page.goto(f"{hub.url}/hub/login?next=/user/eve/lab/tree/browser.ipynb")
+            page.fill("#username_input", "eve")
+            page.fill("#password_input", "any")
+            page.click("#login_submit")
+            status = page.locator(".jp-NotebookPanel-toolbar .jp-PauseStatus")
+            expect(status).to_have_attribute("data-state", "ready", timeout=60_000)
+            _expect_kernel_idle(page, "before running the first cell")
+            _run_cell(page, 0)
+            expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
+            _expect_kernel_idle(page, "after the first cell")
+            page.evaluate(RECORD_RELEASE_STATES)
+
+            # Under a Hub the File menu has it.
+            page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+            item = page.locator('.lm-Menu-item[data-command="jupyter-pause:release"]')
+            expect(item).to_be_visible()
+            expect(item).to_contain_text("Pause All and Stop Server")
+            item.click()
+
+            # The dialog names the notebook it pauses and says the server stops.
+            dialog = page.locator(".jp-Dialog")
+            expect(dialog.locator('li[data-path="browser.ipynb"]')).to_be_visible(timeout=30_000)
+            expect(dialog).to_contain_text("this server stops and its GPU goes back")
+            dialog.get_by_role("button", name="Pause all and stop").click()
+
+            # The indicator follows the release to its end, and one notification says what happens
+            # next. The Hub stops the server moments after it accepts: the page may never hear
+            # "stopped", only that the server went away while it released ("lost").
+            expect(status).to_have_attribute("data-release", re.compile("^(stopped|lost)$"), timeout=120_000)
+            ended = re.compile("^(server stopped · sessions paused|server gone during the release)$")
+            expect(status).to_have_text(ended)
+            expect(page.get_by_text("JupyterLab loses its connection now", exact=False)).to_be_visible()
+            seen = page.evaluate("window.releaseStates")
+            assert seen[0] == "pausing" and seen[-1] in ("stopped", "lost"), seen
+            # The Hub's client runs an event loop of its own: not in the thread playwright's runs in.
+            stopped = lambda: wait_for(lambda: hub.server_model("eve"), lambda m: m is None, 60, "eve's server stopped")  # noqa: E731
+            with concurrent.futures.ThreadPoolExecutor(1) as thread:
+                thread.submit(stopped).result()
+            page.screenshot(path=str(ARTIFACTS / "released.png"))
+
+            # The server is gone: the notebook polls fail from now on, and say nothing about it.
+            page.wait_for_timeout(12_000)
+            ours = page.locator(".Toastify__toast", has_text=re.compile("jupyter-pause|Could not"))
+            expect(ours).to_have_count(0)
+            page.screenshot(path=str(ARTIFACTS / "released-later.png"))

@@ -88,7 +88,8 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
           onResumeRequested: c =>
             void commands.execute(CommandIDs.resume, { panelId: c.panel.id }),
           onPollError: message => {
-            if (!server.stopping) {
+            // A release shuts the server down: the notification that follows it says so.
+            if (!server.stopping && !server.releasing) {
               Private.notifyOnce(message);
             }
           },

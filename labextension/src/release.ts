@@ -72,6 +72,25 @@ export interface IPageHub {
 export const RELEASE_ACTIVE_STATES: ReadonlyArray<string> = ['pausing', 'stopping'];
 
 /**
+ * The state the front end gives a release whose server stopped answering while it ran: the
+ * Hub stops the server moments after it accepts, often before a poll sees `stopped`.
+ */
+export const LOST = 'lost';
+
+/**
+ * A release as the front end shows it once its server stopped answering mid-way.
+ */
+export function lostRelease(release: IRelease): IRelease {
+  return {
+    ...release,
+    state: LOST,
+    detail:
+      `the server stopped answering while the release was ${release.state}; ` +
+      'it has most likely been stopped'
+  };
+}
+
+/**
  * Whether a release is under way (pausing sessions or stopping the server).
  */
 export function isReleaseActive(release: IRelease | null | undefined): boolean {
@@ -112,6 +131,7 @@ export function releaseDetail(release: IRelease): string {
  * - `pausing 3 sessions`, then `pausing 3 sessions (1 paused)`
  * - `stopping the server`
  * - `server stopped · sessions paused`
+ * - `server gone during the release` (it stopped answering before saying `stopped`)
  * - `paused, server not stopped: <detail>`
  * - `release failed: <detail>`
  */
@@ -121,12 +141,17 @@ export function formatRelease(release: IRelease): string {
     case 'pausing': {
       const total = release.sessions.length;
       const done = release.sessions.filter(s => s.state === 'paused').length;
+      if (!total) {
+        return 'pausing every session'; // the server has not listed them yet
+      }
       return `pausing ${sessions(total)}` + (done ? ` (${done} paused)` : '');
     }
     case 'stopping':
       return 'stopping the server';
     case 'stopped':
       return 'server stopped · sessions paused';
+    case LOST:
+      return 'server gone during the release';
     case 'paused':
       return detail ? `paused, server not stopped: ${detail}` : 'paused, server not stopped';
     case 'failed':
@@ -153,7 +178,8 @@ export function describeRelease(release: IRelease): string {
 /**
  * Whether a notebook's indicator shows the release instead of its own session.
  *
- * While the release runs, and once it stopped the server, every notebook shows it. A release
+ * While the release runs, and once it stopped the server (or the server went away while it
+ * ran), every notebook shows it. A release
  * that ended without stopping the server stays on the notebooks it paused (or failed to) until
  * they are resumed; the others go back to their own state.
  */
@@ -164,7 +190,7 @@ export function showsRelease(
   if (!release) {
     return false;
   }
-  if (isReleaseActive(release) || release.state === 'stopped') {
+  if (isReleaseActive(release) || release.state === 'stopped' || release.state === LOST) {
     return true;
   }
   return (
@@ -178,58 +204,68 @@ export function showsRelease(
  * A notification's words and kind for a release's state.
  */
 export interface IReleaseNotice {
+  /** At most NOTICE_LENGTH characters: a toast shows no more. */
   message: string;
   /** in-progress | success | warning | error, as JupyterLab's Notification takes them */
   type: 'in-progress' | 'success' | 'warning' | 'error';
   /** Whether the release is over (the notification stays until dismissed). */
   final: boolean;
+  /** The server's sentence on why the server was not stopped, for a "Details" button. */
+  details: string;
 }
+
+/**
+ * The longest message a JupyterLab toast shows whole.
+ */
+export const NOTICE_LENGTH = 140;
 
 /**
  * What the notification that follows a release says at each state. `stopped` says plainly that
  * JupyterLab is about to lose its server, and how to come back.
  */
-export function releaseNotice(release: IRelease, resumeOnOpen: boolean): IReleaseNotice {
-  const detail = releaseDetail(release);
+export function releaseNotice(release: IRelease): IReleaseNotice {
+  const notice = (
+    message: string,
+    type: IReleaseNotice['type'],
+    final = true,
+    details = ''
+  ): IReleaseNotice => ({ message, type, final, details });
   switch (release.state) {
     case 'pausing':
-      return {
-        message: `Pausing ${sessions(release.sessions.length)}, then stopping the server…`,
-        type: 'in-progress',
-        final: false
-      };
+      return notice(
+        release.sessions.length
+          ? `Pausing ${sessions(release.sessions.length)}, then stopping the server…`
+          : 'Pausing every session, then stopping the server…',
+        'in-progress',
+        false
+      );
     case 'stopping':
-      return {
-        message: 'Every session is paused; asking the Hub to stop this server…',
-        type: 'in-progress',
-        final: false
-      };
+      return notice('Every session is paused; asking the Hub to stop this server…', 'in-progress', false);
     case 'stopped':
-      return {
-        message:
-          'Your sessions are paused and this server is stopping; its GPU goes back. ' +
-          'JupyterLab loses its connection to the server now: that is expected. To come ' +
-          'back, start your server from the Hub, then ' +
-          (resumeOnOpen
-            ? 'open a notebook to resume it.'
-            : 'resume from the Paused sessions panel.'),
-        type: 'success',
-        final: true
-      };
+      return notice(
+        'Sessions paused; the server is stopping and its GPU goes back. ' +
+          'JupyterLab loses its connection now: start it again from the Hub.',
+        'success'
+      );
+    case LOST:
+      return notice(
+        'The server went away mid-release, most likely stopped as asked. ' +
+          'JupyterLab loses its connection now: start it again from the Hub.',
+        'success'
+      );
     case 'paused':
-      return {
-        message:
-          'Every session is paused, but the server was not stopped' +
-          (detail ? `: ${detail}` : '.'),
-        type: 'warning',
-        final: true
-      };
+      return notice(
+        'Every session is paused, but the server was not stopped.',
+        'warning',
+        true,
+        releaseDetail(release)
+      );
     default:
-      return {
-        message:
-          'Pause all failed; the server was not stopped' + (detail ? `: ${detail}` : '.'),
-        type: 'error',
-        final: true
-      };
+      return notice(
+        'Pause all failed: the server was not stopped.',
+        'error',
+        true,
+        releaseDetail(release)
+      );
   }
 }

@@ -11,8 +11,10 @@ import { errorMessage, errorStatus, PauseAPI, showError } from './handler';
 import {
   INotebookSession,
   IRelease,
+  IReleaseNotice,
   IServerStatus,
   isReleaseActive,
+  LOST,
   releaseNotice
 } from './release';
 import { ServerStatusModel } from './servermodel';
@@ -206,18 +208,8 @@ export class ReleaseNotifier implements IDisposable {
       return;
     }
     this._state = release.state;
-    const notice = releaseNotice(release, this._server.resumeOnOpen);
-    const actions: Notification.IAction[] =
-      release.state === 'stopped' && this._hubHome
-        ? [
-            {
-              label: 'Hub Control Panel',
-              caption: 'Open the Hub, to start your server again',
-              callback: () => window.open(this._hubHome!, '_blank')
-            }
-          ]
-        : [];
-    const options = { autoClose: false as const, actions };
+    const notice = releaseNotice(release);
+    const options = { autoClose: false as const, actions: this._actions(release, notice) };
     if (
       this._notification === null ||
       !Notification.update({
@@ -232,6 +224,31 @@ export class ReleaseNotifier implements IDisposable {
         this._notification = Notification.emit(notice.message, notice.type, options);
       }
     }
+  }
+
+  private _actions(release: IRelease, notice: IReleaseNotice): Notification.IAction[] {
+    const actions: Notification.IAction[] = [];
+    if (notice.details) {
+      actions.push({
+        label: 'Details',
+        caption: 'Why the server was not stopped',
+        callback: () =>
+          void showDialog({
+            title: 'Pause all and stop server',
+            body: notice.details,
+            buttons: [Dialog.okButton({ label: 'Close' })]
+          })
+      });
+    }
+    const hubHome = this._hubHome;
+    if ((release.state === 'stopped' || release.state === LOST) && hubHome) {
+      actions.push({
+        label: 'Hub Control Panel',
+        caption: 'Open the Hub, to start your server again',
+        callback: () => void window.open(hubHome, '_blank')
+      });
+    }
+    return actions;
   }
 
   private _hubHome: string | null;

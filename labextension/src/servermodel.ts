@@ -10,7 +10,14 @@ import { IDisposable } from '@lumino/disposable';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { IPageHub, IRelease, IServerStatus, isReleaseActive, isUnderHub } from './release';
+import {
+  IPageHub,
+  IRelease,
+  IServerStatus,
+  isReleaseActive,
+  isUnderHub,
+  lostRelease
+} from './release';
 import { FAST_INTERVAL, MAX_INTERVAL } from './status';
 
 /**
@@ -57,7 +64,8 @@ export class ServerStatusModel implements IDisposable {
    * The server's newest release, or null.
    */
   get release(): IRelease | null {
-    return this._status?.release ?? null;
+    const release = this._status?.release ?? null;
+    return release && this._lost ? lostRelease(release) : release;
   }
 
   /**
@@ -82,11 +90,12 @@ export class ServerStatusModel implements IDisposable {
   }
 
   /**
-   * Whether the Hub accepted to stop this server: it is going away, and requests to it will
-   * fail from now on (no one needs to hear about each).
+   * Whether the Hub accepted to stop this server, or the server stopped answering while it
+   * released: it is going away, and requests to it fail from now on (no one needs to hear
+   * about each).
    */
   get stopping(): boolean {
-    return this.release?.state === 'stopped';
+    return this._lost || this.release?.state === 'stopped';
   }
 
   /**
@@ -104,7 +113,7 @@ export class ServerStatusModel implements IDisposable {
    * Ask the server now; resolves once the answer is applied.
    */
   async refresh(): Promise<void> {
-    if (this._isDisposed || this.stopping) {
+    if (this._isDisposed || this._status?.release?.state === 'stopped') {
       return;
     }
     this._generation++;
@@ -145,9 +154,23 @@ export class ServerStatusModel implements IDisposable {
     try {
       const status = await this._fetch();
       if (generation === this._generation && !this._isDisposed) {
+        this._lost = false;
         this._apply(status);
       }
       return status;
+    } catch (reason) {
+      if (
+        generation === this._generation &&
+        !this._isDisposed &&
+        !this._lost &&
+        isReleaseActive(this._status?.release)
+      ) {
+        // Gone mid-release: most likely stopped by the Hub before a poll saw "stopped". The
+        // poll goes on (backing off) in case it was only a blip.
+        this._lost = true;
+        this._changed.emit();
+      }
+      throw reason;
     } finally {
       this._ready.resolve();
     }
@@ -174,6 +197,7 @@ export class ServerStatusModel implements IDisposable {
   private _fetch: () => Promise<IServerStatus>;
   private _generation = 0;
   private _isDisposed = false;
+  private _lost = false;
   private _page: IPageHub;
   private _poll: Poll<IServerStatus | null, Error, 'standby'>;
   private _ready = new PromiseDelegate<void>();

@@ -3,6 +3,8 @@ import {
   formatRelease,
   isReleaseActive,
   isUnderHub,
+  lostRelease,
+  NOTICE_LENGTH,
   releaseNotice,
   showsRelease
 } from '../release';
@@ -37,6 +39,19 @@ describe('formatRelease (the indicator during a release)', () => {
     expect(formatRelease(release({ sessions: [release().sessions[0]] }))).toBe(
       'pausing 1 session'
     );
+  });
+
+  it('says "every session" before the server has listed them', () => {
+    expect(formatRelease(release({ sessions: [] }))).toBe('pausing every session');
+  });
+
+  it('says the server is gone when it stopped answering mid-release', () => {
+    const lost = lostRelease(release({ state: 'stopping' }));
+    expect(formatRelease(lost)).toBe('server gone during the release');
+    expect(lost.detail).toBe(
+      'the server stopped answering while the release was stopping; it has most likely been stopped'
+    );
+    expect(showsRelease(lost, null)).toBe(true);
   });
 
   it('says when the server is being stopped, and when it stopped', () => {
@@ -103,27 +118,31 @@ describe('isUnderHub', () => {
 });
 
 describe('releaseNotice', () => {
+  const ALL = ['pausing', 'stopping', 'stopped', 'paused', 'failed'];
+
   it('says plainly that JupyterLab loses its server, and how to come back', () => {
-    const notice = releaseNotice(release({ state: 'stopped' }), false);
-    expect(notice.type).toBe('success');
-    expect(notice.final).toBe(true);
-    expect(notice.message).toContain('this server is stopping');
-    expect(notice.message).toContain('loses its connection');
-    expect(notice.message).toContain('Paused sessions panel');
-    expect(releaseNotice(release({ state: 'stopped' }), true).message).toContain(
-      'open a notebook to resume it'
-    );
+    for (const ended of [release({ state: 'stopped' }), lostRelease(release())]) {
+      const notice = releaseNotice(ended);
+      expect(notice.type).toBe('success');
+      expect(notice.final).toBe(true);
+      expect(notice.message).toContain('JupyterLab loses its connection now');
+      expect(notice.message).toContain('start it again from the Hub');
+    }
   });
 
-  it('is a warning with the reason when the server was not stopped, an error when a pause failed', () => {
-    const paused = releaseNotice(release({ state: 'paused', detail: MISSING_SCOPE }), false);
-    expect(paused.type).toBe('warning');
-    expect(paused.message).toContain('c.Spawner.server_token_scopes');
-    expect(releaseNotice(release({ state: 'failed' }), false).type).toBe('error');
-    expect(releaseNotice(release(), false)).toEqual({
+  it('fits every message in a toast, and keeps the long reason for its Details', () => {
+    for (const state of ALL) {
+      const notice = releaseNotice(release({ state, detail: MISSING_SCOPE }));
+      expect(notice.message.length).toBeLessThanOrEqual(NOTICE_LENGTH);
+    }
+    const paused = releaseNotice(release({ state: 'paused', detail: MISSING_SCOPE }));
+    expect(paused).toMatchObject({ type: 'warning', final: true, details: MISSING_SCOPE });
+    expect(releaseNotice(release({ state: 'failed' })).type).toBe('error');
+    expect(releaseNotice(release())).toEqual({
       message: 'Pausing 2 sessions, then stopping the server…',
       type: 'in-progress',
-      final: false
+      final: false,
+      details: ''
     });
   });
 });

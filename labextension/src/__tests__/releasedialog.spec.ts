@@ -269,6 +269,37 @@ describe('release progress', () => {
     expect(fetch.mock.calls.length).toBe(calls);
   });
 
+  it('shows the server gone when it stops answering mid-release, and stays quiet about it', async () => {
+    const { server, answer } = fakeServer(serverStatus({ release: release() }));
+    track(server);
+    const commands = new CommandRegistry();
+    track(addReleaseCommand(commands, RELEASE, { server, saveAll: async () => undefined }));
+    const model = track(
+      new PauseStatusModel({
+        path: () => 'a.ipynb',
+        fetch: async () => notebookStatus(),
+        standby: 'never'
+      })
+    );
+    const view = track(new PauseStatusView(model, server));
+    await Promise.all([server.ready, model.ready]);
+    track(new ReleaseNotifier(server, null));
+    expect(view.node.textContent).toBe('pausing 2 sessions');
+    // The Hub stopped the server before a poll saw "stopping" or "stopped".
+    answer.current = new Error('Failed to fetch');
+    await server.refresh().catch(() => undefined);
+    expect(server.stopping).toBe(true);
+    expect(view.node.dataset.release).toBe('lost');
+    expect(view.node.textContent).toBe('server gone during the release');
+    expect(commands.isEnabled(RELEASE)).toBe(false);
+    expect(notifications()).toEqual([expect.stringMatching(/^success: The server went away mid-release/)]);
+    // A blip, not a stop: the server answers again and the release goes on.
+    answer.current = serverStatus({ release: release({ state: 'stopping' }) });
+    await server.refresh();
+    expect(server.stopping).toBe(false);
+    expect(view.node.textContent).toBe('stopping the server');
+  });
+
   it('is told in one notification, updated in place to the end', async () => {
     const { server, answer } = fakeServer(serverStatus());
     track(server);
@@ -281,8 +312,31 @@ describe('release progress', () => {
     const all = Notification.manager.notifications;
     expect(all).toHaveLength(1);
     expect(all[0].type).toBe('success');
-    expect(all[0].message).toContain('JupyterLab loses its connection to the server now');
+    expect(all[0].message).toContain('JupyterLab loses its connection now');
     expect(all[0].options.actions?.map(a => a.label)).toEqual(['Hub Control Panel']);
+  });
+
+  it('ends in a warning with the reason behind Details when the server was not stopped', async () => {
+    const { server, answer } = fakeServer(serverStatus({ release: release() }));
+    track(server);
+    await server.ready;
+    track(new ReleaseNotifier(server, 'https://hub.example/hub/home'));
+    const reason = 'the Hub refused to stop the server: add it to c.Spawner.server_token_scopes';
+    answer.current = serverStatus({
+      release: release({ state: 'paused', server_stop: 'missing-scope', detail: reason })
+    });
+    await server.refresh();
+    const all = Notification.manager.notifications;
+    expect(all.map(n => [n.type, n.message])).toEqual([
+      ['warning', 'Every session is paused, but the server was not stopped.']
+    ]);
+    const details = all[0].options.actions!.find(a => a.label === 'Details')!;
+    details.callback(new MouseEvent('click'));
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(document.querySelector('.jp-Dialog')?.textContent).toContain(reason);
+    (document.querySelector('.jp-Dialog button.jp-mod-accept') as HTMLButtonElement).click();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(all[0].options.actions!.map(a => a.label)).toEqual(['Details']); // no Hub link: it runs
   });
 
   it('does not announce a release that was over before the page loaded', async () => {
