@@ -38,7 +38,15 @@ VENV_BIN = Path(sys.executable).parent
 PROXY_IN_VENV = REPO / ".venv" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy"
 
 #: Scopes of the harness's own token: make users, start and stop their servers, call them.
-HARNESS_SCOPES = ["admin:users", "admin:servers", "admin:server_state", "access:servers", "read:hub", "proxy"]
+HARNESS_SCOPES = [
+    "admin:users",
+    "admin:servers",
+    "admin:server_state",
+    "access:servers",
+    "access:services",
+    "read:hub",
+    "proxy",
+]
 
 #: Quick lease and resource polls for the servers' extension (as tests/server_helpers.server_config).
 QUICK_PAUSE_SERVER = {"lease_settle": 0.2, "resource_poll_interval": 0.2}
@@ -133,6 +141,8 @@ class Hub:
                 entry["url"] = f"http://127.0.0.1:{s.port}"
             if s.command:
                 entry["command"] = [part.replace("{port}", str(s.port)) for part in s.command]
+            elif s.url:
+                entry["timeout"] = 1  # the Hub waits this long at start for a service the test runs itself
             services.append(entry)
             roles.append({"name": f"{s.name}-role", "scopes": s.scopes, "services": [s.name]})
         users = self.root / "users"
@@ -151,6 +161,8 @@ c.JupyterHub.pid_file = {str(self.root / "jupyterhub.pid")!r}
 c.JupyterHub.cleanup_servers = True
 c.JupyterHub.cleanup_proxy = True
 c.JupyterHub.last_activity_interval = 1
+# a request to start a server answers at once (202); Hub.wait_ready waits for it
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
 c.JupyterHub.spawner_class = "simple"
@@ -277,7 +289,9 @@ c.Spawner.pre_spawn_hook = _per_user
         data = None if body is None else (body if isinstance(body, (bytes, str)) else json.dumps(body))
         if data is None and method in ("POST", "PUT", "PATCH"):
             data = b""
-        request = HTTPRequest(url, method=method, body=data, headers=headers, request_timeout=timeout)
+        request = HTTPRequest(
+            url, method=method, body=data, headers=headers, request_timeout=timeout, follow_redirects=False
+        )
         try:
             answer = self._client.fetch(request)
         except HTTPClientError as e:

@@ -28,6 +28,7 @@ def _imported_after(statement: str) -> dict[str, bool]:
         "jupyter_pause.store.writer, jupyter_pause.store.report",
         "import jupyter_pause.server, jupyter_pause.server.orchestrator",
         "import jupyter_pause.cli, jupyter_pause.cli.drill",
+        "import jupyter_pause.hub.service, jupyter_pause.hub.web",
     ],
 )
 def test_layer_loads_without_torch_or_ipython(statement):
@@ -50,3 +51,24 @@ def test_public_names_load_on_first_use():
         import jupyter_pause
 
         jupyter_pause.nothing_here  # noqa: B018
+
+
+def test_only_the_hub_service_imports_jupyterhub():
+    """The server extension, the engine and the command line never load the Hub service (nor
+    JupyterHub): it runs beside the Hub, where jupyter-pause[hub] is installed."""
+    loaded = _imported_after(
+        "import jupyter_pause.server, jupyter_pause.server.extension, jupyter_pause.server.handlers, "
+        "jupyter_pause.engine, jupyter_pause.cli\n"
+        "hub = [m for m in sys.modules if m.split('.')[0] == 'jupyterhub' or m.startswith('jupyter_pause.hub')]\n"
+        "assert not hub, f'imported {sorted(hub)}'"
+    )
+    assert loaded  # the probe ran
+
+
+def test_the_hub_policy_is_pure():
+    loaded = _imported_after(
+        "import jupyter_pause.hub.policy\n"
+        "io = [m for m in ('tornado', 'jupyterhub', 'jupyter_server') if m in sys.modules]\n"
+        "assert not io, f'the policy imported {io}'"
+    )
+    assert not any(loaded.values())

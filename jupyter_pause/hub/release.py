@@ -1,0 +1,146 @@
+"""Releasing one idle server: ask it for its kernels, ask it to release (pause every session,
+then stop itself through the Hub), follow the release to its end, and say what happened.
+
+A server is only ever stopped by its own release, or by the service after a release that paused
+every session (``stop_paused``). A server without the extension, or whose release fails, keeps
+running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import policy
+from .hubapi import Answer, HubClient, ServerClient
+from .policy import Decision, ServerView
+
+#: Outcomes (``Outcome.reason``) besides the policy's reasons to keep a server.
+RELEASED = "released"
+PAUSED_NOT_STOPPED = "paused-not-stopped"
+NO_EXTENSION = "no-extension"
+RELEASE_FAILED = "release-failed"
+RELEASE_TIMEOUT = "release-timeout"
+UNREACHABLE = "unreachable"
+DRY_RUN = "dry-run"
+
+#: Release states while it runs (jupyter-pause/api/status), and the hint for a missing scope.
+UNDER_WAY = ("pausing", "stopping")
+SCOPE_HINT = (
+    "add delete:servers!server to c.Spawner.server_token_scopes so a server can stop itself, "
+    "or run jupyter-pause-hub with --stop-paused"
+)
+
+
+@dataclass
+class Outcome:
+    """What the service did with one server, as its JSON page shows it."""
+
+    reason: str
+    detail: str
+    release: dict[str, Any] | None = None
+    at: float = field(default_factory=time.time)
+
+    @property
+    def released(self) -> bool:
+        return self.reason == RELEASED
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a release is followed: ``timeout`` for the whole release, polled ``every`` seconds."""
+
+    stop_paused: bool = False
+    dry_run: bool = False
+    timeout: float = 600.0
+    every: float = 0.2
+
+
+async def handle(
+    server: ServerView, decision: Decision, hub: HubClient, servers: ServerClient, settings: Settings
+) -> tuple[Decision, Outcome | None]:
+    """Check the kernels of a ``check-kernels`` server and release it if none is busy; the final
+    decision, and the outcome of the release (None when there was none)."""
+    listed = await servers.kernels(server)
+    if not listed.ok or not isinstance(listed.body, list):
+        detail = f"{server.label}'s server did not list its kernels ({listed.reason()}); left running"
+        return decision, Outcome(UNREACHABLE, detail)
+    final = policy.after_kernels(decision, listed.body)
+    if final.action != "release":
+        return final, None
+    if settings.dry_run:
+        return final, Outcome(DRY_RUN, f"would release {server.label}'s server: {final.detail}")
+    return final, await release(server, hub, servers, settings)
+
+
+async def release(server: ServerView, hub: HubClient, servers: ServerClient, settings: Settings) -> Outcome:
+    """Release ``server`` and follow the release until it leaves pausing/stopping."""
+    asked = await servers.release(server)
+    if asked.code == 404:
+        detail = (
+            f"{server.label}'s server has no jupyter_pause extension (404 on jupyter-pause/api/release); left running"
+        )
+        return Outcome(NO_EXTENSION, detail)
+    if not asked.ok and asked.code != 409:  # 409: a release is already under way; follow that one
+        return Outcome(RELEASE_FAILED, f"{server.label}'s server refused the release ({asked.reason()}); left running")
+    last: dict[str, Any] | None = asked.body if asked.ok and isinstance(asked.body, dict) else None
+    deadline = time.monotonic() + settings.timeout
+    while last is None or last.get("state") in UNDER_WAY:
+        if time.monotonic() > deadline:
+            state = last.get("state") if last else "unknown"
+            detail = f"{server.label}'s release was still {state} after {settings.timeout:.0f} s; left as it is"
+            return Outcome(RELEASE_TIMEOUT, detail, last)
+        await asyncio.sleep(settings.every)
+        current = _release_of(await servers.status(server))
+        if current is not None:
+            last = current
+        elif await _gone(hub, server):
+            return _went_away(server, last)
+    return await _settle(server, last, hub, settings)
+
+
+def _went_away(server: ServerView, last: dict[str, Any] | None) -> Outcome:
+    """The server stopped before the release was seen to end. A release asks the Hub to stop the
+    server only once every session is paused, and the proxy drops the server's route as soon as
+    the Hub starts stopping it, so the last state seen is often still "pausing"."""
+    state = last.get("state") if last else "starting"
+    where = f"releases/{last['id']}.json in the store" if last and last.get("id") else "the store"
+    detail = f"{server.label}: the server stopped during its release (last seen {state}); its record is {where}"
+    return Outcome(RELEASED, detail, last)
+
+
+def _release_of(answer: Answer) -> dict[str, Any] | None:
+    if answer.ok and isinstance(answer.body, dict) and isinstance(answer.body.get("release"), dict):
+        return answer.body["release"]
+    return None
+
+
+async def _gone(hub: HubClient, server: ServerView) -> bool:
+    model = await hub.server(server.user, server.server_name)
+    return model is None or model.get("pending") == "stop"
+
+
+async def _settle(server: ServerView, last: dict[str, Any], hub: HubClient, settings: Settings) -> Outcome:
+    """The outcome of a release that ended in ``last``."""
+    state, said = last.get("state"), last.get("detail") or ""
+    if state == "stopped":
+        return Outcome(RELEASED, f"{server.label}: every session paused; the server stopped itself", last)
+    if state == "paused":
+        missing_scope = last.get("server_stop") == "missing-scope"
+        if settings.stop_paused:
+            stopped = await hub.stop(server.user, server.server_name)
+            if stopped.ok:
+                detail = f"{server.label}: every session paused; the service stopped the server ({said})"
+                return Outcome(RELEASED, detail, last)
+            detail = f"{server.label}: every session paused, but the Hub refused to stop it ({stopped.reason()})"
+            return Outcome(PAUSED_NOT_STOPPED, detail, last)
+        hint = SCOPE_HINT if missing_scope else "run jupyter-pause-hub with --stop-paused to stop it from the service"
+        detail = (
+            f"{server.label}: every session paused, but the server still runs ({said.rstrip('.')}). To stop it: {hint}"
+        )
+        return Outcome(PAUSED_NOT_STOPPED, detail, last)
+    failed = [f"{s.get('path')}: {s.get('detail')}" for s in last.get("sessions", []) if s.get("state") == "failed"]
+    detail = f"{server.label}'s release failed ({said}{'; ' if failed else ''}{'; '.join(failed)}); left running"
+    return Outcome(RELEASE_FAILED, detail, last)

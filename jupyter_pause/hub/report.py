@@ -1,0 +1,81 @@
+"""What the service has seen and done, as its JSON page shows it: the servers of the last check
+with the decision on each, the releases, and the servers it left running with the reason."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from .policy import Decision, ServerView
+from .release import Outcome
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+class Report:
+    """The service's record; ``options`` are shown as they are (the settings in force)."""
+
+    def __init__(self, options: dict[str, Any], keep: int = 200) -> None:
+        self.options = options
+        self.checks = 0
+        self.last_check: float | None = None
+        self.last_error: str | None = None
+        self.servers: dict[str, dict[str, Any]] = {}
+        self.released: deque[dict[str, Any]] = deque(maxlen=keep)
+        self.skipped: dict[str, dict[str, Any]] = {}
+
+    def listed(self, servers: list[ServerView]) -> None:
+        """The Hub listed these running servers: rows of the others go."""
+        labels = {s.label for s in servers}
+        self.servers = {label: row for label, row in self.servers.items() if label in labels}
+
+    def record(self, server: ServerView, decision: Decision, outcome: Outcome | None) -> None:
+        """One server's decision, and the outcome of its release when one was tried."""
+        row = {
+            "user": server.user,
+            "server_name": server.server_name,
+            "profile": server.profile,
+            "timeout": decision.timeout,
+            "started": _iso(server.started),
+            "last_activity": _iso(server.last_activity),
+            "action": decision.action,
+            "reason": outcome.reason if outcome else decision.reason,
+            "detail": outcome.detail if outcome else decision.detail,
+        }
+        self.servers[server.label] = row
+        event = {"user": server.user, "server_name": server.server_name, "profile": server.profile}
+        if outcome is not None and outcome.released:
+            self.released.append({**event, **asdict(outcome)})
+            self.skipped.pop(server.label, None)
+        elif outcome is not None or decision.reason == "busy":
+            kept = (
+                asdict(outcome)
+                if outcome
+                else {"reason": decision.reason, "detail": decision.detail, "at": time.time()}
+            )
+            self.skipped[server.label] = {**event, **kept}
+
+    def checked(self, error: str | None = None) -> None:
+        """A check ended (``error``: why it could not list the servers); releases it started may
+        still run (their rows say ``releasing`` until they end)."""
+        self.checks += 1
+        self.last_check = time.time()
+        self.last_error = error
+
+    def as_json(self) -> dict[str, Any]:
+        """The page: ``last_check`` in epoch seconds, ``servers`` the Hub listed last, ``released``
+        (oldest first), ``skipped`` (the latest reason per server left running)."""
+        return {
+            "options": self.options,
+            "checks": self.checks,
+            "last_check": self.last_check,
+            "last_error": self.last_error,
+            "servers": list(self.servers.values()),
+            "released": list(self.released),
+            "skipped": list(self.skipped.values()),
+        }

@@ -1,0 +1,257 @@
+"""``jupyter-pause-hub``: a JupyterHub service that pauses idle servers instead of culling them.
+
+Every ``--check-every`` seconds it lists the running servers through the Hub's API. A server whose
+Hub ``last_activity`` is older than its idle timeout (``--idle-timeout``, or the
+``--profile-timeout`` of the profile in its ``user_options``), or that started longer ago than
+``--max-age``, is asked for its kernels; unless one of them is running a cell, the service asks
+the server to release itself (``POST jupyter-pause/api/release``): it pauses every notebook
+session into the store, then stops itself through the Hub. A server without jupyter_pause, or
+whose release fails, is left running and reported, never stopped. A release that paused every
+session but could not stop the server (its token lacks ``delete:servers!server``) leaves it
+running, paused; ``--stop-paused`` stops it with the service's own ``delete:servers``.
+
+``--max-age`` (0, off, by default) releases a server that started longer ago than that even while
+the Hub sees activity (an open browser tab), at the next check when no kernel is busy.
+
+The service's page, ``/services/jupyter-pause/`` (JSON: options, last check, servers with the
+decision on each, releases, servers left running with the reason), needs a token or login with
+access to the service (``access:services!service=jupyter-pause``; admins have it).
+
+In ``jupyterhub_config.py``::
+
+    c.JupyterHub.services = [
+        {
+            "name": "jupyter-pause",
+            "command": ["jupyter-pause-hub", "--idle-timeout=3600", "--profile-timeout=gpu=900"],
+            "url": "http://127.0.0.1:10101",
+        }
+    ]
+    c.JupyterHub.load_roles = [
+        {
+            "name": "jupyter-pause",
+            "scopes": ["list:users", "read:servers", "delete:servers", "access:servers"],
+            "services": ["jupyter-pause"],
+        }
+    ]
+    # so that a server can stop itself once every session is paused
+    c.Spawner.server_token_scopes = ["access:servers!server", "users:activity!user", "delete:servers!server"]
+
+``list:users`` lists users, ``read:servers`` gives each server's ``last_activity``, ``started``
+and ``user_options`` (``admin:server_state`` is not needed: that is the spawner's ``state``),
+``access:servers`` lets the service call a user's server (kernels, release) through the proxy,
+and ``delete:servers`` is used only by ``--stop-paused``. ``read:users:activity`` is not needed:
+the service reads the server's activity, not the user's.
+
+Single-user servers are reached through the proxy at ``--proxy-url``: default the origin of
+``JUPYTERHUB_PUBLIC_URL`` (set when ``c.JupyterHub.public_url`` is), else
+``http://127.0.0.1:8000`` (JupyterHub's default ``bind_url``); under Zero to JupyterHub,
+``http://proxy-public``. Requests through the proxy count as activity for the Hub, so the service
+asks a server for its kernels only once the Hub already shows it idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlparse
+
+from .. import units
+from ..errors import PauseError
+from . import policy, release
+from .hubapi import HubClient, HubError, ServerClient
+from .policy import Decision, Policy, ServerView
+from .release import NO_EXTENSION, PAUSED_NOT_STOPPED, Outcome, Settings
+from .report import Report
+
+log = logging.getLogger("jupyter_pause.hub")
+
+#: Outcomes that hold until the server restarts: asking again would change nothing.
+SETTLED = (NO_EXTENSION, PAUSED_NOT_STOPPED)
+
+
+class PauseService:
+    """The check loop: decide on every running server, release the idle ones (at most
+    ``concurrency`` at a time, in the background), keep the report."""
+
+    def __init__(
+        self, rules: Policy, settings: Settings, hub: HubClient, servers: ServerClient, report: Report, concurrency: int
+    ) -> None:
+        self.rules = rules
+        self.settings = settings
+        self.hub = hub
+        self.servers = servers
+        self.report = report
+        self.slots = asyncio.Semaphore(concurrency)
+        self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self.settled: dict[tuple[str, str, str | None], Outcome] = {}
+
+    async def check(self) -> None:
+        """One pass over the running servers."""
+        try:
+            views = await self.hub.servers()
+        except HubError as e:
+            log.error("check failed: %s", e)
+            self.report.checked(str(e))
+            return
+        self.report.listed(views)
+        now = datetime.now(timezone.utc)
+        for view in views:
+            self._decide(view, now)
+        self.report.checked()
+
+    def _decide(self, view: ServerView, now: datetime) -> None:
+        key = (view.user, view.server_name)
+        if key in self.running:
+            return  # its release is under way; its row says so
+        decision = policy.first_look(self.rules, view, now)
+        settled = self.settled.get((*key, _iso(view.started)))
+        if decision.action == "check-kernels" and settled is not None:
+            decision = dataclasses.replace(decision, action="keep")
+            self.report.record(view, decision, settled)
+            return
+        if decision.action != "check-kernels":
+            log.debug("%s: keep (%s: %s)", view.label, decision.reason, decision.detail)
+            self.report.record(view, decision, None)
+            return
+        log.info("%s: %s (%s); checking its kernels", view.label, decision.reason, decision.detail)
+        self.report.record(view, dataclasses.replace(decision, reason="releasing"), None)
+        task = asyncio.create_task(self._release(view, decision))
+        self.running[key] = task
+        task.add_done_callback(lambda _: self.running.pop(key, None))
+
+    async def _release(self, view: ServerView, decision: Decision) -> None:
+        async with self.slots:
+            try:
+                final, outcome = await release.handle(view, decision, self.hub, self.servers, self.settings)
+            except (HubError, OSError) as e:
+                final, outcome = decision, Outcome(release.RELEASE_FAILED, f"{view.label}: {e}; left running")
+        if outcome is None:
+            log.info("%s: keep (%s: %s)", view.label, final.reason, final.detail)
+        elif outcome.released:
+            log.info("%s: released: %s", view.label, outcome.detail)
+        else:
+            log.warning("%s: left running (%s): %s", view.label, outcome.reason, outcome.detail)
+            if outcome.reason in SETTLED:
+                self.settled[(view.user, view.server_name, _iso(view.started))] = outcome
+        self.report.record(view, final, outcome)
+
+    async def run(self, every: float) -> None:
+        """Check every ``every`` seconds, forever."""
+        while True:
+            await self.check()
+            await asyncio.sleep(every)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+def default_proxy_url(env: dict[str, str]) -> str:
+    """Where users' servers are reached: the origin of JUPYTERHUB_PUBLIC_URL, else JupyterHub's
+    default bind URL."""
+    public = urlparse(env.get("JUPYTERHUB_PUBLIC_URL", ""))
+    if public.scheme and public.netloc:
+        return f"{public.scheme}://{public.netloc}"
+    return "http://127.0.0.1:8000"
+
+
+def parser(env: dict[str, str]) -> argparse.ArgumentParser:
+    """The command line (defaults from the environment a managed service gets)."""
+    p = argparse.ArgumentParser(prog="jupyter-pause-hub", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    p.add_argument(
+        "--url", default=env.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api"), help="the Hub's API URL"
+    )
+    p.add_argument("--proxy-url", default=default_proxy_url(env), help="where users' servers are reached (the proxy)")
+    duration = units.seconds
+    p.add_argument("--idle-timeout", type=duration, default=3600.0, help="idle seconds before a release (or 15m, 1h)")
+    p.add_argument("--check-every", type=duration, default=60.0, help="seconds between checks")
+    p.add_argument(
+        "--max-age", type=duration, default=0.0, help="release servers older than this when no kernel is busy (0: off)"
+    )
+    p.add_argument(
+        "--profile-timeout",
+        action="append",
+        default=[],
+        metavar="PROFILE=SECONDS",
+        help="idle timeout of a profile (repeat)",
+    )
+    p.add_argument("--concurrency", type=int, default=10, help="releases at the same time")
+    p.add_argument("--users", default="", help="comma list: only these users' servers")
+    p.add_argument("--exclude-users", default="", help="comma list: never these users' servers")
+    p.add_argument(
+        "--stop-paused", action="store_true", help="stop a server whose release paused everything but could not stop it"
+    )
+    p.add_argument("--release-timeout", type=duration, default=600.0, help="seconds a release may take")
+    p.add_argument("--dry-run", action="store_true", help="decide and report, release nothing")
+    p.add_argument("--log-level", default="INFO", help="DEBUG shows the decision on every server at every check")
+    return p
+
+
+def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namespace, Policy, Settings]:
+    """The parsed options, the policy and the release settings; argparse exits on a bad option."""
+    p = parser(env)
+    args = p.parse_args(argv)
+    try:
+        profiles = policy.parse_profile_timeouts(args.profile_timeout)
+    except ValueError as e:
+        p.error(str(e))
+    if args.concurrency < 1:
+        p.error("--concurrency must be 1 or more")
+    rules = Policy(
+        idle_timeout=args.idle_timeout,
+        max_age=args.max_age,
+        profile_timeouts=profiles,
+        users=policy.parse_users(args.users),
+        exclude_users=policy.parse_users(args.exclude_users),
+    )
+    settings = Settings(stop_paused=args.stop_paused, dry_run=args.dry_run, timeout=args.release_timeout)
+    return args, rules, settings
+
+
+def shown(args: argparse.Namespace, rules: Policy) -> dict[str, Any]:
+    """The options in force, as the page shows them."""
+    shown = {k: v for k, v in vars(args).items() if k not in ("profile_timeout", "users", "exclude_users", "log_level")}
+    return {
+        **shown,
+        "profile_timeouts": dict(rules.profile_timeouts),
+        "users": sorted(rules.users),
+        "exclude_users": sorted(rules.exclude_users),
+    }
+
+
+async def serve_forever(argv: Sequence[str], env: dict[str, str]) -> None:
+    """Run the service: the check loop, and the page when the Hub gave the service a URL."""
+    args, rules, settings = configure(argv, env)
+    token = env.get("JUPYTERHUB_API_TOKEN")
+    if not token:
+        raise PauseError("JUPYTERHUB_API_TOKEN is not set: run jupyter-pause-hub as a Hub service (see its docstring)")
+    report = Report(shown(args, rules))
+    service = PauseService(
+        rules, settings, HubClient(args.url, token), ServerClient(args.proxy_url, token), report, args.concurrency
+    )
+    if env.get("JUPYTERHUB_SERVICE_URL"):
+        from .web import serve
+
+        serve(report, env["JUPYTERHUB_SERVICE_URL"], env.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-pause/"))
+    log.info("jupyter-pause-hub: Hub %s, servers through %s, options %s", args.url, args.proxy_url, report.options)
+    await service.run(args.check_every)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point."""
+    env = dict(os.environ)
+    args, _, _ = configure(sys.argv[1:] if argv is None else argv, env)
+    logging.basicConfig(level=args.log_level.upper(), format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    try:
+        asyncio.run(serve_forever(sys.argv[1:] if argv is None else argv, env))
+    except PauseError as e:
+        sys.exit(f"jupyter-pause-hub: {e}")
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,165 @@
+"""jupyter-pause-hub on a real JupyterHub, with the scopes its docstring documents: an idle server
+is released (its sessions paused, the Hub shows it stopped), a server running a cell is left
+alone, a server whose token cannot stop it stays paused and the report says which setting to
+change (or the service stops it with --stop-paused), and a server without jupyter_pause is
+skipped with the reason. One Hub serves the whole module."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hub import VENV_BIN, Hub, Service, run_hub, wait_for
+
+pytestmark = pytest.mark.integration
+
+#: The role the service's docstring documents (load_roles): nothing more is given here.
+SCOPES = ["list:users", "read:servers", "delete:servers", "access:servers"]
+
+#: cat's and eve's servers get a token without delete:servers!server.
+CONFIG = """
+def _server_scopes(spawner):
+    scopes = ["access:servers!server", "users:activity!user"]
+    if spawner.user.name not in ("cat", "eve"):
+        scopes.append("delete:servers!server")
+    return scopes
+
+
+c.Spawner.server_token_scopes = _server_scopes
+"""
+
+#: Every test user's server is started with this profile; only it has a short idle timeout.
+QUICK = {"profile": "quick"}
+
+
+@dataclass
+class Setup:
+    """The module's Hub, its users' kernels and the service's log."""
+
+    hub: Hub
+    kernels: dict[str, str]
+    logs: Path
+
+    def page(self) -> dict[str, Any]:
+        """The service's JSON page, through the proxy, with the harness's token."""
+        answer = self.hub.fetch(f"{self.hub.url}/services/jupyter-pause/")
+        assert answer.code == 200, answer
+        return answer.body
+
+    def skipped(self, user: str) -> dict[str, Any] | None:
+        return next((row for row in self.page()["skipped"] if row["user"] == user), None)
+
+    def service_log(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(self.logs.glob("*.log")))
+
+
+def _service(hub: Hub, name: str, logs: Path, *args: str) -> subprocess.Popen[bytes]:
+    command = [str(VENV_BIN / "jupyter-pause-hub"), f"--proxy-url={hub.url}", "--check-every=1", *args]
+    out = open(logs / f"{name}.log", "wb")  # noqa: SIM115 (the process holds it)
+    return subprocess.Popen(command, env=hub.service_env(name), stdout=out, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    root = tmp_path_factory.mktemp("hub-service")
+    services = [Service("jupyter-pause", SCOPES), Service("jupyter-pause-stopper", SCOPES, url=False)]
+    with run_hub(root / "hub", config=CONFIG, services=services) as hub:
+        users = ("ann", "bob", "cat", "dan", "eve")
+        for user in users:
+            hub.create_user(user, extension=user != "dan")
+            hub.request_server(user, options=QUICK)
+        for user in users:
+            hub.wait_ready(user)
+        kernels: dict[str, str] = {}
+        for user in users:  # one kernel after the other: kernels starting together can race for ports
+            kernels[user] = hub.open_notebook(user, f"{user}.ipynb")
+            if user != "bob":
+                hub.execute(user, kernels[user], f"owner = {user!r}")
+        hub.execute("bob", kernels["bob"], "import time\ntime.sleep(600)", wait=False)
+
+        logs = root / "logs"
+        logs.mkdir()
+        # the servers' idle clocks have run since they started: the service starts once all is set up
+        quick = ("--idle-timeout=3600", "--profile-timeout=quick=3")
+        processes = [
+            _service(hub, "jupyter-pause", logs, *quick, "--exclude-users=eve"),
+            _service(hub, "jupyter-pause-stopper", logs, *quick, "--users=eve", "--stop-paused"),
+        ]
+        try:
+            hub.wait_service("jupyter-pause")
+            yield Setup(hub, kernels, logs)
+        finally:
+            for p in processes:
+                p.terminate()
+            for p in processes:
+                p.wait(10)
+
+
+def _released(setup: Setup, user: str) -> list[dict[str, Any]]:
+    return [row for row in setup.page()["released"] if row["user"] == user]
+
+
+def test_an_idle_server_is_released_every_session_paused_and_the_hub_stops_it(setup):
+    released = wait_for(lambda: _released(setup, "ann"), bool, 90, "ann released (the service's page)")
+    assert len(released) == 1, setup.service_log()
+    assert released[0]["profile"] == "quick"  # read from user_options with read:servers
+    wait_for(lambda: setup.hub.server_model("ann"), lambda m: m is None, 30, "the Hub shows ann's server stopped")
+    # what the server recorded in its store: the service's release, every session paused
+    record = json.loads((setup.hub.store("ann") / "releases" / f"{released[0]['release']['id']}.json").read_text())
+    assert record["trigger"] == "service"
+    assert [(s["path"], s["state"]) for s in record["sessions"]] == [("ann.ipynb", "paused")]
+    assert record["sessions"][0]["checkpoint"] is not None
+
+
+def test_a_server_running_a_cell_is_never_released(setup):
+    row = wait_for(lambda: setup.skipped("bob"), lambda r: r is not None, 60, "bob skipped")
+    assert row["reason"] == "busy", row
+    assert setup.kernels["bob"] in row["detail"]
+    # the Hub saw no activity for longer than the timeout, yet the server runs and its cell too
+    model = setup.hub.server_model("bob")
+    assert model is not None and model["ready"] and not model["pending"]
+    kernels = setup.hub.server_fetch("bob", "api/kernels").body
+    assert [k["execution_state"] for k in kernels] == ["busy"]
+
+
+def test_a_server_whose_token_cannot_stop_it_stays_paused_and_the_report_names_the_setting(setup):
+    row = wait_for(lambda: setup.skipped("cat"), lambda r: r is not None, 60, "cat skipped")
+    assert row["reason"] == "paused-not-stopped", row
+    assert "c.Spawner.server_token_scopes" in row["detail"]
+    assert (row["release"]["state"], row["release"]["server_stop"]) == ("paused", "missing-scope")
+    model = setup.hub.server_model("cat")
+    assert model is not None and model["ready"]  # still running: nobody stopped it
+    sessions = setup.hub.server_fetch("cat", "jupyter-pause/api/sessions").body
+    assert [(s["path"], s["state"]) for s in _rows(sessions)] == [("cat.ipynb", "paused")]
+
+
+def test_with_stop_paused_the_service_stops_a_server_its_own_token_could_not(setup):
+    wait_for(lambda: setup.hub.server_model("eve"), lambda m: m is None, 90, "eve's server stopped")
+    wait_for(setup.service_log, lambda text: "eve: released" in text, 30, "the stopper's log")
+    # eve was the stopper's to release (--users=eve), and the first service left her alone
+    assert not [row for row in setup.page()["released"] if row["user"] == "eve"]
+    assert "eve: released: eve: every session paused; the service stopped the server" in setup.service_log()
+
+
+def test_a_server_without_the_extension_is_skipped_with_the_reason_and_keeps_running(setup):
+    row = wait_for(lambda: setup.skipped("dan"), lambda r: r is not None, 60, "dan skipped")
+    assert row["reason"] == "no-extension", row
+    assert "no jupyter_pause extension" in row["detail"]
+    kernels = setup.hub.server_fetch("dan", "api/kernels")
+    assert kernels.code == 200 and len(kernels.body) == 1  # its kernel still runs
+
+
+def test_the_page_needs_hub_auth(setup):
+    answer = setup.hub.fetch(f"{setup.hub.url}/services/jupyter-pause/", token=None)
+    assert answer.code in (302, 403)
+    assert not isinstance(answer.body, dict)
+
+
+def _rows(answer: Any) -> list[dict[str, Any]]:
+    return answer["sessions"] if isinstance(answer, dict) else answer
