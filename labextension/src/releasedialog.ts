@@ -133,7 +133,10 @@ export async function runRelease(options: ReleaseCommand.IOptions): Promise<IRel
   await server.refresh();
   const status = server.status;
   if (!status) {
-    showError('Could not read the server\'s pause status; nothing was paused.');
+    showError(
+      "Nothing was paused: this server's pause status could not be read " +
+        '(GET jupyter-pause/api/status). Try again in a moment.'
+    );
     return null;
   }
   if (isReleaseActive(status.release)) {
