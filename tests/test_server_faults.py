@@ -21,7 +21,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
-from jupyter_pause.server import kernelrun
+from jupyter_pause.server import kernelrun, lease
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.manifest import Manifest
@@ -191,7 +191,7 @@ class TestWaitingForResources:
         # No kernel was started for a checkpoint this node cannot hold.
         assert await kernel_of(jp_fetch, path) is None
         await manager.wait()
-        assert not (store / "sessions" / session / "lease.json").exists(), "the lease was not released"
+        assert lease.current(Store(str(store)), session) is None, "the lease was not released"
 
         ready = await resume(jp_fetch, path, map_location="cpu")
         assert ready["state"] == "ready" and ready["verdict"] == "restored", ready
@@ -200,7 +200,7 @@ class TestWaitingForResources:
         assert kernel is not None
         assert (await run(jp_serverapp, kernel, GPU_CHECK)).split() == ["cpu", "15.0", "kept"]
         await manager.wait()
-        assert not (store / "sessions" / session / "lease.json").exists()
+        assert lease.current(Store(str(store)), session) is None
 
 
 class TestCpuFallback:

@@ -72,3 +72,19 @@ async def test_sigterm_pauses_every_session_then_the_server_exits_and_both_resum
             assert resumed["verdict"] == "restored", resumed
             (kernel,) = await second.kernels_of(path)
             assert json.loads((await second.run(kernel, PROBE)).strip()) == before[path]
+
+
+async def test_sigterm_with_nothing_to_pause_stops_at_once_and_records_it(tmp_path):
+    store = str(tmp_path / "store")
+    with running_server(tmp_path / "idle", store, "node-a") as server:
+        server.process.send_signal(signal.SIGTERM)
+        assert await exited(server.process, 60) == 0, server.log_tail()
+        log = server.log.read_text(errors="replace")
+    assert "Traceback" not in log and "failed" not in log, log
+    (key,) = Store(store).list("releases/")
+    record = json.loads(bytes(Store(store).read(key)))
+    assert (record["state"], record["sessions"], record["detail"]) == (
+        "stopped",
+        [],
+        "nothing to pause; the server is exiting",
+    )

@@ -140,6 +140,8 @@ class Releaser:
         await self._persist(release)
         trigger = "sigterm" if release.trigger == "sigterm" else "release"
         jobs = [self._pause_one(row, trigger, release.id) for row in release.sessions]
+        if not jobs:
+            return
         if budget is None:
             await asyncio.gather(*jobs)
             return

@@ -24,7 +24,7 @@ async def overview(manager: Any) -> dict[str, Any]:
     return {
         "node": manager.config.node,
         "store": manager.store.display_url,
-        "lease": await asyncio.to_thread(getattr(lease, "protocol", lambda store: "settle"), manager.store),  # TEMP
+        "lease": await asyncio.to_thread(lease.protocol, manager.store),
         "hub": hub.public() if hub else None,
         "resume_on_open": manager.settings.resume_on_open,
         "sessions": running,

@@ -353,7 +353,10 @@ class Store:
                             break
                         done += n
                 return buf if done == size else buf[:done]
-            with self.fs.open(self._fresh(path), "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
+            # A blob never changes once written (its key is its digest): what a listing said of
+            # it stays true, which saves a request per blob. Any other key may have been rewritten.
+            fresh = path if layout.blob_digest(key) else self._fresh(path)
+            with self.fs.open(fresh, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
                 return _read_remote(f)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
