@@ -13,16 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,35 +23,28 @@ from typing import Any
 
 import nbformat
 import pytest
-from jupyter_client.asynchronous import AsyncKernelClient
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+from tornado.httpclient import HTTPClientError
 
 from jupyter_pause.engine.notebook import session_from_path
 from jupyter_pause.server import lease
 from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
-from tests.children import spawn
 from tests.s3_server import S3Server
 from tests.server_helpers import (
     call,
     open_kernel,
-    poll_state,
     run,
     server_config,
     status,
     wait_state,
     write_notebook,
 )
+from tests.server_process import ServerProcess, running_server
 
 pytestmark = [pytest.mark.s3, pytest.mark.integration]
 
-HOST = "127.0.0.1"
 NOTEBOOK = "proj/exp.ipynb"
-#: Seconds server B gets to answer after it is started.
-START_TIMEOUT = 60.0
-#: Seconds server B gets to stop after SIGTERM before it is killed.
-STOP_TIMEOUT = 15.0
 LEASE_SETTLE = 0.3
 
 #: State built in A's kernel: a model, an optimizer and a value that exists only in memory.
@@ -112,174 +97,17 @@ def jp_server_config(s3_url: str) -> dict[str, Any]:
     return server_config(s3_url, lease_settle=LEASE_SETTLE)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Remote:
-    """Jupyter server B, a subprocess, and a small async client for its REST API."""
-
-    url: str
-    token: str
-    root: Path
-    runtime: Path
-    process: subprocess.Popen
-    log: Path
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError as e:
-            return f"(no log: {e})"
-
-    async def request(
-        self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None, token: str | None = None
-    ) -> tuple[int, Any]:
-        """``(status code, JSON body or text)`` of one request; never raises on an HTTP status."""
-        url = f"{self.url}/{path.lstrip('/')}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        response = await AsyncHTTPClient().fetch(
-            url,
-            method=method,
-            body=None if body is None else json.dumps(body),
-            headers={"Authorization": f"token {token or self.token}", "Content-Type": "application/json"},
-            raise_error=False,
-            request_timeout=60,
-        )
-        if response.code == 599:
-            raise ConnectionError(f"server B did not answer {method} {path}: {response.error}")
-        text = response.body.decode() if response.body else ""
-        try:
-            return response.code, json.loads(text)
-        except ValueError:
-            return response.code, text
-
-    async def call(self, verb: str, **body: Any) -> tuple[int, Any]:
-        return await self.request("POST", f"jupyter-pause/api/{verb}", body)
-
-    async def status(self, path: str) -> dict[str, Any]:
-        code, data = await self.request("GET", "jupyter-pause/api/status", params={"path": path})
-        assert code == 200, (code, data)
-        return data
-
-    async def wait_state(self, path: str, states: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
-        try:
-            return await poll_state(lambda: self.status(path), states, timeout, f"B: {path}")
-        except AssertionError as e:
-            raise AssertionError(f"{e}\n{self.log_tail()}") from None
-
-    async def kernels_of(self, path: str) -> list[str]:
-        code, sessions = await self.request("GET", "api/sessions")
-        assert code == 200, (code, sessions)
-        return [s["kernel"]["id"] for s in sessions if s["path"] == path and s.get("kernel")]
-
-    async def kernel_ids(self) -> list[str]:
-        code, kernels = await self.request("GET", "api/kernels")
-        assert code == 200, (code, kernels)
-        return [k["id"] for k in kernels]
-
-    async def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
-        """Run ``code`` in one of B's kernels (through its connection file); its printed output."""
-        client = AsyncKernelClient()
-        client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
-        client.start_channels()
-        out: list[str] = []
-
-        def hook(msg: dict[str, Any]) -> None:
-            if msg["msg_type"] == "stream":
-                out.append(msg["content"]["text"])
-
-        try:
-            await client.wait_for_ready(timeout=60)
-            reply = await client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False)
-        finally:
-            client.stop_channels()
-        content = reply["content"]
-        assert content["status"] == "ok", f"{content.get('ename')}: {content.get('evalue')}\n{''.join(out)}"
-        return "".join(out)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
-
-
-def _answers(url: str, token: str) -> bool:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 only, no proxy
-    request = urllib.request.Request(f"{url}/jupyter-pause/api/sessions", headers={"Authorization": f"token {token}"})
-    try:
-        with opener.open(request, timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
-def server_b(shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
-    """Jupyter server B (node ``node-b``) on the same store as A, with its own root and folders."""
+def server_b(
+    shared_store: str, s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    """Jupyter server B (node ``node-b``) on the same store as A, with its own root and folders.
+    Only the standard AWS variables configure it (as s3_env does for A): no profile, no config file."""
     base = tmp_path_factory.mktemp("server-b")
-    root = base / "root"
-    dirs = {
-        "JUPYTER_CONFIG_DIR": base / "config",
-        "JUPYTER_DATA_DIR": base / "data",
-        "JUPYTER_RUNTIME_DIR": base / "runtime",
-        "IPYTHONDIR": base / "ipython",
-        "HOME": base / "home",
-    }
-    for path in (root, *dirs.values()):
-        path.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER_PAUSE_", "JPY_", "AWS_"))}
-    env.update({k: str(v) for k, v in dirs.items()})
-    # Only the standard AWS variables configure B (as s3_env does for A): no profile, no config file.
-    env.update(s3_server.env())
-    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = str(base / "no-aws-config")
-    for var in ("NO_PROXY", "no_proxy"):
-        env[var] = ",".join(h for h in (env.get(var, ""), HOST, "localhost") if h)
-    token = secrets.token_hex(16)
-    port = free_port()
-    log = base / "server.log"
-    command = [
-        sys.executable,
-        "-m",
-        "jupyter_server",
-        f"--ServerApp.ip={HOST}",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--ServerApp.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--ServerApp.open_browser=False",
-        # Enabled by jupyter_pause.json in the venv's etc/jupyter, which a fresh JUPYTER_CONFIG_DIR
-        # does not hide; the fixture checks the extension's start-up line in B's log.
-        f"--PauseConfig.store={shared_store}",
-        "--PauseConfig.node=node-b",
-        f"--PauseServer.lease_settle={LEASE_SETTLE}",
-        "--PauseServer.resource_poll_interval=0.2",
-        "--allow-root",
-    ]
-    process = spawn(command, root, env, log)
-    remote = Remote(f"http://{HOST}:{port}", token, root, dirs["JUPYTER_RUNTIME_DIR"], process, log)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _answers(remote.url, token):
-            if process.poll() is not None:
-                pytest.fail(f"server B exited with {process.returncode}:\n{remote.log_tail()}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"server B did not answer within {START_TIMEOUT:.0f} s:\n{remote.log_tail()}", pytrace=False
-                )
-            time.sleep(0.2)
-        assert "jupyter-pause: store" in log.read_text(errors="replace"), remote.log_tail()
-        yield remote
-    finally:
-        remote.stop()
+    env = {**s3_server.env(), "AWS_CONFIG_FILE": str(base / "no-aws-config")}
+    env["AWS_SHARED_CREDENTIALS_FILE"] = env["AWS_CONFIG_FILE"]
+    with running_server(base, shared_store, "node-b", f"--PauseServer.lease_settle={LEASE_SETTLE}", env=env) as b:
+        yield b
 
 
 # -- helpers ----------------------------------------------------------------------------------
