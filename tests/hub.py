@@ -153,6 +153,7 @@ from pathlib import Path
 
 c = get_config()  # noqa
 c.JupyterHub.bind_url = {self.url + "/"!r}
+c.JupyterHub.public_url = {self.url + "/"!r}
 c.JupyterHub.hub_ip = "127.0.0.1"
 c.JupyterHub.hub_port = {self.hub_port}
 c.JupyterHub.db_url = "sqlite:///" + {str(self.root / "jupyterhub.sqlite")!r}

@@ -46,9 +46,9 @@ class Setup:
     kernels: dict[str, str]
     logs: Path
 
-    def page(self) -> dict[str, Any]:
-        """The service's JSON page, through the proxy, with the harness's token."""
-        answer = self.hub.fetch(f"{self.hub.url}/services/jupyter-pause/")
+    def page(self, service: str = "jupyter-pause") -> dict[str, Any]:
+        """A service's JSON page, through the proxy, with the harness's token."""
+        answer = self.hub.fetch(f"{self.hub.url}/services/{service}/")
         assert answer.code == 200, answer
         return answer.body
 
@@ -68,7 +68,13 @@ def _service(hub: Hub, name: str, logs: Path, *args: str) -> subprocess.Popen[by
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     root = tmp_path_factory.mktemp("hub-service")
-    services = [Service("jupyter-pause", SCOPES), Service("jupyter-pause-stopper", SCOPES, url=False)]
+    # a managed instance too: the Hub runs it with the environment a managed service gets
+    managed = [str(VENV_BIN / "jupyter-pause-hub"), "--dry-run", "--users=dan", "--idle-timeout=3", "--check-every=1"]
+    services = [
+        Service("jupyter-pause", SCOPES),
+        Service("jupyter-pause-stopper", SCOPES, url=False),
+        Service("jupyter-pause-managed", SCOPES, command=managed),
+    ]
     with run_hub(root / "hub", config=CONFIG, services=services) as hub:
         users = ("ann", "bob", "cat", "dan", "eve")
         for user in users:
@@ -153,6 +159,15 @@ def test_a_server_without_the_extension_is_skipped_with_the_reason_and_keeps_run
     assert "no jupyter_pause extension" in row["detail"]
     kernels = setup.hub.server_fetch("dan", "api/kernels")
     assert kernels.code == 200 and len(kernels.body) == 1  # its kernel still runs
+
+
+def test_a_managed_instance_finds_the_hub_in_its_environment_and_a_dry_run_releases_nothing(setup):
+    page = wait_for(lambda: setup.page("jupyter-pause-managed"), lambda p: p["skipped"], 60, "the dry run's report")
+    assert page["options"]["url"] == setup.hub.api_url  # from JUPYTERHUB_API_URL
+    assert page["options"]["proxy_url"] == setup.hub.url  # from JUPYTERHUB_PUBLIC_URL (c.JupyterHub.public_url)
+    assert page["last_error"] is None
+    assert [(row["user"], row["reason"]) for row in page["skipped"]] == [("dan", "dry-run")]
+    assert page["released"] == []
 
 
 def test_the_page_needs_hub_auth(setup):
