@@ -10,8 +10,24 @@ whose release fails, is left running and reported, never stopped. A release that
 session but could not stop the server (its token lacks ``delete:servers!server``) leaves it
 running, paused; ``--stop-paused`` stops it with the service's own ``delete:servers``.
 
-``--max-age`` (0, off, by default) releases a server that started longer ago than that even while
-the Hub sees activity (an open browser tab), at the next check when no kernel is busy.
+Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
+
+- ``--url``: the Hub's API (default ``$JUPYTERHUB_API_URL``, which a managed service gets).
+- ``--proxy-url``: where users' servers are reached (see below).
+- ``--idle-timeout`` (3600): idle time before a release.
+- ``--profile-timeout PROFILE=SECONDS`` (repeatable): the idle timeout of servers started with
+  that profile (``user_options["profile"]``, as KubeSpawner's profile list sets it).
+- ``--max-age`` (0, off): release a server that started longer ago than this even while the Hub
+  sees activity (an open browser tab), at the next check when no kernel is busy.
+- ``--check-every`` (60), ``--concurrency`` (10 releases at a time), ``--release-timeout`` (600:
+  how long a release is followed before it is reported as stuck).
+- ``--users``, ``--exclude-users``: comma lists of the users whose servers it releases / never.
+- ``--stop-paused``: stop a server whose release paused everything but could not stop it. Off,
+  the server stays running, paused, and is not asked again until it restarts or is used again.
+- ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision.
+
+The Hub updates ``last_activity`` from the proxy every ``c.JupyterHub.last_activity_interval``
+(300 s by default), so idle times are only that precise.
 
 The service's page, ``/services/jupyter-pause/`` (JSON: options, last check, servers with the
 decision on each, releases, servers left running with the reason), needs a token or login with
@@ -69,10 +85,11 @@ from .hubapi import HubClient, HubError, ServerClient
 from .policy import Decision, Policy, ServerView
 from .release import NO_EXTENSION, PAUSED_NOT_STOPPED, Outcome, Settings
 from .report import Report
+from .web import serve
 
 log = logging.getLogger("jupyter_pause.hub")
 
-#: Outcomes that hold until the server restarts: asking again would change nothing.
+#: Outcomes that hold until the server restarts or is used again: asking again would change nothing.
 SETTLED = (NO_EXTENSION, PAUSED_NOT_STOPPED)
 
 
@@ -90,7 +107,7 @@ class PauseService:
         self.report = report
         self.slots = asyncio.Semaphore(concurrency)
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self.settled: dict[tuple[str, str, str | None], Outcome] = {}
+        self.settled: dict[tuple[str, str], tuple[datetime | None, Outcome]] = {}
 
     async def check(self) -> None:
         """One pass over the running servers."""
@@ -111,7 +128,7 @@ class PauseService:
         if key in self.running:
             return  # its release is under way; its row says so
         decision = policy.first_look(self.rules, view, now)
-        settled = self.settled.get((*key, _iso(view.started)))
+        settled = self._settled(view)
         if decision.action == "check-kernels" and settled is not None:
             decision = dataclasses.replace(decision, action="keep")
             self.report.record(view, decision, settled)
@@ -139,18 +156,26 @@ class PauseService:
         else:
             log.warning("%s: left running (%s): %s", view.label, outcome.reason, outcome.detail)
             if outcome.reason in SETTLED:
-                self.settled[(view.user, view.server_name, _iso(view.started))] = outcome
+                self.settled[(view.user, view.server_name)] = (view.started, outcome)
         self.report.record(view, final, outcome)
+
+    def _settled(self, view: ServerView) -> Outcome | None:
+        """The outcome that still holds for ``view``: none once the server restarted or the Hub
+        saw activity after it (the service's own calls all came before)."""
+        started, outcome = self.settled.get((view.user, view.server_name), (None, None))
+        if outcome is None:
+            return None
+        used_since = view.last_activity is not None and view.last_activity.timestamp() > outcome.at
+        if started != view.started or used_since:
+            del self.settled[(view.user, view.server_name)]
+            return None
+        return outcome
 
     async def run(self, every: float) -> None:
         """Check every ``every`` seconds, forever."""
         while True:
             await self.check()
             await asyncio.sleep(every)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment else None
 
 
 def default_proxy_url(env: dict[str, str]) -> str:
@@ -217,28 +242,24 @@ def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namesp
 
 def shown(args: argparse.Namespace, rules: Policy) -> dict[str, Any]:
     """The options in force, as the page shows them."""
-    shown = {k: v for k, v in vars(args).items() if k not in ("profile_timeout", "users", "exclude_users", "log_level")}
+    plain = {k: v for k, v in vars(args).items() if k not in ("profile_timeout", "users", "exclude_users", "log_level")}
     return {
-        **shown,
+        **plain,
         "profile_timeouts": dict(rules.profile_timeouts),
         "users": sorted(rules.users),
         "exclude_users": sorted(rules.exclude_users),
     }
 
 
-async def serve_forever(argv: Sequence[str], env: dict[str, str]) -> None:
+async def serve_forever(args: argparse.Namespace, rules: Policy, settings: Settings, env: dict[str, str]) -> None:
     """Run the service: the check loop, and the page when the Hub gave the service a URL."""
-    args, rules, settings = configure(argv, env)
     token = env.get("JUPYTERHUB_API_TOKEN")
     if not token:
         raise PauseError("JUPYTERHUB_API_TOKEN is not set: run jupyter-pause-hub as a Hub service (see its docstring)")
     report = Report(shown(args, rules))
-    service = PauseService(
-        rules, settings, HubClient(args.url, token), ServerClient(args.proxy_url, token), report, args.concurrency
-    )
+    hub, servers = HubClient(args.url, token), ServerClient(args.proxy_url, token)
+    service = PauseService(rules, settings, hub, servers, report, args.concurrency)
     if env.get("JUPYTERHUB_SERVICE_URL"):
-        from .web import serve
-
         serve(report, env["JUPYTERHUB_SERVICE_URL"], env.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-pause/"))
     log.info("jupyter-pause-hub: Hub %s, servers through %s, options %s", args.url, args.proxy_url, report.options)
     await service.run(args.check_every)
@@ -247,10 +268,10 @@ async def serve_forever(argv: Sequence[str], env: dict[str, str]) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point."""
     env = dict(os.environ)
-    args, _, _ = configure(sys.argv[1:] if argv is None else argv, env)
+    args, rules, settings = configure(sys.argv[1:] if argv is None else argv, env)
     logging.basicConfig(level=args.log_level.upper(), format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
     try:
-        asyncio.run(serve_forever(sys.argv[1:] if argv is None else argv, env))
+        asyncio.run(serve_forever(args, rules, settings, env))
     except PauseError as e:
         sys.exit(f"jupyter-pause-hub: {e}")
     except KeyboardInterrupt:
