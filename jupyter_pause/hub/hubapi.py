@@ -45,13 +45,11 @@ async def fetch(
 ) -> Answer:
     """One call with ``Authorization: token ...``; errors become answers, never exceptions."""
     data = None if body is None else json.dumps(body)
+    if data is None and method in ("POST", "PUT", "PATCH"):
+        data = ""  # tornado wants a body on these
+    headers = {"Authorization": f"token {token}", **headers}
     request = HTTPRequest(
-        url,
-        method=method,
-        body=data if data is not None or method not in ("POST", "PUT", "PATCH") else "",
-        headers={"Authorization": f"token {token}", **headers},
-        request_timeout=timeout,
-        follow_redirects=False,
+        url, method=method, body=data, headers=headers, request_timeout=timeout, follow_redirects=False
     )
     try:
         response = await AsyncHTTPClient().fetch(request)
