@@ -24,7 +24,8 @@ Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
 - ``--users``, ``--exclude-users``: comma lists of the users whose servers it releases / never.
 - ``--stop-paused``: stop a server whose release paused everything but could not stop it. Off,
   the server stays running, paused, and is not asked again until it restarts or is used again.
-- ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision.
+- ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision at
+  every check (INFO logs a decision when it changes, and every release).
 
 The Hub updates ``last_activity`` from the proxy every ``c.JupyterHub.last_activity_interval``
 (300 s by default), so idle times are only that precise.
@@ -134,7 +135,14 @@ class PauseService:
             self.report.record(view, decision, settled)
             return
         if decision.action != "check-kernels":
-            log.debug("%s: keep (%s: %s)", view.label, decision.reason, decision.detail)
+            changed = self.report.servers.get(view.label, {}).get("reason") != decision.reason
+            log.log(
+                logging.INFO if changed else logging.DEBUG,
+                "%s: keep (%s: %s)",
+                view.label,
+                decision.reason,
+                decision.detail,
+            )
             self.report.record(view, decision, None)
             return
         log.info("%s: %s (%s); checking its kernels", view.label, decision.reason, decision.detail)
