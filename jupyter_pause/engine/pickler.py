@@ -3,8 +3,9 @@
 Each variable becomes its own segment, but all segments are written by one pickler and read by one
 unpickler, so an object shared by two variables (a model's parameters inside an optimizer) is one
 object again after restore. Notebook-defined functions and classes go by value (``reducers``);
-tensor storages and large arrays go out of band (``arrays``). A variable the C pickler cannot
-handle gets a second chance with dill, as a standalone segment.
+tensor storages and large arrays go out of band (``arrays``); standard-library kinds pickle gets
+wrong (open files, iterators, loggers, weak references...) are saved as what they are (``kinds``).
+A variable the C pickler cannot handle gets a second chance with dill, as a standalone segment.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import functools
 import io
 import pickle
 import pickletools
+import struct
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import dill
 
-from . import arrays, reducers
+from . import arrays, kinds, reducers, weakrefs
 from .arrays import ArrayCollector, ArrayLoader
 
 #: Protocol 3 writes each memo index explicitly (BINPUT n). Protocol 4+ numbers entries
@@ -111,6 +113,9 @@ class _Reducing:
         handler = self._table.get(type(obj))
         if handler is not None:
             return handler(obj)
+        reduced = kinds.reduce_kind(obj)
+        if reduced is not kinds.UNHANDLED:
+            return reduced
         return reducers.reduce_by_value(obj)
 
 
@@ -128,6 +133,26 @@ class DillStatePickler(_Reducing, dill.Pickler):
     def __init__(self, file: Any, collector: ArrayCollector) -> None:
         super().__init__(file, protocol=PROTOCOL, recurse=True)
         self._table = collector.reducers()
+
+
+class _NullSink(io.RawIOBase):
+    """A write target that keeps nothing."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        return len(data)
+
+
+class StrongProbe(StatePickler):
+    """Pickles like ``StatePickler`` into nothing, leaving out what weak references point to: its
+    memo then holds every object some variable saves through a strong reference."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) in weakrefs.REDUCERS:
+            return weakrefs.placeholder(obj)
+        return super().reducer_override(obj)
 
 
 # Release 0.1.0 kept these modules at the top of the package, and its pickle streams name them there.
@@ -192,36 +217,66 @@ def dump_variables(values: dict[str, Any]) -> DumpResult:
     """Pickle each variable into its own segment, sharing one memo across all of them.
 
     A variable that fails is dropped and the pass starts again without it, so no segment refers
-    to memo entries of a half-written one; failed variables then get one try with dill.
+    to memo entries of a half-written one; failed variables then get one try with dill. A
+    variable holding a weak reference whose referent no saved variable holds strongly is dropped
+    too (it would come back dead), and gets no second try.
     """
     result = DumpResult()
+    final: dict[str, str] = {}
     while True:
-        writer = SegmentWriter()
-        pickler = StatePickler(writer, result.collector)
-        segments: dict[str, Segment] = {}
-        for name, value in values.items():
-            if name in result.failed:
-                continue
-            result.collector.touched = []
-            try:
-                pickler.dump(value)
-            except Exception as e:  # any __reduce__ may raise anything; the variable is reported
-                result.failed[name] = _reason(e)
-                break
-            segments[name] = Segment(writer.take(), list(dict.fromkeys(result.collector.touched)))
-        else:
+        segments = _dump_pass(values, result, final)
+        if segments is None:
+            continue
+        weak_only = _weak_only(values, segments, result.collector)
+        if not weak_only:
             break
+        final.update(weak_only)
     result.segments = segments
     for name in list(result.failed):
         segment = _dump_with_dill(values[name], result.collector)
         if isinstance(segment, Segment):
             result.segments[name] = segment
             del result.failed[name]
-        else:
+        elif segment != result.failed[name]:
             result.failed[name] = f"{result.failed[name]} (dill: {segment})"
+    result.failed.update(final)
     used = {key for segment in result.segments.values() for key in segment.arrays}
     result.collector.found = {k: v for k, v in result.collector.found.items() if k in used}
     return result
+
+
+def _dump_pass(values: dict[str, Any], result: DumpResult, final: dict[str, str]) -> dict[str, Segment] | None:
+    """One pass over the variables not failed yet; None when one failed (then the pass is redone)."""
+    writer = SegmentWriter()
+    pickler = StatePickler(writer, result.collector)
+    segments: dict[str, Segment] = {}
+    weakrefs.check = weakrefs.WeakCheck()
+    for name, value in values.items():
+        if name in result.failed or name in final:
+            continue
+        result.collector.touched = []
+        weakrefs.check.current = name
+        try:
+            pickler.dump(value)
+        except Exception as e:  # any __reduce__ may raise anything; the variable is reported
+            result.failed[name] = _reason(e)
+            return None
+        segments[name] = Segment(writer.take(), list(dict.fromkeys(result.collector.touched)))
+    return segments
+
+
+def _weak_only(values: dict[str, Any], segments: dict[str, Segment], collector: ArrayCollector) -> dict[str, str]:
+    """Variables holding weak references to objects no saved variable holds strongly, and why."""
+    check = weakrefs.check
+    if not check.referents:
+        return {}
+    probe = StrongProbe(_NullSink(), ArrayCollector())
+    for name in segments:
+        try:
+            probe.dump(values[name])
+        except Exception:  # the pass above pickled it; whatever the probe reached still counts
+            continue
+    return check.weak_only(set(probe.memo.copy()))
 
 
 def _dump_with_dill(value: Any, collector: ArrayCollector) -> Segment | str:
@@ -289,10 +344,18 @@ def _after_failure(
     try:
         indices = [arg for op, arg, _ in pickletools.genops(bytes(data)) if "PUT" in op.name]
     except Exception:  # a truncated stream: everything it memoised is suspect
-        indices = [i for i in memo if not isinstance(memo[i], _COMPLETE_ON_PUT)]
-    for index in indices:
-        if not isinstance(memo.get(index), _COMPLETE_ON_PUT):
-            memo[index] = LOST
+        indices = list(memo)
+    lost = sorted({i for i in indices if not isinstance(memo.get(i), _COMPLETE_ON_PUT)})
     fresh = StateUnpickler(reader, loader, namespace)
-    fresh.memo = memo
+    # Copied from the other unpickler's memo proxy: assigning a dict loses every entry on CPython 3.11.
+    fresh.memo = unpickler.memo
+    if lost:
+        reader.feed(_lost_puts(lost))
+        fresh.load()
     return fresh
+
+
+def _lost_puts(indices: list[int]) -> bytes:
+    """A pickle stream that puts ``LOST`` into each memo index (and loads it, leaving the stack clean)."""
+    puts = b"".join(b"r" + struct.pack("<I", index) for index in indices)  # LONG_BINPUT
+    return b"\x80\x03c" + f"{__name__}\nLOST\n".encode() + puts + b"."
