@@ -15,6 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
+    CheckpointDamaged,
     CheckpointNotFound,
     IntegrityError,
     PauseError,
@@ -59,6 +60,7 @@ _LAZY = {
 
 __all__ = [
     "BackgroundCheckpoint",
+    "CheckpointDamaged",
     "CheckpointNotFound",
     "CheckpointResult",
     "Cycle",

@@ -19,6 +19,11 @@ class IntegrityError(PauseError):
     """A checkpoint is incomplete or its bytes do not match their recorded checksums."""
 
 
+class CheckpointDamaged(IntegrityError):
+    """The checkpoint asked for (or every one there is) is damaged; the message says why and
+    names the newest intact one."""
+
+
 class SelectionError(PauseError):
     """The variables asked for cannot be selected (unknown names, bad patterns)."""
 

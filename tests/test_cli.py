@@ -12,7 +12,9 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.cli import main
+from jupyter_pause.config import PauseConfig
 from jupyter_pause.store.layout import blob_key
+from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -115,3 +117,53 @@ def test_sizes_read_in_decimal_units(tmp_path, capsys):
     code, out, _ = _run(capsys, "show", "latest", "--session", "sizes", "--store", str(tmp_path))
     rows = {line.split()[0]: line.split()[-2:] for line in out.splitlines() if line.startswith("  ")}
     assert code == 0 and rows["payload"] == ["150", "kB"] and rows["weights"] == ["1.5", "MB"]
+
+
+# -- damaged manifests: listed and verified as "damaged: <why>" --------------------------------
+
+
+@pytest.fixture
+def damaged_store(tmp_path, monkeypatch):
+    """``make(kind)``: two checkpoints of session "exp", the newer one's manifest damaged that way."""
+    monkeypatch.delenv("JUPYTER_PAUSE_SIGNING_KEY", raising=False)
+
+    def make(kind: str):
+        key = key_for(kind)
+        config = PauseConfig(signing_key=key or "")
+        first = jp.checkpoint(store=str(tmp_path), session="exp", namespace={"n": 1}, config=config).manifest
+        second = jp.checkpoint(store=str(tmp_path), session="exp", namespace={"n": 2}, config=config).manifest
+        damage(tmp_path, "exp", second.id, kind)
+        if key:
+            monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", key)
+        another_process()
+        return tmp_path, first, second
+
+    return make
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_list_names_a_damaged_checkpoint_and_why(damaged_store, capsys, kind):
+    path, first, second = damaged_store(kind)
+    code, out, _ = _run(capsys, "list", "--store", str(path))
+    assert code == 0 and f"{second.id}   damaged: {WHY[kind]}" in out
+    assert "skips damaged checkpoints and uses the newest intact one" in out and "no checkpoints" not in out
+    code, out, _ = _run(capsys, "list", "--store", str(path), "--json")
+    rows = {r["id"]: r for r in json.loads(out)}
+    assert rows[second.id]["damaged"].startswith(WHY[kind]) and rows[first.id]["variables"] == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_verify_names_a_damaged_manifest_and_fails(damaged_store, capsys, kind):
+    path, first, second = damaged_store(kind)
+    code, out, _ = _run(capsys, "verify", "--store", str(path))
+    assert code == 1 and f"DAMAGED exp {second.id}: damaged: {WHY[kind]}" in out
+    assert f"ok      exp {first.id}" in out and "1 verified, 1 damaged, 0 incomplete" in out
+    code, out, err = _run(capsys, "verify", second.id, "--store", str(path))
+    assert code == 2 and f"checkpoint {second.id} of session 'exp' is damaged: {WHY[kind]}" in err
+    assert f"the newest intact checkpoint is {first.id}" in err
+
+
+def test_show_of_a_damaged_checkpoint_says_why_not_that_it_is_missing(damaged_store, capsys):
+    path, first, second = damaged_store("torn")
+    code, _, err = _run(capsys, "show", second.id, "--store", str(path))
+    assert code == 2 and f"is damaged: {WHY['torn']}" in err and "no checkpoint" not in err

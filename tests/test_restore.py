@@ -9,10 +9,12 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.errors import RestoreError, SelectionError
+from jupyter_pause.config import PauseConfig
+from jupyter_pause.errors import CheckpointDamaged, RestoreError, SelectionError
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
+from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -318,3 +320,52 @@ def test_restored_arrays_are_aligned_as_torch_aligns_its_own(tmp_path):
     assert all(t.data_ptr() % 64 == 0 for t in tensors)
     assert target["arr"].__array_interface__["data"][0] % 64 == 0
     assert all(torch.equal(target[f"t{i}"], ns[f"t{i}"]) for i in range(20))
+
+
+# -- damaged manifests: named, passed over for the newest intact, never "no checkpoint" -----------
+
+
+def _two_small(store: Path, key: str | None):
+    config = PauseConfig(signing_key=key or "")
+    ns = {"step": 1}
+    first = jp.checkpoint(store=str(store), session="s", namespace=ns, config=config).manifest
+    ns["step"] = 2
+    second = jp.checkpoint(store=str(store), session="s", namespace=ns, config=config).manifest
+    another_process()
+    return first, second, config
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_damaged_newest_manifest_is_named_and_the_newest_intact_resumed(tmp_path, kind):
+    first, second, config = _two_small(tmp_path, key_for(kind))
+    damage(tmp_path, "s", second.id, kind)
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=ns, config=config)
+    assert result.manifest.id == first.id and ns["step"] == 1
+    assert result.damaged[second.id].startswith(WHY[kind]), result.damaged
+    summary = result.summary()
+    assert f"checkpoint {second.id} is damaged: {WHY[kind]}" in summary
+    assert f"resuming from {first.id} instead" in summary
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_damaged_checkpoint_asked_for_fails_naming_why_and_the_newest_intact(tmp_path, kind):
+    first, second, config = _two_small(tmp_path, key_for(kind))
+    damage(tmp_path, "s", second.id, kind)
+    target = {"step": "untouched"}
+    with pytest.raises(CheckpointDamaged) as e:
+        jp.resume(second.id, store=str(tmp_path), session="s", namespace=target, config=config)
+    assert f"checkpoint {second.id} of session 's' is damaged: {WHY[kind]}" in str(e.value)
+    assert f"the newest intact checkpoint is {first.id}" in str(e.value)
+    assert target == {"step": "untouched"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_manifest_damaged_is_said_so_not_no_checkpoint(tmp_path, kind):
+    first, second, config = _two_small(tmp_path, key_for(kind))
+    damage(tmp_path, "s", first.id, kind)
+    damage(tmp_path, "s", second.id, kind)
+    with pytest.raises(CheckpointDamaged) as e:
+        jp.resume(store=str(tmp_path), session="s", namespace={}, config=config)
+    assert "every checkpoint of session 's'" in str(e.value) and WHY[kind] in str(e.value)
+    assert "no checkpoint of session" not in str(e.value) and "run %checkpoint first" not in str(e.value)

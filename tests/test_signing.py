@@ -13,6 +13,7 @@ import xxhash
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
+from jupyter_pause.errors import CheckpointDamaged
 from jupyter_pause.store import signing
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.signing import SignatureError, key_id
@@ -68,14 +69,16 @@ def test_unsigned_is_loaded_without_a_key_and_said_unsigned(tmp_path):
 
 def test_unsigned_checkpoint_is_refused_with_a_key(tmp_path, capsys):
     bad = _take(tmp_path, None, bomb=Bomb())
-    with pytest.raises(SignatureError, match=f"checkpoint {bad.id} is not signed"):
+    with pytest.raises(
+        CheckpointDamaged, match=f"checkpoint {bad.id} of session 's' is damaged: signature: not signed"
+    ):
         _resume(tmp_path, KEY, bad.id)
     assert "UNPICKLED" not in capsys.readouterr().out
 
 
 def test_other_key_is_refused(tmp_path, capsys):
     bad = _take(tmp_path, "another key entirely", bomb=Bomb())
-    with pytest.raises(SignatureError, match="signed with another key"):
+    with pytest.raises(CheckpointDamaged, match="is damaged: signature: signed with another key"):
         _resume(tmp_path, KEY, bad.id)
     assert "UNPICKLED" not in capsys.readouterr().out
 
@@ -88,7 +91,7 @@ def test_changed_after_signing_is_refused_even_with_a_valid_checksum(tmp_path, c
     canonical = json.dumps(outer["manifest"], sort_keys=True, separators=(",", ":")).encode()
     outer["checksum"] = xxhash.xxh3_128_hexdigest(canonical)  # the torn-write check passes
     path.write_text(json.dumps(outer))
-    with pytest.raises(SignatureError, match="changed after it was signed"):
+    with pytest.raises(CheckpointDamaged, match="is damaged: signature: .*changed after it was signed"):
         _resume(tmp_path, KEY, good.id)
 
 
@@ -124,7 +127,7 @@ def test_cli_verify_refuses_unsigned_with_a_key(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", KEY)
     assert main(["verify", "--store", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert f"DAMAGED s {unsigned.id}: checkpoint {unsigned.id} is not signed" in out
+    assert f"DAMAGED s {unsigned.id}: damaged: signature: not signed" in out
     assert f"ok      s {signed.id}" in out
 
 

@@ -14,7 +14,6 @@ from ..config import PauseConfig
 from ..engine.journal import Journal
 from ..errors import CheckpointNotFound, PauseError
 from ..store import report as reports
-from ..store import signing
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
@@ -41,16 +40,21 @@ def _catalog(args: argparse.Namespace) -> Catalog:
     return Catalog(Store(args.store or config.store, dict(config.storage_options)))
 
 
+def _key() -> str | None:
+    """The signing key configured here: with one, a checkpoint it did not sign is damaged."""
+    return PauseConfig().signing_key or None
+
+
 def _sessions(catalog: Catalog, session: str | None) -> list[str]:
     return [check_session(session)] if session else catalog.sessions()
 
 
 def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
     if session:
-        return catalog.resolve(session, ref)
+        return catalog.resolve(session, ref, _key())
     for name in catalog.sessions():
-        try:
-            return catalog.resolve(name, ref)
+        try:  # a damaged one (CheckpointDamaged) is named, not passed over
+            return catalog.resolve(name, ref, _key())
         except CheckpointNotFound:
             continue
     raise CheckpointNotFound(f"no checkpoint {ref!r} in store {catalog.store.display_url}; see `jupyter pause list`")
@@ -60,9 +64,10 @@ def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     rows = []
     for session in _sessions(catalog, args.session):
-        listing = catalog.listing(session)
+        listing = catalog.listing(session, _key())
+        found = []
         for m in listing.checkpoints:
-            rows.append(
+            found.append(
                 {
                     "session": session,
                     "id": m.id,
@@ -76,20 +81,26 @@ def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
                     "notebook": (m.notebook or {}).get("path"),
                 }
             )
+        found += [{"session": session, "id": i, "damaged": why} for i, why in listing.damaged.items()]
+        rows += sorted(found, key=lambda r: r["id"][:15], reverse=True)  # by the time in the id; stable
         for checkpoint_id in listing.pending:
-            rows.append({"session": session, "id": checkpoint_id, "incomplete": "never committed"})
+            if checkpoint_id not in listing.damaged:
+                rows.append({"session": session, "id": checkpoint_id, "incomplete": "never committed"})
         for checkpoint_id, reason in listing.unreadable.items():
             rows.append({"session": session, "id": checkpoint_id, "incomplete": reason})
     lines = [
         f"{'SESSION':24} {'CHECKPOINT':24} {'TAKEN (UTC)':19}  {'NODE':12} {'TRIGGER':8} {'VARS':>4} {'SIZE':>10}  TAG"
     ]
     for r in rows:
-        if "incomplete" in r:
-            continue
-        lines.append(
-            f"{r['session']:24} {r['id']:24} {_when(r['created'])}  {r['node'][:12]:12} "
-            f"{r['trigger']:8} {r['variables']:>4} {units.size(r['bytes']):>10}  {r['tag'] or ''}"
-        )
+        if "damaged" in r:
+            lines.append(f"{r['session']:24} {r['id']:24} damaged: {r['damaged']}")
+        elif "incomplete" not in r:
+            lines.append(
+                f"{r['session']:24} {r['id']:24} {_when(r['created'])}  {r['node'][:12]:12} "
+                f"{r['trigger']:8} {r['variables']:>4} {units.size(r['bytes']):>10}  {r['tag'] or ''}"
+            )
+    if any("damaged" in r for r in rows):
+        lines.append("a resume of 'latest' skips damaged checkpoints and uses the newest intact one")
     incomplete = [r for r in rows if "incomplete" in r]
     if incomplete:
         lines.append(f"{len(incomplete)} incomplete write(s), never listed as checkpoints (see `jupyter pause verify`)")
@@ -126,19 +137,19 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
 
 def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
+    key = _key()
     results = []
     for session in _sessions(catalog, args.session):
-        listing = catalog.listing(session)
+        listing = catalog.listing(session, key)
         chosen = listing.checkpoints
         if args.checkpoint:
-            chosen = [catalog.resolve(session, args.checkpoint)]
-        key = PauseConfig().signing_key or None
-        for m in chosen:
             try:
-                signing.verify(m, key)
-            except signing.SignatureError as e:
-                results.append({"session": session, "id": m.id, "ok": False, "problems": str(e)})
+                chosen = [listing.resolve(args.checkpoint).manifest]  # a damaged one raises, saying why
+            except CheckpointNotFound:
+                if args.session:
+                    raise
                 continue
+        for m in chosen:
             problems = check(catalog.store, m)
             results.append(
                 {
@@ -148,7 +159,15 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
                     "problems": describe(m, problems) if problems else "",
                 }
             )
+        if args.checkpoint:
+            continue
+        for checkpoint_id, why in listing.damaged.items():
+            row = {"session": session, "id": checkpoint_id, "ok": False, "damaged": why, "problems": f"damaged: {why}"}
+            # A manifest torn while it was being committed: the checkpoint never existed.
+            results.append({**row, "incomplete": True} if checkpoint_id in listing.pending else row)
         for checkpoint_id in listing.pending:
+            if checkpoint_id in listing.damaged:
+                continue
             results.append(
                 {
                     "session": session,
@@ -162,17 +181,26 @@ def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
             results.append(
                 {"session": session, "id": checkpoint_id, "ok": False, "incomplete": True, "problems": reason}
             )
+    if args.checkpoint and not results:
+        raise CheckpointNotFound(f"no checkpoint {args.checkpoint!r} in store {catalog.store.display_url}")
     lines = [
-        f"{'ok     ' if r['ok'] else ('partial' if r.get('incomplete') else 'DAMAGED')} {r['session']} {r['id']}"
-        + (f": {r['problems']}" if r["problems"] else "")
-        for r in results
+        f"{_verdict(r)} {r['session']} {r['id']}" + (f": {r['problems']}" if r["problems"] else "") for r in results
     ]
-    damaged = [r for r in results if not r["ok"] and not r.get("incomplete")]
+    damaged = [r for r in results if _damaged(r)]
     lines.append(
         f"{sum(r['ok'] for r in results)} verified, {len(damaged)} damaged, "
-        f"{sum(bool(r.get('incomplete')) for r in results)} incomplete (never committed)"
+        f"{sum(bool(r.get('incomplete')) and not _damaged(r) for r in results)} incomplete (never committed)"
     )
     return results, "\n".join(lines)
+
+
+def _damaged(row: dict[str, Any]) -> bool:
+    """A verify row of a damaged checkpoint: blobs or manifest (a torn commit too), not a partial write."""
+    return not row["ok"] and (bool(row.get("damaged")) or not row.get("incomplete"))
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    return "ok     " if row["ok"] else ("DAMAGED" if _damaged(row) else "partial")
 
 
 def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
@@ -295,6 +323,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.json or text:
         print(json.dumps(data, indent=1, default=str) if args.json else text)
-    if args.command == "verify" and any(not r["ok"] and not r.get("incomplete") for r in data):
+    if args.command == "verify" and any(_damaged(r) for r in data):
         return 1
     return int(args.exit_code)

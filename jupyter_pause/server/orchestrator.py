@@ -18,7 +18,7 @@ from tornado import web
 from ..config import PauseConfig
 from ..engine import interrupt
 from ..engine.notebook import session_from_path
-from ..errors import CheckpointNotFound, PauseError
+from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..kernel import remote
 from ..store.catalog import Catalog
 from ..store.storage import Store
@@ -211,9 +211,12 @@ class PauseManager:
                     'first, or pass "force": true if that node is gone',
                 )
         try:
-            manifest = await asyncio.to_thread(self.catalog.resolve, session, checkpoint)
+            choice = await asyncio.to_thread(self.catalog.choose, session, checkpoint, self.config.signing_key or None)
+        except CheckpointDamaged as e:
+            raise http_error(409, str(e)) from e
         except CheckpointNotFound as e:
             raise http_error(404, str(e)) from e
+        manifest, note = choice.manifest, choice.note
         try:
             held = await lease.acquire(
                 self.store,
@@ -228,9 +231,15 @@ class PauseManager:
             raise http_error(409, str(e)) from e
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
         status = await self._state(
-            session, "waiting", "checking resources", path=path, checkpoint=manifest.id, verdict=None, release=None
+            session,
+            "waiting",
+            _noted("checking resources", note),
+            path=path,
+            checkpoint=manifest.id,
+            verdict=None,
+            release=None,
         )
-        self.spawn(self._resume(path, session, manifest, location, held))
+        self.spawn(self._resume(path, session, manifest, location, held, note))
         return status
 
     async def _pulled_if_missing(self, path: Any) -> str:
@@ -248,28 +257,33 @@ class PauseManager:
                 ) from None
         return await self.notebook(checked)
 
-    async def _resume(self, path: str, session: str, manifest: Any, location: str, held: lease.Lease) -> None:
+    async def _resume(
+        self, path: str, session: str, manifest: Any, location: str, held: lease.Lease, note: str = ""
+    ) -> None:
+        """Restore in the background; ``note`` (damaged checkpoints passed over) stays in each detail."""
         outcome: remote.ResumeReply | None = None
         failure = ""
         try:
-            outcome = await self._restore(path, session, manifest, location)
+            outcome = await self._restore(path, session, manifest, location, note)
         except Exception as e:  # whatever stops a resume ends it as "failed", with the reason
             failure = f"resume failed: {e}"
         finally:
             await asyncio.to_thread(lease.release, self.store, session, held)
         # The lease is free before anyone can read the outcome and try again.
         if outcome is None:
-            await self._state(session, "failed", failure)
+            await self._state(session, "failed", _noted(failure, note))
         else:
             await self._state(
                 session,
                 "ready",
-                f"{outcome.verdict}: {outcome.detail}",
+                _noted(f"{outcome.verdict}: {outcome.detail}", note),
                 checkpoint=outcome.checkpoint,  # the one restored, as the kernel reports it
                 verdict=outcome.verdict,
             )
 
-    async def _restore(self, path: str, session: str, manifest: Any, location: str) -> remote.ResumeReply:
+    async def _restore(
+        self, path: str, session: str, manifest: Any, location: str, note: str = ""
+    ) -> remote.ResumeReply:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
@@ -293,7 +307,7 @@ class PauseManager:
         )
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
-        await self._state(session, "restoring", f"restoring checkpoint {manifest.id}")
+        await self._state(session, "restoring", _noted(f"restoring checkpoint {manifest.id}", note))
         source = remote.call_source(
             "resume", checkpoint=manifest.id, session=session, map_location=location, moments=_known(moments)
         )
@@ -333,6 +347,11 @@ class PauseManager:
         """Wait for the pauses and resumes in flight (tests and shutdown)."""
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+def _noted(detail: str, note: str) -> str:
+    """A status detail, followed by the damaged checkpoints a resume passed over (when any)."""
+    return f"{detail} ({note})" if note else detail
 
 
 def _known(moments: dict[str, float | None]) -> dict[str, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..store.catalog import Listing
 from . import lease
 
 
@@ -33,17 +34,20 @@ async def overview(manager: Any) -> dict[str, Any]:
 
 
 def session_rows(manager: Any) -> list[dict[str, Any]]:
-    """Every session in the store (from any node) with its state and newest checkpoint."""
+    """Every session in the store (from any node) with its state and newest intact checkpoint;
+    damaged checkpoints are listed (``damaged``: checkpoint, why) and named in ``detail``."""
     rows = []
+    key = manager.config.signing_key or None
     for session in manager.catalog.sessions():
-        checkpoints = manager.catalog.checkpoints(session)
+        listing = manager.catalog.listing(session, key)
+        checkpoints = listing.checkpoints
         status = manager.board.get(session)
         newest = checkpoints[0] if checkpoints else None
         rows.append(
             {
                 "session": session,
                 "state": status.state if status else ("paused" if newest else "ready"),
-                "detail": status.detail if status else "",
+                "detail": "; ".join(filter(None, [status.detail if status else "", damage_detail(listing)])),
                 "path": (status.path if status and status.path else None)
                 or ((newest.notebook or {}).get("path") if newest else None),
                 "node": newest.node if newest else (status.node if status else None),
@@ -53,6 +57,20 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
                 "updated": status.updated if status else None,
                 # paused by a release: its server was stopped after (come back on any node)
                 "release": status.release if status and status.state == "paused" else None,
+                "damaged": [{"checkpoint": i, "why": why} for i, why in listing.damaged.items()],
             }
         )
     return rows
+
+
+def damage_detail(listing: Listing) -> str:
+    """What a reader of the session should know of its damaged checkpoints: those newer than the
+    newest intact one (a resume skips them), or that every one is damaged; "" otherwise."""
+    newest = listing.checkpoints[0] if listing.checkpoints else None
+    newer = listing.newer_damaged(newest)
+    if not newer:
+        return ""
+    named = "; ".join(f"checkpoint {i} is damaged: {why}" for i, why in newer.items())
+    if newest is None:
+        return f"every checkpoint is damaged: {named}"
+    return f"{named}; a resume uses {newest.id}, the newest intact checkpoint"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from . import mapping
+import xxhash
+
+from ..errors import IntegrityError
+from . import mapping, signing
 from .layout import blob_key
-from .manifest import Manifest
+from .manifest import FORMAT, Manifest
 from .signing import HASHES, digest
 from .storage import Buffer, Progress, Store
 
@@ -27,6 +32,66 @@ def _problem(data: Buffer | BaseException, key: str, size: int, algorithm: str) 
     if digest(data, algorithm) != key:
         return "checksum mismatch (bytes changed after writing)"
     return None
+
+
+@dataclass
+class Damage:
+    """Why a manifest is damaged, in a few words, and when its checkpoint was taken where that
+    can still be read (None when the bytes no longer say)."""
+
+    why: str
+    created: float | None = None
+
+
+def read_manifest(data: Buffer, checkpoint_id: str, key: str | None = None) -> Manifest | Damage:
+    """The manifest in ``data``, or why it is damaged: checksum, signature (when ``key`` is
+    given), a torn write, bytes that are not JSON, an unknown format."""
+    try:
+        manifest = Manifest.from_bytes(data, where=f"manifest {checkpoint_id}")
+    except (IntegrityError, TypeError, KeyError, ValueError) as e:
+        return manifest_damage(bytes(data), e)
+    try:
+        signing.verify(manifest, key)
+    except signing.SignatureError:
+        return Damage(signature_damage(manifest, key or ""), manifest.created)
+    return manifest
+
+
+def manifest_damage(data: bytes, error: BaseException) -> Damage:
+    """Why ``data``, refused by ``Manifest.from_bytes`` with ``error``, is not a manifest."""
+    if not data.strip():
+        return Damage("torn write (the manifest file is empty)")
+    try:
+        outer = json.loads(data)
+    except ValueError:
+        if data.lstrip().startswith(b'{"manifest":'):
+            return Damage(f"torn write (truncated JSON: the manifest stops after {len(data)} bytes)")
+        return Damage(f"unreadable JSON ({len(data)} bytes that are not a manifest)")
+    if not isinstance(outer, dict) or not isinstance(outer.get("manifest"), dict) or "checksum" not in outer:
+        return Damage("not a manifest (JSON without a manifest body and its checksum)")
+    body = outer["manifest"]
+    created = body.get("created") if isinstance(body.get("created"), (int, float)) else None
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    if xxhash.xxh3_128_hexdigest(canonical) != outer["checksum"]:
+        return Damage("checksum mismatch (the manifest was changed after it was written)", created)
+    found = body.get("format", 0)
+    if not isinstance(found, int) or found > FORMAT:
+        why = f"unknown format {found} (this jupyter-pause reads format {FORMAT}; upgrade it to read this one)"
+        return Damage(why, created)
+    return Damage(f"unknown format (fields this jupyter-pause cannot read: {type(error).__name__}: {error})", created)
+
+
+def signature_damage(manifest: Manifest, key: str) -> str:
+    """Why ``signing.verify`` refused ``manifest`` under ``key``, in a few words."""
+    signature = manifest.signature
+    if not signature or manifest.canonical is None:
+        return "signature: not signed, and a signing key is configured (unset JUPYTER_PAUSE_SIGNING_KEY to load it)"
+    if signature.get("key_id") != signing.key_id(key):
+        theirs, ours = signature.get("key_id"), signing.key_id(key)
+        return f"signature: signed with another key (key id {theirs}; this one is {ours})"
+    if manifest.hash != "sha256" and signing.sign(manifest.canonical, key)["value"] == signature.get("value"):
+        return f"signature: signed over {manifest.hash} blob digests, not sha256"
+    return "signature: does not match (the manifest was changed after it was signed)"
 
 
 class _Mismatch(Exception):

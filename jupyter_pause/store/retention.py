@@ -99,7 +99,7 @@ def collect(
             unsure = True
     manifests = store.list(manifest_prefix(session))
     torn = []
-    for checkpoint_id in listing.unreadable:
+    for checkpoint_id in {**listing.unreadable, **listing.damaged}:
         entry = manifests.get(manifest_key(session, checkpoint_id))
         if entry is not None and entry.mtime is not None and now - entry.mtime > grace:
             torn.append(entry.key)

@@ -141,7 +141,8 @@ def test_damage_is_found_before_restore(kind, two_checkpoints, tmp_path, tally):
     listing = Catalog(Store(str(store))).listing(SESSION)
     listed = [m.id for m in listing.checkpoints]
     if kind == "manifest":
-        assert listed == [c1.id] and c2.id in listing.unreadable, "a damaged manifest is listed"
+        assert listed == [c1.id], "a damaged manifest is listed as a checkpoint"
+        assert c2.id in listing.damaged, "a damaged manifest is hidden instead of named"
     else:
         assert listed == [c2.id, c1.id]
     lineage.forget()
@@ -150,15 +151,14 @@ def test_damage_is_found_before_restore(kind, two_checkpoints, tmp_path, tally):
     tally.resumed(result.manifest.id == c1.id and ns.get("marker") == "c1")
     assert result.manifest.id == c1.id and ns["marker"] == "c1" and ns["small"] == {"step": 1}
     assert float(ns["large"].sum()) == float(np.random.default_rng(1).random(1_000_000).sum())
-    if kind != "manifest":
-        assert c2.id in result.damaged, result.damaged
-    # C1, committed and untouched, still verifies; C2 is DAMAGED (blobs) or incomplete (manifest).
+    assert c2.id in result.damaged, result.damaged
+    # C1, committed and untouched, still verifies; C2 is DAMAGED (its blobs or its manifest).
     code, rows = cli_verify(store, SESSION)
     committed, incomplete = check_verify_rows([r for r in rows if r["id"] == c1.id], {c1.id: 1})
     assert [r["ok"] for r in committed] == [True]
     (row_c2,) = [r for r in rows if r["id"] == c2.id]
-    assert not row_c2["ok"] and code == (0 if kind == "manifest" else 1)
-    assert bool(row_c2.get("incomplete")) == (kind == "manifest")
+    assert not row_c2["ok"] and code == 1 and not row_c2.get("incomplete")
+    assert bool(row_c2.get("damaged")) == (kind == "manifest")
 
 
 # --------------------------------------------------------------- 5. SIGTERM to a busy kernel
