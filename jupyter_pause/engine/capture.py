@@ -17,7 +17,7 @@ from ..errors import SelectionError, SerializationError
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import fingerprint, lineage, modelcheck, positions, probe, rng, safepoints
+from . import fingerprint, lineage, modelcheck, positions, probe, rng, safepoints, settings
 from .context import make_context
 from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
@@ -86,6 +86,7 @@ class Prepared:
     environment: dict[str, Any] = field(default_factory=dict)
     process: dict[str, Any] = field(default_factory=dict)
     mid_cell: bool = False
+    kept: settings.Kept | None = None  # process settings and local modules
 
 
 def _kind(value: Any) -> str:
@@ -170,6 +171,8 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
     if running.state is not None:
         loop_ref = BlobRef(key=signing.digest(running.state, algorithm), size=len(running.state))
         plan.payloads[loop_ref.key] = running.state
+    kept = settings.keep(ctx.notebook, algorithm)
+    plan.payloads.update(kept.local_modules.payloads)
     return Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -193,8 +196,9 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         unhashed=plan.unhashed,
         loops=running.records,
         loop_state=loop_ref,
-        notes=running.notes,
+        notes=running.notes + kept.notes,
         mid_cell=safepoints.mid_cell(),
+        kept=kept,
     )
 
 

@@ -226,6 +226,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         process=p.process,
         hash=p.algorithm,
         mid_cell=p.mid_cell,
+        settings=p.kept.settings if p.kept else {},
+        local_modules=p.kept.local_modules.records if p.kept else [],
     )
     notes = list(p.notes)
     if p.position.new:

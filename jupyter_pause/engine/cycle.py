@@ -37,16 +37,18 @@ def resume_and_verify(
     config: PauseConfig | None = None,
     moments: dict[str, float | None] | None = None,
     write_report: bool = True,
+    overwrite: bool = False,
 ) -> Cycle:
     """Resume, prove it, and leave a run report in the store.
 
     ``moments`` carries what the caller knows of the cycle before this process got involved
     (``kernel_stopped``, ``resume_requested``, ``resources_available``, ``kernel_ready``).
+    ``overwrite`` replaces local modules of the notebook that differ from the checkpoint's.
     """
     known = dict(moments or {})
     known.setdefault("resume_requested", time.time())
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    result = resume_in(ctx, checkpoint, only, map_location)
+    result = resume_in(ctx, checkpoint, only, map_location, overwrite)
     known["state_restored"] = time.time()
     # The resume digested what it restored a moment ago; nothing ran since, so reuse those.
     verdict = verify_manifest(ctx, result.manifest, taken=probe.as_restored(result.manifest.id))

@@ -19,7 +19,7 @@ from ..store.catalog import Catalog
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.storage import Buffer
-from . import activity, fingerprint, lineage, positions, probe, rng
+from . import activity, fingerprint, lineage, positions, probe, rng, settings
 from .arrays import ArrayLoader, target_device, to_device
 from .context import Context, make_context
 from .digests import value_digest
@@ -219,6 +219,7 @@ def resume(
     map_location: str = "auto",
     namespace: dict[str, Any] | None = None,
     config: PauseConfig | None = None,
+    overwrite: bool = False,
 ) -> ResumeResult:
     """Restore a checkpoint's variables, torch state and RNG state into the namespace.
 
@@ -232,6 +233,9 @@ def resume(
         Restore just these variables (RNG state is then left as it is).
     map_location
         ``auto`` puts tensors back on the device they were saved from; ``cpu`` puts all on the CPU.
+    overwrite
+        Replace a local module of the notebook that differs from the checkpoint's (without it,
+        such a file is kept and named).
 
     Returns
     -------
@@ -239,20 +243,24 @@ def resume(
         What was restored, skipped or found damaged, and a printable summary.
     """
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    return resume_in(ctx, checkpoint, only, map_location)
+    return resume_in(ctx, checkpoint, only, map_location, overwrite)
 
 
-def resume_in(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str) -> ResumeResult:
+def resume_in(
+    ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str, overwrite: bool = False
+) -> ResumeResult:
     """``resume`` against an already resolved store, session and namespace."""
     if map_location not in MAP_LOCATIONS:
         raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
     with activity.step("restoring", "finding the checkpoint"):
-        result = _resume(ctx, checkpoint, only, map_location)
+        result = _resume(ctx, checkpoint, only, map_location, overwrite)
     activity.current.finish(result.manifest.id, result.manifest.created, detail="restored")
     return result
 
 
-def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str) -> ResumeResult:
+def _resume(
+    ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str, overwrite: bool = False
+) -> ResumeResult:
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.signing_key or None
@@ -268,6 +276,8 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
         )
     for device in sorted(manifest.devices()):
         target_device(device, map_location)  # raises before the namespace is touched
+    # Local modules, working directory, sys.path and settings first: unpickling may import them.
+    kept = settings.restore(catalog.store, manifest, ctx.notebook, full=only is None, overwrite=overwrite)
 
     loader = ArrayLoader(manifest.arrays, blobs, map_location=map_location, hash_name=manifest.hash)
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
@@ -278,7 +288,7 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     restored = [n for n in wanted if n in values]
     for name in restored:
         ctx.namespace[name] = values[name]
-    notes = [signing.describe(manifest.signature, key)]
+    notes = [signing.describe(manifest.signature, key), *kept]
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
@@ -293,7 +303,7 @@ def _resume(ctx: Context, checkpoint: str, only: Iterable[str] | None, map_locat
     if manifest.checks is not None and manifest.checks.key in blobs:
         probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
     digests = {
-        v.name: value_digest(values[v.name], known=loader.known) if v.digest else None
+        v.name: value_digest(values[v.name], known=loader.known, like=v.digest) if v.digest else None
         for v in manifest.variables
         if v.name in restored
     }

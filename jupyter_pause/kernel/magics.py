@@ -161,6 +161,11 @@ class PauseMagics(Magics):
     @argument("--only", nargs="+", metavar="NAME", help="restore just these variables")
     @argument("--map-location", default="auto", choices=MAP_LOCATIONS, help="where tensors go back to")
     @argument("--check", action="store_true", help="only run the restore test and print its verdict")
+    @argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the notebook's local modules (.py files) that differ from the checkpoint's",
+    )
     @line_magic
     def resume(self, line: str) -> None:
         """Bring back a checkpoint's state into this kernel, then prove it (the restore test)."""
@@ -178,6 +183,7 @@ class PauseMagics(Magics):
                 only=args.only,
                 map_location=args.map_location,
                 config=self.config_object,
+                overwrite=args.overwrite,
             )
         except PauseError as e:
             raise UsageError(str(e)) from e

@@ -56,6 +56,16 @@ class VariableRecord:
 
 
 @dataclass
+class LocalModuleRecord:
+    """A file under the notebook's folder that the kernel imported (``from utils import train``),
+    kept with the checkpoint so a node that lacks it gets it back."""
+
+    path: str  # relative to the notebook's folder, with ``/``
+    module: str  # the name it was imported under
+    blob: BlobRef  # its bytes; the key is their digest
+
+
+@dataclass
 class SkippedRecord:
     """A variable that was not saved, and why."""
 
@@ -96,6 +106,12 @@ class Manifest:
     #: Captured inside a running cell, outside any safe point (a SIGTERM mid-cell): variables that
     #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
     mid_cell: bool = False
+    #: Process settings that change results (torch numerics and threads, scikit-learn's config,
+    #: matplotlib's rcParams, working directory, added ``sys.path`` entries): see ``engine.settings``.
+    #: Empty for older checkpoints, which lack the field.
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: The notebook's own modules (see ``engine.localmodules``); empty for older checkpoints.
+    local_modules: list[LocalModuleRecord] = field(default_factory=list)
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
@@ -153,6 +169,9 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     data["variables"] = [VariableRecord(**{**v, "blob": BlobRef(**v["blob"])}) for v in data.get("variables", [])]
     data["skipped"] = [SkippedRecord(**s) for s in data.get("skipped", [])]
     data["arrays"] = {k: ArrayRecord(**a) for k, a in data.get("arrays", {}).items()}
+    data["local_modules"] = [
+        LocalModuleRecord(**{**m, "blob": BlobRef(**m["blob"])}) for m in data.get("local_modules", [])
+    ]
     for name in ("rng", "checks", "loop_state"):
         if data.get(name):
             data[name] = BlobRef(**data[name])

@@ -1,0 +1,335 @@
+"""Process settings that change results, kept with a checkpoint and set again on resume.
+
+torch's default dtype, deterministic algorithms, cuDNN flags, float32 matmul precision and
+thread counts; scikit-learn's ``get_config()``; matplotlib's rcParams that differ from its
+defaults; the working directory and the ``sys.path`` entries the notebook added, relative to the
+notebook's folder where they lie under it. A library is read only when the session imported it.
+Together with the notebook's own modules (``localmodules``), this is what ``capture`` keeps and
+``restore`` brings back; a setting that cannot be applied here is named, never an error.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..store.manifest import Manifest
+from ..store.storage import Store
+from . import localmodules
+from .localmodules import notebook_folder, relative_to
+
+#: rcParams that belong to the front end, not to results: never kept.
+RC_IGNORED = frozenset({"backend", "backend_fallback", "interactive"})
+
+#: ``sys.path`` when jupyter_pause was loaded: the baseline when a fresh interpreter cannot say.
+PATH_AT_LOAD = tuple(sys.path)
+
+CUDNN_FLAGS = ("enabled", "benchmark", "deterministic", "allow_tf32")
+
+
+@dataclass
+class Outcome:
+    """What ``apply`` set, and what it could not set with the reason, in words."""
+
+    applied: list[str] = field(default_factory=list)
+    not_applied: list[str] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """Lines for the resume summary."""
+        lines = [f"settings restored: {'; '.join(self.applied)}"] if self.applied else []
+        return lines + [f"setting NOT applied: {reason}" for reason in self.not_applied]
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _plain(value: Any) -> Any:
+    """A value as JSON can hold it (a cycler or an enum by the text its setter accepts)."""
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    return str(value)
+
+
+def _torch() -> dict[str, Any] | None:
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_default_dtype"):
+        return None
+    cudnn = torch.backends.cudnn
+    return {
+        "default_dtype": str(torch.get_default_dtype()).removeprefix("torch."),
+        "deterministic": bool(torch.are_deterministic_algorithms_enabled()),
+        "deterministic_warn_only": bool(torch.is_deterministic_algorithms_warn_only_enabled()),
+        "cudnn": {flag: bool(getattr(cudnn, flag)) for flag in CUDNN_FLAGS},
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "cpus": _cpus(),
+    }
+
+
+def _sklearn() -> dict[str, Any] | None:
+    sklearn = sys.modules.get("sklearn")
+    if sklearn is None or not hasattr(sklearn, "get_config"):
+        return None
+    return {k: _plain(v) for k, v in sklearn.get_config().items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # an array-like compared elementwise
+        return False
+
+
+def _matplotlib() -> dict[str, Any] | None:
+    mpl = sys.modules.get("matplotlib")
+    if mpl is None or not hasattr(mpl, "rcParamsDefault"):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated keys
+        defaults = dict(mpl.rcParamsDefault)
+        return {
+            key: _plain(value)
+            for key, value in dict(mpl.rcParams).items()
+            if key not in RC_IGNORED and key in defaults and not _same(value, defaults[key])
+        }
+
+
+@lru_cache(maxsize=1)
+def _startup_path() -> frozenset[str]:
+    """The ``sys.path`` a fresh interpreter of this environment starts with (its site folders,
+    ``.pth`` files, PYTHONPATH): whatever else is there, the notebook added."""
+    probe = "import json, sys; print(json.dumps(sys.path))"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True)
+        return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return frozenset(PATH_AT_LOAD)
+
+
+def _place(path: str, folder: str) -> dict[str, Any]:
+    """A folder as kept: relative to the notebook's folder when it lies under it."""
+    rel = relative_to(path, folder) if os.path.isabs(path) else None
+    return {"path": rel, "in_notebook_folder": True} if rel is not None else {"path": path, "in_notebook_folder": False}
+
+
+def _resolve(place: dict[str, Any], folder: str) -> str:
+    path = place["path"]
+    return os.path.normpath(os.path.join(folder, path)) if place.get("in_notebook_folder") else path
+
+
+def _show(place: dict[str, Any]) -> str:
+    return f"{place['path']} (in the notebook's folder)" if place.get("in_notebook_folder") else place["path"]
+
+
+def _sys_path(folder: str) -> list[dict[str, Any]]:
+    startup = _startup_path()
+    first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
+    return [
+        {**_place(entry, folder), "front": i < first}
+        for i, entry in enumerate(sys.path)
+        if entry not in startup and isinstance(entry, str)
+    ]
+
+
+def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The settings to keep, as JSON values, and notes on any that could not be read."""
+    folder = notebook_folder(notebook)
+    kept: dict[str, Any] = {"folder": folder}
+    notes: list[str] = []
+    readers: dict[str, Callable[[], Any]] = {
+        "torch": _torch,
+        "sklearn": _sklearn,
+        "matplotlib": _matplotlib,
+        "cwd": lambda: _place(os.getcwd(), folder),
+        "sys_path": lambda: _sys_path(folder),
+    }
+    for name, read in readers.items():
+        try:
+            value = read()
+        except Exception as e:  # a library in an odd state: the checkpoint goes on and says so
+            notes.append(f"setting {name} not kept: {type(e).__name__}: {e}")
+            continue
+        if value is not None:
+            kept[name] = value
+    return kept, notes
+
+
+def _apply_torch(saved: dict[str, Any], out: Outcome) -> None:
+    import torch
+
+    dtype = getattr(torch, saved["default_dtype"], None)
+    if not isinstance(dtype, torch.dtype):
+        out.not_applied.append(f"torch default dtype {saved['default_dtype']}: unknown to torch {torch.__version__}")
+    elif torch.get_default_dtype() != dtype:
+        torch.set_default_dtype(dtype)
+        out.applied.append(f"torch default dtype {saved['default_dtype']}")
+    mode, warn_only = saved["deterministic"], saved["deterministic_warn_only"]
+    if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != (
+        mode,
+        warn_only,
+    ):
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+        out.applied.append(f"deterministic algorithms {'on' if mode else 'off'}{' (warn only)' if warn_only else ''}")
+    for flag, value in saved["cudnn"].items():
+        if getattr(torch.backends.cudnn, flag, value) != value:
+            setattr(torch.backends.cudnn, flag, value)
+            out.applied.append(f"cudnn.{flag} {value}")
+    if torch.get_float32_matmul_precision() != saved["float32_matmul_precision"]:
+        torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
+        out.applied.append(f"float32 matmul precision {saved['float32_matmul_precision']}")
+    _apply_threads(torch, saved, out)
+
+
+def _apply_threads(torch: Any, saved: dict[str, Any], out: Outcome) -> None:
+    cpus = _cpus()
+    for what, get, put in (
+        ("threads", torch.get_num_threads, torch.set_num_threads),
+        ("interop_threads", torch.get_num_interop_threads, torch.set_num_interop_threads),
+    ):
+        wanted, now = saved[what], get()
+        label = f"torch {what.replace('_', '-').replace('interop-', 'inter-op ')} {wanted}"
+        if wanted == now:
+            continue
+        if wanted > cpus:
+            out.not_applied.append(f"{label}: this node has {cpus} CPU(s); left at {now}")
+            continue
+        try:
+            put(wanted)
+        except RuntimeError as e:  # inter-op threads are fixed once torch ran parallel work
+            out.not_applied.append(f"{label}: {str(e).strip()}; left at {now}")
+            continue
+        out.applied.append(label)
+
+
+def _apply_sklearn(saved: dict[str, Any], out: Outcome) -> None:
+    import sklearn
+
+    current = sklearn.get_config()
+    for key, value in saved.items():
+        if key not in current:
+            out.not_applied.append(f"scikit-learn {key}={value!r}: unknown to scikit-learn {sklearn.__version__}")
+        elif _plain(current[key]) != value:
+            try:
+                sklearn.set_config(**{key: value})
+            except (TypeError, ValueError) as e:
+                out.not_applied.append(f"scikit-learn {key}={value!r}: {e}")
+                continue
+            out.applied.append(f"scikit-learn {key}={value!r}")
+
+
+def _apply_matplotlib(saved: dict[str, Any], out: Outcome) -> None:
+    import matplotlib
+
+    changed = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key, value in saved.items():
+            if key not in matplotlib.rcParams:
+                out.not_applied.append(f"matplotlib rcParams[{key!r}]: unknown to matplotlib {matplotlib.__version__}")
+            elif _plain(matplotlib.rcParams[key]) != value:
+                try:
+                    matplotlib.rcParams[key] = value
+                except (KeyError, TypeError, ValueError) as e:
+                    out.not_applied.append(f"matplotlib rcParams[{key!r}] = {value!r}: {e}")
+                    continue
+                changed.append(key)
+    if changed:
+        out.applied.append(f"matplotlib rcParams {', '.join(changed)}")
+
+
+def _apply_cwd(saved: dict[str, Any], folder: str, out: Outcome) -> None:
+    target = _resolve(saved, folder)
+    here = localmodules._cwd()
+    if here is not None and relative_to(target, here) == ".":
+        return
+    if not os.path.isdir(target):
+        out.not_applied.append(f"working directory {_show(saved)}: no such folder on this node; left at {here}")
+        return
+    os.chdir(target)
+    out.applied.append(f"working directory {_show(saved)}")
+
+
+def _apply_sys_path(saved: list[dict[str, Any]], folder: str, out: Outcome) -> None:
+    front = 0
+    for place in saved:
+        entry = _resolve(place, folder)
+        if entry in sys.path:
+            front += place.get("front", False)
+            continue
+        if not os.path.isdir(entry if os.path.isabs(entry) else os.path.abspath(entry)):
+            out.not_applied.append(f"sys.path entry {_show(place)}: no such folder on this node")
+            continue
+        if place.get("front"):
+            sys.path.insert(front, entry)
+            front += 1
+        else:
+            sys.path.append(entry)
+        out.applied.append(f"sys.path + {_show(place)}")
+
+
+def apply(saved: dict[str, Any], folder: str) -> Outcome:
+    """Set the kept settings in this process; what cannot be set is named in the outcome. The
+    working directory comes first: relative ``sys.path`` entries are taken from it."""
+    out = Outcome()
+    steps: list[tuple[str, str, Callable[[Any], None]]] = [
+        ("cwd", "working directory", lambda kept: _apply_cwd(kept, folder, out)),
+        ("sys_path", "sys.path", lambda kept: _apply_sys_path(kept, folder, out)),
+        ("torch", "torch settings", lambda kept: _apply_torch(kept, out)),
+        ("sklearn", "scikit-learn config", lambda kept: _apply_sklearn(kept, out)),
+        ("matplotlib", "matplotlib rcParams", lambda kept: _apply_matplotlib(kept, out)),
+    ]
+    for key, what, step in steps:
+        if key not in saved:
+            continue
+        try:
+            step(saved[key])
+        except ImportError as e:
+            out.not_applied.append(f"{what}: {key} cannot be imported here ({type(e).__name__}: {e})")
+        except Exception as e:  # a library refusing here: named, the resume goes on
+            out.not_applied.append(f"{what}: {type(e).__name__}: {e}")
+    return out
+
+
+@dataclass
+class Kept:
+    """What a checkpoint keeps of the process beside its variables."""
+
+    settings: dict[str, Any]
+    local_modules: localmodules.Kept
+    notes: list[str]
+
+
+def keep(notebook: str | None, algorithm: str) -> Kept:
+    """Capture the settings and the notebook's local modules (the checkpoint's hook)."""
+    settings, notes = capture(notebook)
+    modules = localmodules.capture(notebook, algorithm)
+    return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes)
+
+
+def restore(store: Store, manifest: Manifest, notebook: str | None, *, full: bool, overwrite: bool) -> list[str]:
+    """Bring back the local modules and, on a full resume, the settings, before the variables
+    load (they may import the local modules, or open files relative to the working directory).
+    Returns the resume summary's lines."""
+    notes = localmodules.put_back(store, manifest, notebook, overwrite)
+    if full and manifest.settings:
+        notes += apply(manifest.settings, notebook_folder(notebook)).notes()
+    elif manifest.settings:
+        notes.append("settings left as they are: only some variables were asked for")
+    return notes + localmodules.make_importable(manifest, notebook)
