@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,7 @@ def test_settings_this_node_cannot_take_are_listed_and_the_rest_resumes(start_ke
 
 def test_libraries_the_session_never_imported_are_not_read(monkeypatch, tmp_path):
     for name in ("torch", "sklearn", "matplotlib"):
-        monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+        monkeypatch.delitem(sys.modules, name, raising=False)
     kept, notes = settings.capture(str(tmp_path / "nb.ipynb"))
     assert not notes
     assert {"torch", "sklearn", "matplotlib"}.isdisjoint(kept)
@@ -151,10 +152,12 @@ def test_what_cannot_be_applied_is_named_and_the_rest_is_applied(tmp_path, monke
 
 
 def test_a_library_missing_here_is_named_not_raised(monkeypatch, tmp_path):
-    monkeypatch.setitem(__import__("sys").modules, "sklearn", None)  # import sklearn raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn raises ImportError
     outcome = settings.apply({"sklearn": {"assume_finite": True}}, str(tmp_path))
     assert outcome.applied == []
-    assert outcome.not_applied and outcome.not_applied[0].startswith("scikit-learn config: sklearn cannot be imported here")
+    assert outcome.not_applied and outcome.not_applied[0].startswith(
+        "scikit-learn config: sklearn cannot be imported here"
+    )
 
 
 def test_old_checkpoints_hold_no_settings_and_resume_without_any(tmp_path, new_process):
