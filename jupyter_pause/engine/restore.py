@@ -180,33 +180,28 @@ def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> l
 
 
 def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto") -> Chosen:
-    """The checkpoint to restore, its blobs, and the newer ones passed over: refused or damaged."""
+    """The checkpoint to restore, its blobs, and the newer ones passed over: damaged manifests
+    (checksum, signature, torn write) and checkpoints whose blobs do not verify, each with why.
+
+    A damaged checkpoint asked for by id, or every checkpoint damaged, raises ``CheckpointDamaged``
+    saying why; "no checkpoint" only when the session has none at all.
+    """
+    listing = catalog.listing(session, key)
     if ref not in ("latest", ""):
-        manifest = catalog.resolve(session, ref)
-        signing.verify(manifest, key)
+        manifest = listing.resolve(ref).manifest
         return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over={})
-    candidates = catalog.checkpoints(session)
-    if not candidates:
-        catalog.resolve(session, "latest")  # raises the "no checkpoint" error
+    listing.resolve("latest")  # no intact checkpoint: says whether there is none or all are damaged
     damaged: dict[str, str] = {}
-    refused: dict[str, str] = {}
-    for manifest in candidates:
-        try:
-            signing.verify(manifest, key)
-        except signing.SignatureError as e:
-            refused[manifest.id] = str(e)
-            continue
+    for manifest in listing.checkpoints:
         blobs = _fetch(catalog, manifest, map_location)
         if not blobs.bad:
-            return Chosen(manifest=manifest, blobs=blobs, passed_over={**refused, **damaged})
+            passed_over = dict(sorted({**listing.newer_damaged(manifest), **damaged}.items(), reverse=True))
+            return Chosen(manifest=manifest, blobs=blobs, passed_over=passed_over)
         damaged[manifest.id] = describe(manifest, blobs.bad)
-    vouched = [m for m in candidates if m.id not in refused]
-    if not vouched:
-        raise signing.SignatureError("; ".join(refused.values()))
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
-    manifest = vouched[0]
-    passed_over = {k: v for k, v in {**refused, **damaged}.items() if k != manifest.id}
+    manifest = listing.checkpoints[0]
+    passed_over = {k: v for k, v in {**listing.newer_damaged(manifest), **damaged}.items() if k != manifest.id}
     return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over=passed_over)
 
 
