@@ -19,7 +19,12 @@ import marshal
 import os
 import sys
 import types
+import typing
 from typing import Any, Callable
+
+# make_class, make_enum and set_class_state stay importable here: checkpoints written before
+# ``classes`` split off name them in this module.
+from .classes import make_class, make_enum, reduce_class, reduce_enum, reduce_typevar, set_class_state  # noqa: F401
 
 #: Marker for a closure cell that had no value yet.
 _EMPTY_CELL = "__jupyter_pause_empty_cell__"
@@ -28,9 +33,6 @@ _MISSING = object()
 
 #: ``Py_TPFLAGS_HEAPTYPE``: set on classes made by Python code, the only ones rebuilt by value.
 _HEAPTYPE = 1 << 9
-
-#: Class dictionary entries rebuilt by ``type()`` itself.
-_CLASS_SKIP = frozenset({"__dict__", "__weakref__"})
 
 
 def is_dynamic(obj: Any) -> bool:
@@ -98,27 +100,19 @@ def set_cell_state(cell: types.CellType, contents: Any) -> types.CellType:
     return cell
 
 
-def make_class(metaclass: type, name: str, bases: tuple[type, ...], skeleton: dict[str, Any]) -> type:
-    """A class skeleton: name, bases, metaclass, slots; methods come with its state."""
-    return types.new_class(name, bases, {"metaclass": metaclass}, lambda ns: ns.update(skeleton))
-
-
-def set_class_state(cls: type, state: dict[str, Any]) -> type:
-    """Fill in a class skeleton's attributes."""
-    for key, value in state.items():
-        if key not in ("__doc__",) or value is not None:
-            setattr(cls, key, value)
-    return cls
-
-
 def make_mappingproxy(mapping: dict[Any, Any]) -> types.MappingProxyType[Any, Any]:
     """A read-only view of ``mapping`` (as found in dataclass field metadata)."""
     return types.MappingProxyType(mapping)
 
 
 def load_code(data: bytes) -> types.CodeType:
-    """A code object from its marshalled bytes."""
+    """A code object from its marshalled bytes, constants included (how older checkpoints saved code)."""
     return marshal.loads(data)
+
+
+def make_code(data: bytes, consts: tuple[Any, ...]) -> types.CodeType:
+    """A code object from its marshalled bytes, without constants, and its pickled constants."""
+    return marshal.loads(data).replace(co_consts=consts)
 
 
 def make_cached_property(func: Callable[..., Any], attrname: str | None) -> functools.cached_property:
@@ -169,6 +163,16 @@ def reduce_function(func: types.FunctionType) -> tuple[Any, ...]:
     return (make_function, args, state, None, None, set_function_state)
 
 
+def reduce_code(code: types.CodeType) -> tuple[Any, ...]:
+    """Reduce code to marshalled bytes plus its constants, pickled with everything else.
+
+    The compiler makes equal constants of one cell one object (the ``('axis',)`` of two methods
+    that both call ``f(axis=0)``); pickled in the shared memo they stay one object, so the class
+    holds the same object graph after a restore as before.
+    """
+    return (make_code, (marshal.dumps(code.replace(co_consts=())), code.co_consts))
+
+
 def reduce_cell(cell: types.CellType) -> tuple[Any, ...]:
     """Reduce a closure cell to an empty cell plus its contents."""
     try:
@@ -176,54 +180,6 @@ def reduce_cell(cell: types.CellType) -> tuple[Any, ...]:
     except ValueError:
         contents = _EMPTY_CELL
     return (make_cell, (), contents, None, None, set_cell_state)
-
-
-def reduce_class(cls: type) -> tuple[Any, ...]:
-    """Reduce a dynamic class to a skeleton (name, bases, slots) plus its attributes."""
-    namespace = dict(vars(cls))
-    slots = namespace.get("__slots__")
-    skeleton: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-    if slots is not None:
-        skeleton["__slots__"] = slots
-        slot_names = [slots] if isinstance(slots, str) else list(slots)
-        for slot in slot_names:
-            namespace.pop(slot, None)
-    for key in _CLASS_SKIP | set(skeleton) | {"__slots__"}:
-        namespace.pop(key, None)
-    args = (type(cls), cls.__name__, cls.__bases__, skeleton)
-    return (make_class, args, namespace, None, None, set_class_state)
-
-
-_ENUM_INTERNALS = frozenset(
-    {"_generate_next_value_", "__new__", "_new_member_", "__module__", "__qualname__", "__doc__"}
-)
-
-
-def make_enum(
-    metaclass: type, name: str, bases: tuple[type, ...], members: dict[str, Any], qualname: str, module: str
-) -> type:
-    """An Enum class with its members; methods come with its state."""
-    classdict = metaclass.__prepare__(name, bases)  # type: ignore[attr-defined]
-    for member, value in members.items():
-        classdict[member] = value
-    classdict["__module__"] = module
-    classdict["__qualname__"] = qualname
-    return metaclass.__new__(metaclass, name, bases, classdict)  # type: ignore[call-overload, no-any-return]
-
-
-def reduce_enum(cls: type[enum.Enum]) -> tuple[Any, ...]:
-    """Reduce a notebook Enum: members go into the skeleton (an Enum cannot gain them later)."""
-    members = {name: member._value_ for name, member in cls.__members__.items()}
-    methods = {
-        key: value
-        for key, value in vars(cls).items()
-        if key not in members
-        and key not in _ENUM_INTERNALS
-        and not (key.startswith("_") and key.endswith("_") and not key.startswith("__"))
-        and isinstance(value, (types.FunctionType, staticmethod, classmethod, property))
-    }
-    args = (type(cls), cls.__name__, cls.__bases__, members, cls.__qualname__, cls.__module__)
-    return (make_enum, args, methods, None, None, set_class_state)
 
 
 def make_lru_cache(func: Callable[..., Any], maxsize: int | None, typed: bool) -> Any:
@@ -274,8 +230,10 @@ def reduce_dataclass_sentinel(obj: Any) -> tuple[Any, ...]:
 REDUCERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {
     types.CellType: reduce_cell,
     functools._lru_cache_wrapper: reduce_lru_cache,  # type: ignore[attr-defined]
-    types.CodeType: lambda code: (load_code, (marshal.dumps(code),)),
+    types.CodeType: reduce_code,
     types.ModuleType: reduce_module,
+    typing.TypeVar: reduce_typevar,
+    typing.ParamSpec: reduce_typevar,
     staticmethod: reduce_descriptor,
     classmethod: reduce_descriptor,
     property: reduce_descriptor,
