@@ -21,6 +21,7 @@ SET_UP = r"""
 %load_ext jupyter_pause
 import os, sys
 import torch, sklearn, matplotlib
+torch.set_num_interop_threads(1)
 torch.set_default_dtype(torch.float64)
 torch.use_deterministic_algorithms(True, warn_only=True)
 torch.backends.cudnn.benchmark = True
@@ -44,6 +45,7 @@ print(json.dumps({
     "cudnn": [torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32],
     "matmul": torch.get_float32_matmul_precision(),
     "threads": torch.get_num_threads(),
+    "interop": torch.get_num_interop_threads(),
     "sklearn": [sklearn.get_config()["assume_finite"], sklearn.get_config()["working_memory"]],
     "rc": [matplotlib.rcParams["lines.linewidth"], matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]],
     "cwd": os.getcwd(),
@@ -82,7 +84,8 @@ def test_settings_come_back_in_another_kernel_and_folder(start_kernel, tmp_path)
 
     assert "settings restored:" in out and "NOT applied" not in out, out
     assert "working directory runs/one (in the notebook's folder)" in out
-    for key in ("dtype", "deterministic", "cudnn", "matmul", "threads", "sklearn", "rc"):
+    assert saved["interop"] == 1
+    for key in ("dtype", "deterministic", "cudnn", "matmul", "threads", "interop", "sklearn", "rc"):
         assert got[key] == saved[key], key
     assert got["cwd"] == str(b_dir / "runs" / "one")  # the same place, in this kernel's folder
     assert got["lib"] == [str(b_dir / "lib")]

@@ -82,14 +82,16 @@ def imported_files(folder: str) -> dict[str, str]:
     """The files under ``folder`` that modules of this process were loaded from: relative path ->
     module name. Not ``__main__``, not jupyter_pause itself, not installed code."""
     roots = _installed_roots()
+    # A string test first: thousands of modules are loaded, and resolving each path would cost.
+    inside = tuple({os.path.join(os.path.abspath(folder), ""), os.path.join(os.path.realpath(folder), "")})
     found: dict[str, str] = {}
     for name, module in list(sys.modules.items()):
         if name in ("__main__", "__mp_main__") or name.split(".")[0] == "jupyter_pause":
             continue
         path = getattr(module, "__dict__", {}).get("__file__")  # never triggers a lazy import
-        if not isinstance(path, str) or not os.path.isabs(path):
+        if not isinstance(path, str) or not os.path.isabs(path) or not os.path.normpath(path).startswith(inside):
             continue
-        rel = relative_to(path, folder)
+        rel = relative_to(os.path.normpath(path), folder)
         if rel is None or rel == "." or _installed(path, roots):
             continue
         found.setdefault(rel, name)
