@@ -91,7 +91,7 @@ class Prepared:
 
 def _kind(value: Any) -> str:
     """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
-    if isinstance(value, type):
+    if issubclass(type(value), type):  # not isinstance: a dead weak proxy raises on that
         return "class"
     try:
         if modelcheck.is_module(value):

@@ -3,8 +3,8 @@
 Iterators over dicts and ordered dicts come back as the same iterator over the restored mapping,
 at the same position (pickle's own reduction would turn them into list iterators); iterators
 over sets continue over the items they had left. ``super`` objects, loggers (by name, with level,
-handlers and filters) and handlers (stream handlers re-bound to this process's streams, file
-handlers reopened for appending) come back. Generators and coroutines are refused with a reason.
+handlers and filters) and handlers (stream handlers re-bound to this process's streams, the open
+stream of a file handler reopened without truncating it) come back. Generators and coroutines are refused with a reason.
 ``reduce_kind`` is the one entry point; files live in ``openfiles``, weak references in ``weakrefs``.
 """
 
@@ -192,11 +192,8 @@ def set_handler_state(handler: logging.Handler, state: dict[str, Any]) -> loggin
 
 
 def reduce_handler(handler: logging.Handler) -> tuple[Any, ...]:
-    """A handler without its lock; a file handler's mode never truncates again (``w`` -> ``a``)."""
+    """A handler without its lock (a file handler's open stream is reopened, never truncated)."""
     state = {k: v for k, v in vars(handler).items() if k != "lock"}
-    mode = state.get("mode")
-    if isinstance(mode, str) and isinstance(handler, logging.FileHandler) and mode.startswith("w"):
-        state["mode"] = "a" + mode[1:]
     return (make_handler, (type(handler),), state, None, None, set_handler_state)
 
 
