@@ -171,3 +171,29 @@ def test_old_checkpoints_hold_no_settings_and_resume_without_any(tmp_path, new_p
     result = jp.resume(store=str(store), session="release", namespace={})
     assert result.complete
     assert not any("setting" in note or "local module" in note for note in result.notes), result.notes
+
+
+def test_torch_settings_this_process_refuses_are_named_and_the_rest_applied(monkeypatch):
+    import torch
+
+    def refuse(n: int) -> None:
+        raise RuntimeError("cannot set number of interop threads after parallel work has started")
+
+    monkeypatch.setattr(torch, "set_num_interop_threads", refuse)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)  # put back after
+    saved = settings._torch()
+    assert saved is not None
+    now = torch.get_num_interop_threads()
+    cpus = saved["cpus"]
+    if cpus < 2:
+        pytest.skip("a different inter-op thread count this node has needs two CPUs")
+    saved |= {"default_dtype": "float128", "threads": cpus + 5, "interop_threads": 2 if now == 1 else 1}
+    saved["cudnn"] = {**saved["cudnn"], "benchmark": not torch.backends.cudnn.benchmark}
+    outcome = settings.apply({"torch": saved}, ".")
+    assert outcome.applied == [f"cudnn.benchmark {saved['cudnn']['benchmark']}"]
+    assert outcome.not_applied == [
+        f"torch default dtype float128: unknown to torch {torch.__version__}",
+        f"torch threads {cpus + 5}: this node has {cpus} CPU(s); left at {torch.get_num_threads()}",
+        f"torch inter-op threads {saved['interop_threads']}: RuntimeError: cannot set number of interop threads "
+        f"after parallel work has started; left at {now}",
+    ]

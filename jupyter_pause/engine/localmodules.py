@@ -24,7 +24,8 @@ from ..store.manifest import BlobRef, LocalModuleRecord, Manifest
 from ..store.storage import Store
 
 
-def _cwd() -> str | None:
+def current_folder() -> str | None:
+    """The working directory, or None when it was removed under the process."""
     try:
         return os.getcwd()
     except OSError:  # the folder was removed under the process
@@ -33,7 +34,7 @@ def _cwd() -> str | None:
 
 #: The folder the kernel was in when jupyter_pause was loaded: where relative places are taken
 #: from when the kernel knows of no notebook (a console, a script).
-START_FOLDER = _cwd() or os.path.expanduser("~")
+START_FOLDER = current_folder() or os.path.expanduser("~")
 
 #: A local module file larger than this is not kept (the checkpoint's summary names it).
 MAX_FILE_BYTES = 16 << 20

@@ -171,51 +171,62 @@ def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
     return kept, notes
 
 
+def _set(out: Outcome, label: str, now: Any, wanted: Any, put: Callable[[], Any]) -> None:
+    """Set one setting where it differs; a refusal is named with its reason, never raised."""
+    if now == wanted:
+        return
+    try:
+        put()
+    except Exception as e:  # this library or node refuses it: named, the resume goes on
+        out.not_applied.append(f"{label}: {type(e).__name__}: {str(e).strip()}; left at {now!r}")
+        return
+    out.applied.append(label)
+
+
 def _apply_torch(saved: dict[str, Any], out: Outcome) -> None:
     import torch
 
     dtype = getattr(torch, saved["default_dtype"], None)
-    if not isinstance(dtype, torch.dtype):
+    if isinstance(dtype, torch.dtype):
+        label = f"torch default dtype {saved['default_dtype']}"
+        _set(out, label, torch.get_default_dtype(), dtype, lambda: torch.set_default_dtype(dtype))
+    else:
         out.not_applied.append(f"torch default dtype {saved['default_dtype']}: unknown to torch {torch.__version__}")
-    elif torch.get_default_dtype() != dtype:
-        torch.set_default_dtype(dtype)
-        out.applied.append(f"torch default dtype {saved['default_dtype']}")
     mode, warn_only = saved["deterministic"], saved["deterministic_warn_only"]
-    if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) != (
-        mode,
-        warn_only,
-    ):
-        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
-        out.applied.append(f"deterministic algorithms {'on' if mode else 'off'}{' (warn only)' if warn_only else ''}")
+    _set(
+        out,
+        f"deterministic algorithms {'on' if mode else 'off'}{' (warn only)' if mode and warn_only else ''}",
+        (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()),
+        (mode, warn_only),
+        lambda: torch.use_deterministic_algorithms(mode, warn_only=warn_only),
+    )
+    cudnn = torch.backends.cudnn
     for flag, value in saved["cudnn"].items():
-        if getattr(torch.backends.cudnn, flag, value) != value:
-            setattr(torch.backends.cudnn, flag, value)
-            out.applied.append(f"cudnn.{flag} {value}")
-    if torch.get_float32_matmul_precision() != saved["float32_matmul_precision"]:
-        torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
-        out.applied.append(f"float32 matmul precision {saved['float32_matmul_precision']}")
-    _apply_threads(torch, saved, out)
-
-
-def _apply_threads(torch: Any, saved: dict[str, Any], out: Outcome) -> None:
+        _set(
+            out,
+            f"cudnn.{flag} {value}",
+            getattr(cudnn, flag, None),
+            value,
+            lambda f=flag, v=value: setattr(cudnn, f, v),
+        )
+    precision = saved["float32_matmul_precision"]
+    _set(
+        out,
+        f"float32 matmul precision {precision}",
+        torch.get_float32_matmul_precision(),
+        precision,
+        lambda: torch.set_float32_matmul_precision(precision),
+    )
     cpus = _cpus()
-    for what, get, put in (
-        ("threads", torch.get_num_threads, torch.set_num_threads),
-        ("interop_threads", torch.get_num_interop_threads, torch.set_num_interop_threads),
+    for what, name, get, put in (
+        ("threads", "threads", torch.get_num_threads, torch.set_num_threads),
+        ("interop_threads", "inter-op threads", torch.get_num_interop_threads, torch.set_num_interop_threads),
     ):
         wanted, now = saved[what], get()
-        label = f"torch {what.replace('_', '-').replace('interop-', 'inter-op ')} {wanted}"
-        if wanted == now:
-            continue
-        if wanted > cpus:
-            out.not_applied.append(f"{label}: this node has {cpus} CPU(s); left at {now}")
-            continue
-        try:
-            put(wanted)
-        except RuntimeError as e:  # inter-op threads are fixed once torch ran parallel work
-            out.not_applied.append(f"{label}: {str(e).strip()}; left at {now}")
-            continue
-        out.applied.append(label)
+        if wanted > cpus and wanted != now:
+            out.not_applied.append(f"torch {name} {wanted}: this node has {cpus} CPU(s); left at {now}")
+        else:  # inter-op threads are fixed once torch ran parallel work: that refusal is named
+            _set(out, f"torch {name} {wanted}", now, wanted, lambda put=put, n=wanted: put(n))
 
 
 def _apply_sklearn(saved: dict[str, Any], out: Outcome) -> None:
@@ -225,13 +236,9 @@ def _apply_sklearn(saved: dict[str, Any], out: Outcome) -> None:
     for key, value in saved.items():
         if key not in current:
             out.not_applied.append(f"scikit-learn {key}={value!r}: unknown to scikit-learn {sklearn.__version__}")
-        elif _plain(current[key]) != value:
-            try:
-                sklearn.set_config(**{key: value})
-            except (TypeError, ValueError) as e:
-                out.not_applied.append(f"scikit-learn {key}={value!r}: {e}")
-                continue
-            out.applied.append(f"scikit-learn {key}={value!r}")
+        else:
+            label, now = f"scikit-learn {key}={value!r}", _plain(current[key])
+            _set(out, label, now, value, lambda k=key, v=value: sklearn.set_config(**{k: v}))
 
 
 def _apply_matplotlib(saved: dict[str, Any], out: Outcome) -> None:
@@ -256,7 +263,7 @@ def _apply_matplotlib(saved: dict[str, Any], out: Outcome) -> None:
 
 def _apply_cwd(saved: dict[str, Any], folder: str, out: Outcome) -> None:
     target = _resolve(saved, folder)
-    here = localmodules._cwd()
+    here = localmodules.current_folder()
     if here is not None and relative_to(target, here) == ".":
         return
     if not os.path.isdir(target):
