@@ -4,10 +4,13 @@ come back as what they were, in a new process, or are named."""
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import sys
 import weakref
 from pathlib import Path
+
+import pytest
 
 from tests.test_pickler import notebook, resume_elsewhere, roundtrip
 
@@ -194,3 +197,25 @@ def test_weak_key_dictionary_keeps_saved_keys() -> None:
     result, loaded, failed = roundtrip({"key": key, "mapping": mapping})
     assert result.failed == {} and failed == {}
     assert loaded["mapping"][loaded["key"]] == "v"
+
+
+class _KernelStream(io.TextIOBase):
+    """Stands in for ipykernel's OutStream, which holds a dead weak proxy among its attributes."""
+
+    def __init__(self) -> None:
+        gone = logging.Formatter()
+        self.dead = weakref.proxy(gone)
+        del gone
+
+
+@pytest.mark.usefixtures("new_process")
+def test_a_handler_on_a_kernel_stream_holding_a_dead_proxy_is_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import jupyter_pause as jp
+
+    monkeypatch.setattr(sys, "stdout", _KernelStream())
+    ns = {"handler": logging.StreamHandler(sys.stdout), "n": 1}
+    result = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    assert sorted(v.name for v in result.manifest.variables) == ["handler", "n"]
+    assert result.manifest.skipped == []

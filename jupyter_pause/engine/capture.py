@@ -202,6 +202,15 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
     )
 
 
+def _digest(value: Any, known: Known) -> str | None:
+    """The value's digest, or None where reading it meets a dead weak proxy (a stream handler's
+    ipykernel stream holds one): the variable is saved all the same, only not digested."""
+    try:
+        return value_digest(value, known=known)
+    except ReferenceError:
+        return None
+
+
 def describe(p: Prepared) -> None:
     """Name and digest every variable, record the model checks, read the notebook.
 
@@ -213,7 +222,7 @@ def describe(p: Prepared) -> None:
         key = signing.digest(segment.data, p.algorithm)
         p.small[key] = segment.data
         value = p.values[name]
-        check = value_digest(value, known=p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
+        check = _digest(value, p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
         p.variables.append(
             VariableRecord(
                 name=name,
