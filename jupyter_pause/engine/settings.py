@@ -117,7 +117,7 @@ def _startup_path() -> frozenset[str]:
     ``.pth`` files, PYTHONPATH): whatever else is there, the notebook added."""
     probe = "import json, sys; print(json.dumps(sys.path))"
     try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30, check=True)
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=10, check=True)
         return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return frozenset(PATH_AT_LOAD)
