@@ -5,7 +5,9 @@ The same verdicts with real kernels are in tests/test_verdict_kernels.py.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,9 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.engine import probe
+from jupyter_pause.engine.context import make_context
 from jupyter_pause.engine.digests import value_digest
+from jupyter_pause.engine.verdict import UNKNOWN_FORMAT, verify_manifest
 from jupyter_pause.errors import CheckpointNotFound
 from jupyter_pause.store import report as reports
 from jupyter_pause.store.layout import blob_key
@@ -219,3 +223,61 @@ def test_deleting_a_restored_too_large_variable_is_a_change(tmp_path, monkeypatc
     verdict = check(tmp_path, ns)
     assert verdict.kind == "restored", verdict.summary()
     assert verdict.changed == {"big": "deleted since the resume"}
+
+
+# --- digest formats and values that come back equal ----------------------------------------
+
+
+def _with_digests(manifest, digests: dict[str, str]):
+    records = [dataclasses.replace(v, digest=digests.get(v.name, v.digest)) for v in manifest.variables]
+    return dataclasses.replace(manifest, variables=records)
+
+
+def test_recorded_warnings_and_exceptions_looked_at_come_back_restored(tmp_path) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn("learning rate is high", UserWarning, stacklevel=1)
+        np.log(np.array([0.0]))  # a RuntimeWarning raised from C code
+    try:
+        raise ValueError("diverged at step", 7)
+    except ValueError as e:
+        error = e
+    for message in [w.message for w in caught] + [error]:
+        dir(message)  # what a variable inspector or tab completion does: the attribute dict now exists
+    take(tmp_path, {"caught": caught, "error": error, "holder": {"last": error, "log": caught}})
+    another_process()
+    ns: dict = {}
+    cycle = jp.resume_and_verify(store=str(tmp_path), session=SESSION, namespace=ns)
+    assert cycle.verdict.kind == "restored", cycle.verdict.summary()
+    assert cycle.verdict.variables == {"caught": "matches", "error": "matches", "holder": "matches"}
+    ns["caught"][0].lineno += 1  # a real change is still seen
+    assert check(tmp_path, ns).changed == {"caught": "changed since the resume", "holder": "changed since the resume"}
+
+
+def test_digests_of_an_older_format_are_compared_in_that_format(tmp_path) -> None:
+    take(tmp_path, state())
+    another_process()
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
+    old = {name: value_digest(ns[name], like="0" * 32) for name in ("xs", "table", "label")}
+    assert all(d is not None and ":" not in d for d in old.values())  # format 1: bare hex
+    ctx = make_context(store=str(tmp_path), session=SESSION, namespace=ns)
+    verdict = verify_manifest(ctx, _with_digests(result.manifest, old))
+    assert verdict.kind == "restored", verdict.summary()
+    assert set(verdict.variables.values()) == {"matches"}
+    # ... and a value that differs still differs in that format
+    wrong = _with_digests(result.manifest, {"xs": value_digest([1, 2, 4], like="0" * 32)})
+    verdict = verify_manifest(ctx, wrong)
+    assert verdict.kind == "partial" and verdict.variables["xs"] == "differs from the checkpoint"
+
+
+def test_a_digest_of_an_unknown_format_is_not_compared_and_not_held_against_the_verdict(tmp_path) -> None:
+    take(tmp_path, state())
+    another_process()
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
+    ctx = make_context(store=str(tmp_path), session=SESSION, namespace=ns)
+    verdict = verify_manifest(ctx, _with_digests(result.manifest, {"xs": "9:" + "0" * 32}))
+    assert verdict.kind == "restored", verdict.summary()
+    assert verdict.variables["xs"] == UNKNOWN_FORMAT
+    assert "xs: present, its digest is of a format this version does not know" in verdict.summary()

@@ -22,9 +22,14 @@ from ..store.integrity import fetch
 from ..store.manifest import Manifest
 from . import fingerprint, lineage, modelcheck, probe
 from .context import Context, make_context
-from .digests import value_digest
+from .digests import comparable, format_of, value_digest
 
 KINDS = ("restored", "partial", "fresh", "live")
+
+#: A variable present but not compared: no digest was taken (too large), or the checkpoint
+#: recorded one in a format this version does not compute (a newer release's).
+TOO_LARGE = "present, too large to compare"
+UNKNOWN_FORMAT = "present, its digest is of a format this version does not know: not compared"
 
 #: Said of a checkpoint captured inside a running cell, outside any safe point.
 MID_CELL = (
@@ -89,9 +94,16 @@ def _variable_status(
                 status[name] = f"missing ({failures[name]})" if name in failures else "missing"
             continue
         if record.digest is None:
-            status[name] = "matches" if name in restored else "present, too large to compare"
+            status[name] = "matches" if name in restored else TOO_LARGE
             continue
-        now = taken[name] if taken is not None and name in taken else value_digest(namespace[name])
+        if not comparable(record.digest):
+            status[name] = UNKNOWN_FORMAT
+            continue
+        ready = taken.get(name, "") if taken is not None else ""
+        if ready is None or (ready and format_of(ready) == format_of(record.digest)):
+            now = ready
+        else:  # in the format the checkpoint recorded: like is compared with like
+            now = value_digest(namespace[name], like=record.digest)
         if now == record.digest:
             status[name] = "matches"
         elif name in restored and restored[name] == record.digest:
@@ -181,7 +193,7 @@ def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | Non
         checks = pickle.loads(bytes(good[manifest.checks.key]))
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
     verdict.models = _model_status(manifest, checks, ctx.namespace, verdict.changed)
-    wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", "present, too large to compare")}
+    wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", TOO_LARGE, UNKNOWN_FORMAT)}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
     matched = sum(s == "matches" for s in verdict.variables.values())
     verdict.details.append(
