@@ -190,6 +190,7 @@ k_tar_read = tarfile.open("archive.tar")
 k_tar_write = tarfile.open("new.tar", "w")
 k_tar_info = k_tar_read.getmember("member.txt")
 k_zip_read = zipfile.ZipFile("archive.zip")
+k_tar_closed, k_zip_closed = t, z
 
 k_logger = logging.getLogger("registry.kinds")
 for _h in list(k_logger.handlers):
@@ -470,11 +471,10 @@ def _observe(x: Any, ns: dict[str, Any]) -> Any:
     if type(x).__qualname__ == "PrettyPrinter":
         return [_stream(x._stream), x._width]
     if type(x).__qualname__ == "TarFile":
-        return [m.name for m in x.getmembers()] + (
-            [x.extractfile("member.txt").read().decode()] if x.mode == "r" else []
-        )
+        names = [m.name for m in x.members]
+        return names + ([x.extractfile("member.txt").read().decode()] if x.mode == "r" and not x.closed else [x.mode])
     if type(x).__qualname__ == "ZipFile":
-        return [x.namelist(), x.read("member.txt").decode()]
+        return [x.namelist(), x.read("member.txt").decode() if x.fp is not None else x.mode]
     if isinstance(x, types.FunctionType):
         return {"qualname": x.__qualname__, "defaults": _jsonable(x.__defaults__), "call": _call(x)}
     if isinstance(x, type):

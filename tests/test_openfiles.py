@@ -165,3 +165,21 @@ def test_exclusive_and_truncating_modes_reopen_without_error(tmp_path: Path, mod
     handle.close()
     assert out == mode and path.read_text() == "kept!"
     assert os.path.getsize(path) == 5
+
+
+def test_closed_archives_come_back_closed_with_their_members(tmp_path: Path) -> None:
+    import zipfile
+
+    member = tmp_path / "member.txt"
+    member.write_text("inside")
+    with tarfile.open(tmp_path / "a.tar", "w") as tar:
+        tar.add(member, arcname="member.txt")
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as archive:
+        archive.write(member, arcname="member.txt")
+    (tmp_path / "a.tar").unlink()  # a closed archive needs nothing on disk
+    out = resume_elsewhere(
+        {"tar": tar, "archive": archive},
+        "out = [tar.closed, tar.mode, [m.name for m in tar.members], archive.fp is None, archive.namelist()]",
+        tmp_path,
+    )
+    assert out == [True, "w", ["member.txt"], True, ["member.txt"]]

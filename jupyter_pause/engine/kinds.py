@@ -17,7 +17,6 @@ import itertools
 import logging
 import tarfile
 import types
-import weakref
 import zipfile
 from typing import Any, Callable
 
@@ -221,29 +220,20 @@ _BY_BASE: tuple[tuple[type, Reducer], ...] = (
 #: What ``reduce_kind`` returns for a kind it does not handle (``NotImplemented`` means "as pickle does").
 UNHANDLED = object()
 
-_NONE: Reducer = lambda obj: UNHANDLED  # noqa: E731 - the cached "not a kind of ours"
 
-#: Reducer per type, found once (weak keys: notebook classes are not kept alive by it).
-_CACHE: weakref.WeakKeyDictionary[type, Reducer] = weakref.WeakKeyDictionary()
-
-
-def _reducer_for(kind: type) -> Reducer:
+def reducer_for(kind: type) -> Reducer | None:
+    """The reducer for objects of exactly ``kind``, or None when it is no kind handled here."""
     exact = _EXACT.get(kind)
     if exact is not None:
         return exact
     for base, reducer in _BY_BASE:
         if issubclass(kind, base):
             return reducer
-    return _NONE
+    return None
 
 
 def reduce_kind(obj: Any) -> Any:
-    """The reduction for a kind handled here (``NotImplemented``: plain pickle), else ``UNHANDLED``."""
-    kind = type(obj)
-    try:
-        reducer = _CACHE[kind]
-    except KeyError:
-        reducer = _CACHE[kind] = _reducer_for(kind)
-    except TypeError:  # a type that cannot be weakly referenced: looked up each time
-        reducer = _reducer_for(kind)
-    return reducer(obj)
+    """What a checkpoint saves for ``obj`` if it is a kind handled here (``NotImplemented``: as
+    pickle does), else ``UNHANDLED``."""
+    reducer = reducer_for(type(obj))
+    return UNHANDLED if reducer is None else reducer(obj)

@@ -188,8 +188,25 @@ def reopen_tar(path: str) -> tarfile.TarFile:
     return tarfile.open(path, "r")
 
 
+def closed_archive(kind: type, name: Any, mode: str, members: list[Any]) -> Any:
+    """A closed tar or zip archive with the member list it had, made without touching disk."""
+    if issubclass(kind, tarfile.TarFile):
+        archive: Any = kind.open(fileobj=io.BytesIO(), mode="w")
+        archive.close()
+        archive.name, archive.members = name, members
+    else:
+        archive = kind(io.BytesIO(), "w")
+        archive.close()
+        archive.filename, archive.filelist = name, members
+        archive.NameToInfo = {info.filename: info for info in members}
+    archive.mode = mode
+    return archive
+
+
 def reduce_tarfile(tar: tarfile.TarFile) -> tuple[Any, ...] | Any:
     """A tar archive read from a path is reopened; one in memory goes by value; one being written is refused."""
+    if tar.closed:
+        return (closed_archive, (type(tar), tar.name, tar.mode, tar.members))
     if isinstance(tar.fileobj, io.BytesIO):
         return NotImplemented
     if tar.mode == "r" and tar.name and not tar.closed:
@@ -209,6 +226,8 @@ def reopen_zip(path: str) -> zipfile.ZipFile:
 
 def reduce_zipfile(archive: zipfile.ZipFile) -> tuple[Any, ...]:
     """A zip archive read from a path is reopened; one being written, or in memory, is refused."""
+    if archive.fp is None:
+        return (closed_archive, (type(archive), archive.filename, archive.mode, archive.filelist))
     if archive.mode == "r" and archive.fp is not None and isinstance(archive.filename, str):
         return (reopen_zip, (os.path.abspath(archive.filename),))
     raise TypeError(

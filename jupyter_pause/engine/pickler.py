@@ -105,17 +105,22 @@ class SegmentReader:
 
 
 class _Reducing:
-    """The reducer_override shared by the C and the dill picklers."""
+    """The reducer_override shared by the C and the dill picklers.
 
-    _table: dict[type, Callable[[Any], Any]]
+    ``_table`` maps exact types to their reducer: the array collector's, then each kind of
+    ``kinds`` as it is first met (None: no special kind), so each type is looked up once per dump.
+    """
+
+    _table: dict[type, Callable[[Any], Any] | None]
 
     def reducer_override(self, obj: Any) -> Any:
-        handler = self._table.get(type(obj))
+        kind = type(obj)
+        try:
+            handler = self._table[kind]
+        except KeyError:
+            handler = self._table[kind] = kinds.reducer_for(kind)
         if handler is not None:
             return handler(obj)
-        reduced = kinds.reduce_kind(obj)
-        if reduced is not kinds.UNHANDLED:
-            return reduced
         return reducers.reduce_by_value(obj)
 
 
@@ -124,7 +129,7 @@ class StatePickler(_Reducing, pickle.Pickler):
 
     def __init__(self, file: Any, collector: ArrayCollector) -> None:
         super().__init__(file, protocol=PROTOCOL)
-        self._table = collector.reducers()
+        self._table = dict(collector.reducers())
 
 
 class DillStatePickler(_Reducing, dill.Pickler):
@@ -132,7 +137,7 @@ class DillStatePickler(_Reducing, dill.Pickler):
 
     def __init__(self, file: Any, collector: ArrayCollector) -> None:
         super().__init__(file, protocol=PROTOCOL, recurse=True)
-        self._table = collector.reducers()
+        self._table = dict(collector.reducers())
 
 
 class _NullSink(io.RawIOBase):
