@@ -10,9 +10,10 @@ What a digest covers, kind by kind:
 
 - ``None``, bools, ints, strs, bytes, complex: the value; floats by their bits, except that
   every NaN is one value (``-0.0`` and ``0.0`` differ: they behave differently);
-- lists, tuples, dicts (in insertion order, with a ``defaultdict``'s factory), sets and
-  frozensets (in no order); shared objects and cycles as references to where they were first
-  met, so self-referencing containers and objects pointing at each other have digests;
+- lists, tuples, dicts (in insertion order, with a ``defaultdict``'s factory), sets,
+  frozensets and a ``WeakSet``'s live members (in no order: pickle lists a WeakSet's members in
+  an order that follows their addresses); shared objects and cycles as references to where they
+  were first met, so self-referencing containers and objects pointing at each other have digests;
 - arrays and tensors: type, dtype (with field names for structured dtypes), shape, values;
   ``requires_grad`` of a tensor; object arrays element by element; a masked array's mask and
   fill value too;
@@ -35,10 +36,10 @@ list the notebook is recording with ``warnings.catch_warnings(record=True)``.
 Format 2 is what checkpoints record now (``2:`` and 32 hex digits). Format 1 (bare hex, release
 0.1.x) gave a restored value another digest when it held an exception whose attribute dictionary
 had been looked at (recorded warnings hold exceptions), a notebook class whose objects were
-pickled after it (``__slotnames__``), a matplotlib figure, or a reduction named by a ``repr``
-with an address in it; it gave none to a set an element points back at, and it did not see a
-change of a notebook class's attributes, a function's attributes, a structured dtype's fields,
-a mask or a regular expression. It is still computed for checkpoints that recorded it, so those
+pickled after it (``__slotnames__``), a matplotlib figure, a ``WeakSet`` or a reduction named
+by a ``repr`` with an address in it; it gave none to a set an element points back at, and it did
+not see a change of a notebook class's attributes, a function's attributes, a structured dtype's
+fields, a mask or a regular expression. It is still computed for checkpoints that recorded it, so those
 are compared like with like (``like``).
 """
 
@@ -51,6 +52,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 from typing import Any
 
 import xxhash
@@ -189,8 +191,8 @@ class _Digester:
             factory = getattr(obj, "default_factory", None)
             head = [self.digest(factory)] if factory is not None else []
             return self._combine(name, head + [self.digest(k) + self.digest(v) for k, v in obj.items()])
-        if isinstance(obj, (set, frozenset)):
-            return self._combine(name, sorted(self._alone(x) for x in obj))
+        if isinstance(obj, (set, frozenset)) or (self.version >= 2 and isinstance(obj, weakref.WeakSet)):
+            return self._combine(name, sorted(self._alone(x) for x in obj))  # a WeakSet: its live members
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(obj, torch.Tensor):
             return self._tensor(obj, name)
