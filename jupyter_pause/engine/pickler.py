@@ -23,6 +23,7 @@ import dill
 
 from . import arrays, kinds, reducers, weakrefs
 from .arrays import ArrayCollector, ArrayLoader
+from .segments import NullSink, SegmentReader, SegmentWriter
 
 #: Protocol 3 writes each memo index explicitly (BINPUT n). Protocol 4+ numbers entries
 #: implicitly by count, so one segment that fails to load would shift every later reference.
@@ -50,58 +51,6 @@ _COMPLETE_ON_PUT = (
     float,
     tuple,
 )
-
-
-class SegmentWriter(io.RawIOBase):
-    """A write target whose bytes are taken out one segment at a time."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._chunks: list[bytes] = []
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        chunk = bytes(data)
-        self._chunks.append(chunk)
-        return len(chunk)
-
-    def take(self) -> bytes:
-        """The bytes written since the last call."""
-        data = b"".join(self._chunks)
-        self._chunks.clear()
-        return data
-
-
-class SegmentReader:
-    """A read source that is fed one segment at a time (no read-ahead past a segment)."""
-
-    def __init__(self) -> None:
-        self._view = memoryview(b"")
-        self._pos = 0
-
-    def feed(self, data: bytes | bytearray) -> None:
-        self._view, self._pos = memoryview(data), 0
-
-    def read(self, n: int = -1) -> bytes:
-        end = len(self._view) if n < 0 else self._pos + n
-        chunk = self._view[self._pos : end]
-        self._pos += len(chunk)
-        return chunk.tobytes()
-
-    def readinto(self, buf: Any) -> int:
-        chunk = self._view[self._pos : self._pos + len(buf)]
-        buf[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
-
-    def readline(self) -> bytes:
-        rest = self._view[self._pos :].tobytes()
-        cut = rest.find(b"\n")
-        line = rest if cut < 0 else rest[: cut + 1]
-        self._pos += len(line)
-        return line
 
 
 class _Reducing:
@@ -138,16 +87,6 @@ class DillStatePickler(_Reducing, dill.Pickler):
     def __init__(self, file: Any, collector: ArrayCollector) -> None:
         super().__init__(file, protocol=PROTOCOL, recurse=True)
         self._table = dict(collector.reducers())
-
-
-class _NullSink(io.RawIOBase):
-    """A write target that keeps nothing."""
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        return len(data)
 
 
 class StrongProbe(StatePickler):
@@ -275,7 +214,7 @@ def _weak_only(values: dict[str, Any], segments: dict[str, Segment], collector: 
     check = weakrefs.check
     if not check.referents:
         return {}
-    probe = StrongProbe(_NullSink(), ArrayCollector())
+    probe = StrongProbe(NullSink(), ArrayCollector())
     for name in segments:
         try:
             probe.dump(values[name])
