@@ -299,6 +299,31 @@ def test_methods_sharing_constants_digest_the_same_after_a_restore(tmp_path: Pat
     assert out == before
 
 
+# -- pandas -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration  # the new process imports pandas
+def test_notebook_pandas_accessor_is_registered_again(tmp_path: Path) -> None:
+    """pandas keeps accessor registrations on its own classes: they come back with the notebook class."""
+    code = """
+    import pandas as pd
+
+    @pd.api.extensions.register_dataframe_accessor("spread")
+    @pd.api.extensions.register_series_accessor("spread")
+    class Spread:
+        def __init__(self, obj):
+            self._obj = obj
+        def range(self):
+            return (self._obj.max() - self._obj.min()).tolist()
+
+    df = pd.DataFrame({"a": [1, 5], "b": [2, 9]})
+    """
+    cell = """
+    out = [df.spread.range(), df["b"].spread.range(), type(df.spread) is Spread]
+    """
+    assert continues_identically(code, "pd Spread df", cell, tmp_path) == [[4, 7], 7, True]
+
+
 # -- matplotlib ---------------------------------------------------------------------------------------
 
 

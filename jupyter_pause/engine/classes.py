@@ -4,14 +4,17 @@ A class is rebuilt in two steps (``make_class``, then ``set_class_state``), so i
 methods that refer to the class itself, or classes that refer to each other, come back as one
 object graph. The skeleton holds what base classes and metaclasses look at while a class is made
 (``__slots__``, ``typing.Generic``'s ``__orig_bases__``); ``abc.ABCMeta``'s registry is made anew,
-with the virtual subclasses registered again. Enums and type variables get their own forms.
+with the virtual subclasses registered again, and a pandas accessor is registered again. Enums and
+type variables get their own forms.
 """
 
 from __future__ import annotations
 
 import abc
 import enum
+import sys
 import types
+import warnings
 from typing import Any
 
 #: Class dictionary entries rebuilt when the class is made: by ``type()`` itself, and the
@@ -21,6 +24,10 @@ _CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl"})
 #: Where a notebook ABC's registered virtual subclasses (``Shape.register(tuple)``) travel in its
 #: state: ``_abc_impl`` holds them, and it is made anew.
 _ABC_REGISTERED = "__jupyter_pause_abc_registered__"
+
+#: Where a notebook class registered as a pandas accessor (``@register_dataframe_accessor("geo")``)
+#: carries its registrations: pandas keeps them on its own classes, which are not saved.
+_PANDAS_ACCESSORS = "__jupyter_pause_pandas_accessors__"
 
 
 def make_class(metaclass: type, name: str, bases: tuple[type, ...], skeleton: dict[str, Any]) -> type:
@@ -34,6 +41,8 @@ def set_class_state(cls: type, state: dict[str, Any]) -> type:
         if key == _ABC_REGISTERED:
             for subclass in value:
                 cls.register(subclass)  # type: ignore[attr-defined]
+        elif key == _PANDAS_ACCESSORS:
+            _register_pandas_accessors(cls, value)
         elif key not in ("__doc__",) or value is not None:
             setattr(cls, key, value)
     return cls
@@ -45,6 +54,30 @@ def _abc_registered(cls: type) -> list[type]:
     if not isinstance(cls, abc.ABCMeta) or get_dump is None:
         return []
     return [sub for sub in (ref() for ref in get_dump(cls)[0]) if sub is not None]
+
+
+def _pandas_accessors(cls: type) -> list[tuple[str, str]]:
+    """``(kind, name)`` of each pandas accessor ``cls`` is registered as (kind: dataframe, series, index)."""
+    pandas = sys.modules.get("pandas")
+    if pandas is None:
+        return []
+    found = []
+    for kind, target in (("dataframe", pandas.DataFrame), ("series", pandas.Series), ("index", pandas.Index)):
+        for name in sorted(getattr(target, "_accessors", ())):
+            if getattr(vars(target).get(name), "_accessor", None) is cls:
+                found.append((kind, name))
+    return found
+
+
+def _register_pandas_accessors(cls: type, registrations: list[tuple[str, str]]) -> None:
+    """Register ``cls`` again as the pandas accessors it was (the restored class replaces any
+    registration the notebook's cell made in this kernel, without pandas' warning about it)."""
+    from pandas.api import extensions
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        for kind, name in registrations:
+            getattr(extensions, f"register_{kind}_accessor")(name)(cls)
 
 
 def reduce_class(cls: type) -> tuple[Any, ...]:
@@ -61,6 +94,9 @@ def reduce_class(cls: type) -> tuple[Any, ...]:
     registered = _abc_registered(cls)
     if registered:
         namespace[_ABC_REGISTERED] = registered
+    accessors = _pandas_accessors(cls)
+    if accessors:
+        namespace[_PANDAS_ACCESSORS] = accessors
     if slots is not None:
         skeleton["__slots__"] = slots
         slot_names = [slots] if isinstance(slots, str) else list(slots)
