@@ -183,3 +183,22 @@ def test_closed_archives_come_back_closed_with_their_members(tmp_path: Path) -> 
         tmp_path,
     )
     assert out == [True, "w", ["member.txt"], True, ["member.txt"]]
+
+
+def test_a_file_under_a_moved_working_directory_is_found_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_pause.engine.arrays import ArrayLoader
+    from jupyter_pause.engine.pickler import load_variables
+    from tests.dumping import dump
+
+    (tmp_path / "old" / "data").mkdir(parents=True)
+    (tmp_path / "old" / "data" / "log.txt").write_text("one\n")
+    monkeypatch.chdir(tmp_path / "old")
+    with open("data/log.txt", "a") as handle:
+        _, segments, records, blobs = dump({"handle": handle})
+    (tmp_path / "old").rename(tmp_path / "new")
+    monkeypatch.chdir(tmp_path / "new")
+    loaded, failed = load_variables(segments, ArrayLoader(records, blobs), {})
+    assert failed == {}
+    loaded["handle"].write("two\n")
+    loaded["handle"].close()
+    assert (tmp_path / "new" / "data" / "log.txt").read_text() == "one\ntwo\n"

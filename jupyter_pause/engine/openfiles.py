@@ -3,11 +3,12 @@
 ``BytesIO``/``StringIO`` keep their value and position (pickle's own support). A file opened on a
 path is saved as path, mode, position and text options and reopened on resume without ever
 truncating or creating it: a handle that was open for writing (``w``, ``x``) comes back writing at
-its saved position, one open for appending keeps appending. A file that is gone, or shorter than
-the saved position, fails to load with the reason, so the resume names it. A file without a path
-(``tempfile.TemporaryFile``) comes back by value as a new temporary file. The process's own
-streams (``sys.stdout`` ...) come back as the new process's streams. Anything else that holds an
-open descriptor is refused with the reason.
+its saved position, one open for appending keeps appending. A file under the working directory
+whose path is gone is looked for under the resume's working directory (a notebook folder that
+moved). A file that is gone, or shorter than the saved position, fails to load with the reason,
+so the resume names it. A file without a path (``tempfile.TemporaryFile``) comes back by value as
+a new temporary file. The process's own streams (``sys.stdout`` ...) come back as the new
+process's streams. Anything else that holds an open descriptor is refused with the reason.
 """
 
 from __future__ import annotations
@@ -71,9 +72,30 @@ def _reconfigure(f: Any, layer: str, flags: dict[str, Any]) -> None:
         f.reconfigure(**flags)
 
 
-def reopen_file(layer: str, path: str, mode: str, position: int, options: dict[str, Any], flags: dict[str, Any]) -> Any:
-    """Reopen a saved file handle: same path, mode and position; refuses what would change the file."""
+def _where(path: str, relative: str | None) -> str:
+    """The file to reopen: the saved path, or where the folder it was under has moved to."""
+    if relative is not None and not os.path.exists(path) and os.path.exists(relative):
+        return os.path.abspath(relative)
+    return path
+
+
+def reopen_file(
+    layer: str,
+    path: str,
+    mode: str,
+    position: int,
+    options: dict[str, Any],
+    flags: dict[str, Any],
+    relative: str | None = None,
+) -> Any:
+    """Reopen a saved file handle: same path, mode and position; refuses what would change the file.
+
+    ``relative`` is the path from the working directory at the checkpoint, used when ``path`` is
+    gone and the working directory (restored before the variables) holds it: a notebook folder
+    moved to another place or node.
+    """
     offset = position & _BYTE_OFFSET
+    path = _where(path, relative)
     if not os.path.exists(path):
         raise FileNotFoundError(
             f"file {path} is gone (it was open with mode {mode!r} at byte {offset}); "
@@ -143,6 +165,15 @@ def _anonymous(f: Any, layer: str, fd: int) -> tuple[Any, ...]:
     return (anonymous_file, (layer, f.mode, data, position, _open_options(f, layer)))
 
 
+def _relative(path: str) -> str | None:
+    """``path`` from the working directory, when it lies under it."""
+    try:
+        relative = os.path.relpath(path)
+    except (OSError, ValueError):  # no working directory any more, or another drive
+        return None
+    return None if relative.split(os.sep)[0] == os.pardir else relative
+
+
 def reduce_file(f: Any) -> tuple[Any, ...]:
     """A file ``open()`` returned: reopened by path, mode and position, or by value without a path."""
     layer = _LAYERS[type(f)]
@@ -154,9 +185,10 @@ def reduce_file(f: Any) -> tuple[Any, ...]:
     if isinstance(raw.name, int):
         return _anonymous(f, layer, raw.fileno())
     path = os.path.abspath(raw.name)
+    relative = _relative(path)
     flags = {"line_buffering": f.line_buffering, "write_through": f.write_through} if layer == "text" else {}
     args = (layer, path, f.mode, _position(f, path), _open_options(f, layer), flags)
-    return (reopen_file, args)
+    return (reopen_file, (*args, relative))
 
 
 def reduce_stream(obj: io.IOBase) -> tuple[Any, ...] | Any:
