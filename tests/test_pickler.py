@@ -8,6 +8,7 @@ functions back is from the saved bytes.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import pickle
@@ -670,6 +671,17 @@ def test_variables_after_a_load_failure_keep_what_earlier_segments_built() -> No
     _, loaded, failed = roundtrip(values)
     assert sorted(failed) == ["after_half", "bad", "half"]
     assert loaded["later"][0] is loaded["first"] == {"weights": [0.5, 0.25]}
+
+
+def test_constants_a_failed_segment_never_reached_still_serve_later_variables() -> None:
+    # The failing segment would have memoised the string and the class after the point where it
+    # failed; the later variable refers to them through the memo (a RangeIndex's "step" key and
+    # a notebook exception's "step" attribute are one string object).
+    key = "".join(["st", "ep"])
+    values = {"bad": [FailsOnLoad(), key, collections.OrderedDict], "later": {key: 1, "kind": collections.OrderedDict}}
+    _, loaded, failed = roundtrip(values)
+    assert list(failed) == ["bad"]
+    assert loaded["later"] == {"step": 1, "kind": collections.OrderedDict}
 
 
 def test_missing_or_damaged_segments_fail_alone(tmp_path: Path) -> None:

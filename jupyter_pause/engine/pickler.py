@@ -247,6 +247,7 @@ def load_variables(
     unpickler = StateUnpickler(reader, loader, namespace)
     values: dict[str, Any] = {}
     failed: dict[str, str] = {}
+    streams: list[bytes | bytearray] = []  # the shared-memo segments loaded so far, in order
     for name, kind, data in segments:
         if data is None:
             failed[name] = "its data blob is missing or damaged"
@@ -260,7 +261,9 @@ def load_variables(
         except Exception as e:  # a damaged or dependent segment: reported by name, others go on
             failed[name] = _reason(e)
             if kind != "dill":
-                unpickler = _after_failure(unpickler, data, reader, loader, namespace)
+                unpickler = _after_failure(unpickler, data, streams, reader, loader, namespace)
+        if kind != "dill":
+            streams.append(data)
     extra = (LOST,) if any(kind != "dill" for n, kind, _ in segments if n in failed) else ()
     for name in [n for n in values if loader.poisoned(values[n], namespace, extra)]:
         del values[name]
@@ -274,6 +277,7 @@ def load_variables(
 def _after_failure(
     unpickler: StateUnpickler,
     data: bytes | bytearray,
+    earlier: list[bytes | bytearray],
     reader: SegmentReader,
     loader: ArrayLoader,
     namespace: dict[str, Any],
@@ -283,23 +287,79 @@ def _after_failure(
     A failed load leaves the unpickler's stack dirty, and objects the segment memoised before it
     failed may be half-built (an empty list whose items never came). Those entries are replaced
     by ``LOST`` so later variables that refer to them are reported, never restored half-built.
+    What the segment would have memoised after it failed is filled in too: a literal (a string
+    such as an attribute name, shared with later variables through the memo) and a global by
+    its value, anything else as ``LOST``.
     """
     memo = unpickler.memo.copy()
     try:
-        indices = [arg for op, arg, _ in pickletools.genops(bytes(data)) if "PUT" in op.name]
+        size = 0
+        for stream in earlier:
+            size = _memo_assignments(stream, size)[1]
+        assignments = _memo_assignments(data, size)[0]
     except Exception:  # a truncated stream: everything it memoised is suspect
-        indices = list(memo)
-    lost = sorted({i for i in indices if not isinstance(memo.get(i), _COMPLETE_ON_PUT)})
+        assignments = [(i, None) for i in memo]
+    fills: dict[int, bytes | None] = {}
+    for index, source in assignments:
+        if isinstance(memo.get(index), _COMPLETE_ON_PUT):
+            continue
+        fills[index] = source if index not in memo else None
     fresh = StateUnpickler(reader, loader, namespace)
     # Copied from the other unpickler's memo proxy: assigning a dict loses every entry on CPython 3.11.
     fresh.memo = unpickler.memo
+    lost = sorted(index for index, source in fills.items() if source is None)
     if lost:
-        reader.feed(_lost_puts(lost))
+        reader.feed(_puts(_LOST_OPS, lost))
         fresh.load()
+    for index, ops in sorted((i, ops) for i, ops in fills.items() if ops is not None):
+        try:  # one at a time: a global that no longer resolves is lost alone
+            reader.feed(_puts(ops, [index]))
+            fresh.load()
+        except Exception:
+            reader.feed(_puts(_LOST_OPS, [index]))
+            fresh.load()
     return fresh
 
 
-def _lost_puts(indices: list[int]) -> bytes:
-    """A pickle stream that puts ``LOST`` into each memo index (and loads it, leaving the stack clean)."""
+#: Opcodes that push a constant: what they push is the same whenever they run.
+_CONSTANTS = {
+    "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING", "SHORT_BINSTRING",
+    "BINBYTES", "SHORT_BINBYTES", "BINBYTES8", "BININT", "BININT1", "BININT2", "LONG1", "LONG4", "INT",
+    "LONG", "BINFLOAT", "FLOAT", "NONE", "NEWTRUE", "NEWFALSE", "GLOBAL",
+}  # fmt: skip
+
+
+def _memo_assignments(data: bytes | bytearray, first: int) -> tuple[list[tuple[int, bytes | None]], int]:
+    """The memo indices a segment's stream assigns when loaded after a memo of ``first``
+    entries, each with the opcode bytes that pushed its object when that is a constant (else
+    None), and the memo's size after the stream.
+
+    ``PUT`` opcodes name their index; protocol 4's ``MEMOIZE`` takes the memo's size at that
+    moment. A failed segment stops before assigning some of them, so they must all be filled
+    or every later ``MEMOIZE`` would land one place off and later variables would be rebuilt
+    from the wrong objects. (Parsed only after a failure: the memo's own size cannot be read
+    from the unpickler.)
+    """
+    raw = bytes(data)
+    assigned: list[tuple[int, bytes | None]] = []
+    size = first
+    previous: tuple[str, int] = ("", 0)  # the opcode before: its name and where it starts
+    for op, arg, pos in pickletools.genops(raw):
+        if op.name == "MEMOIZE" or "PUT" in op.name:
+            index = size if op.name == "MEMOIZE" else arg
+            constant = raw[previous[1] : pos] if previous[0] in _CONSTANTS else None
+            assigned.append((index, constant))
+            size = max(size, index + 1)
+        previous = (op.name, pos)
+    return assigned, size
+
+
+#: Pushes ``LOST``.
+_LOST_OPS = b"c" + f"{__name__}\nLOST\n".encode()
+
+
+def _puts(push: bytes, indices: list[int]) -> bytes:
+    """A pickle stream that runs ``push`` and puts what it pushed into each memo index (and
+    loads it, leaving the stack clean)."""
     puts = b"".join(b"r" + struct.pack("<I", index) for index in indices)  # LONG_BINPUT
-    return b"\x80\x03c" + f"{__name__}\nLOST\n".encode() + puts + b"."
+    return b"\x80\x03" + push + puts + b"."
