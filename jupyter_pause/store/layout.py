@@ -25,6 +25,9 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
                                      the Hub stopped the server after
     <root>/probes/<hex>              written and removed at once by a server finding out whether the
                                      store refuses a second create of a key (storage.py)
+    <root>/ledger/<day>/<when>-<tag>.json   one event of the GPU-hours ledger (ledger.py): a kernel
+                                     or server started or stopped, a pause, a resume, busy spans;
+                                     never rewritten, one object per event so writers never meet
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
 is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age), for checkpoints
@@ -32,7 +35,9 @@ and releases alike; ``<digest>`` is the lowercase hex digest of the blob's bytes
 ``<version>`` are named like sessions; ``<item>`` is 32 hex digits naming an item's key (its hash;
 the key itself is inside the record) and ``<xx>`` its first two; ``<epoch>`` is 12 decimal digits
 (zero-padded, so epochs sort as numbers); ``<hex>`` is 32 hex digits; ``<run>`` is
-``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the microsecond and four hex digits). Builders refuse
+``YYYYMMDD-HHMMSS-ffffff-xxxx`` (UTC time to the microsecond and four hex digits). ``<day>`` is
+``YYYYMMDD`` (UTC), ``<when>`` ``YYYYMMDD-HHMMSS-ffffff`` (the event's UTC time to the microsecond)
+and ``<tag>`` eight hex digits, so two writers at the same microsecond still differ. Builders refuse
 any other name with a ``PauseError``; parsers return None for a key that is not one of these, so a stray file in a
 store is never taken for a record.
 
@@ -59,6 +64,8 @@ SESSIONS = "sessions/"
 RELEASES = "releases/"
 #: Prefix of the keys a server writes to find out what the store can do, removed at once.
 PROBES = "probes/"
+#: Prefix of the ledger's events, one folder per UTC day.
+LEDGER = "ledger/"
 #: Lease epochs run from 1 to this (12 digits in a key).
 LAST_EPOCH = 10**12 - 1
 
@@ -75,6 +82,7 @@ _RUN_KEY = re.compile(rf"{_JOURNAL}/runs/({_RUN})\.json")
 _RELEASE_KEY = re.compile(rf"{RELEASES}({_ID})\.json")
 _LEASE_EPOCH_KEY = re.compile(rf"{SESSIONS}{_SESSION}/lease/([0-9]{{12}})\.(json|released)")
 _PROBE = r"[0-9a-f]{32}"
+_LEDGER_KEY = re.compile(rf"{LEDGER}([0-9]{{8}})/(([0-9]{{8}})-[0-9]{{6}}-[0-9]{{6}}-[0-9a-f]{{8}})\.json")
 
 
 def _valid(pattern: str, value: str, what: str, hint: str) -> str:
@@ -209,6 +217,30 @@ def release_of(key: str) -> str | None:
     """The release id of a release record's key, else None."""
     match = _RELEASE_KEY.fullmatch(key)
     return match.group(1) if match else None
+
+
+def ledger_prefix(day: float | None = None) -> str:
+    """Prefix of every ledger event, or with ``day`` (any epoch time in it) of that UTC day's events."""
+    if day is None:
+        return LEDGER
+    return f"{LEDGER}{time.strftime('%Y%m%d', time.gmtime(day))}/"
+
+
+def ledger_key(at: float, tag: str | None = None) -> str:
+    """Key of a ledger event that happened at ``at`` (epoch seconds); ``tag``: 8 hex digits, random if absent."""
+    tag = _valid(r"[0-9a-f]{8}", tag if tag is not None else secrets.token_hex(4), "ledger tag", "use 8 hex digits")
+    seconds, micros = divmod(int(round(at * 1_000_000)), 1_000_000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(seconds))
+    return f"{ledger_prefix(seconds)}{stamp}-{micros:06d}-{tag}.json"
+
+
+def ledger_of(key: str) -> str | None:
+    """The name of a ledger event's key (``<when>-<tag>``), or None when ``key`` is not one (or sits
+    in another day's folder)."""
+    found = _LEDGER_KEY.fullmatch(key)
+    if found is None or found.group(1) != found.group(3):
+        return None
+    return found.group(2)
 
 
 def check_journal(name: str, what: str = "journal name") -> str:
