@@ -1,0 +1,224 @@
+"""Per session, what the ledger says happened: when its GPUs were held, busy and released.
+
+The meanings follow the ledger contract: a kernel holds its GPUs from ``kernel_started`` (or
+``kernel_ready`` after a resume) to ``kernel_stopped``; a stop after ``pause_requested`` (or with a
+pause trigger) is a pause, and the GPUs count as released by it until the session's next start.
+A single-user server holds its GPUs from ``server_started`` to ``server_stopped``; a stop with the
+``release`` trigger is a release, counted until the server starts again. An interval still open at
+the end of the records runs to ``inf`` (the report clips it to its window).
+
+Where the records start mid-way (a stop with no start before it), the state before the first
+evidence is unknown: ``unknown_before`` and ``unknown_state`` say so, and the report turns that
+into a range instead of a zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .intervals import Interval
+from .records import Record
+
+INF = float("inf")
+#: Triggers that mean a kernel was stopped to pause it (the contract's pause_requested triggers).
+PAUSE_TRIGGERS = frozenset({"button", "idle", "sigterm", "spot", "release", "service", "periodic", "manual"})
+KERNEL_EVENTS = frozenset(
+    {
+        "kernel_started",
+        "activity",
+        "pause_requested",
+        "checkpoint_committed",
+        "kernel_stopped",
+        "resume_requested",
+        "resources_available",
+        "kernel_ready",
+        "next_cell_run",
+    }
+)
+
+
+@dataclass
+class Timeline:
+    """What one session (a kernel) or one server did, as intervals and moments."""
+
+    key: str
+    kind: str = "kernel"
+    user: str | None = None
+    node: str | None = None
+    server: str | None = None
+    gpu_model: str | None = None
+    gpus: int | None = None
+    held: list[Interval] = field(default_factory=list)
+    paused: list[Interval] = field(default_factory=list)
+    active: list[Interval] = field(default_factory=list)
+    #: The first evidence of a session whose state before it is unknown ("held" or "paused").
+    unknown_before: float | None = None
+    unknown_state: str | None = None
+    pauses: list[tuple[float, str | None]] = field(default_factory=list)
+    resumes: list[float] = field(default_factory=list)
+    #: (resume_requested, next_cell_run) of each resume the user came back to work after.
+    waits: list[tuple[float, float]] = field(default_factory=list)
+    #: resume_requested moments with no next cell (yet).
+    unfinished_resumes: list[float] = field(default_factory=list)
+    #: (at, bytes written, bytes_total) of each committed checkpoint.
+    checkpoints: list[tuple[float, int | None, int | None]] = field(default_factory=list)
+    #: (resume_requested, bytes restored) of each resume with a measured wait, for the wait model.
+    restored: list[tuple[float, int | None]] = field(default_factory=list)
+
+    @property
+    def snapshot_bytes(self) -> int | None:
+        """The size of the newest checkpoint (bytes_total), if any was recorded."""
+        sizes = [total for _, _, total in self.checkpoints if total is not None]
+        return sizes[-1] if sizes else None
+
+
+class _Kernel:
+    """The state machine of one session's kernel over its records."""
+
+    def __init__(self, timeline: Timeline) -> None:
+        self.t = timeline
+        self.state: str | None = None  # None (unknown yet), held, paused, stopped
+        self.since = 0.0  # when the current state began (None for a pause of unknown start)
+        self.first: float | None = None  # first evidence while the state is unknown
+        self.pause_pending: str | None | bool = False
+        self.resume_at: float | None = None
+        self.ready_bytes: int | None = None
+
+    def evidence(self, at: float) -> None:
+        if self.state is None:
+            self.first = at if self.first is None else min(self.first, at)
+
+    def start(self, r: Record) -> None:
+        if self.state == "held":
+            return
+        if self.state == "paused":
+            self.t.paused.append((self.since, r.at))
+        elif self.state is None and self.first is not None and self.first < r.at:
+            # evidence of a live kernel before its start: held at least since then, unknown before
+            self.t.held.append((self.first, r.at))
+            self.t.unknown_before, self.t.unknown_state = self.first, "held"
+        self.state, self.since, self.pause_pending = "held", r.at, False
+
+    def stop(self, r: Record) -> None:
+        if self.state in ("paused", "stopped"):
+            return
+        if self.state == "held":
+            self.t.held.append((self.since, r.at))
+        else:
+            first = r.at if self.first is None else self.first
+            self.t.held.append((first, r.at))
+            self.t.unknown_before, self.t.unknown_state = first, "held"
+        trigger = r.trigger or (self.pause_pending if isinstance(self.pause_pending, str) else None)
+        if self.pause_pending is not False or (r.trigger in PAUSE_TRIGGERS):
+            self.t.pauses.append((r.at, trigger))
+            self.state, self.since = "paused", r.at
+        else:
+            self.state = "stopped"
+        self.pause_pending = False
+
+    def feed(self, r: Record) -> None:
+        t = self.t
+        if r.event in ("kernel_started", "kernel_ready"):
+            if r.event == "kernel_ready":
+                t.resumes.append(r.at)
+                self.ready_bytes = r.bytes
+            self.start(r)
+        elif r.event == "kernel_stopped":
+            self.evidence(r.at)
+            self.stop(r)
+        elif r.event == "pause_requested":
+            self.evidence(r.at)
+            self.pause_pending = r.trigger if r.trigger else True
+        elif r.event == "activity":
+            t.active.extend(r.spans)
+            for start, _ in r.spans:
+                self.evidence(start)
+        elif r.event == "checkpoint_committed":
+            self.evidence(r.at)
+            t.checkpoints.append((r.at, r.bytes, r.bytes_total))
+        elif r.event == "resume_requested":
+            if self.state is None:
+                # paused (or not yet there) before the records begin: released from an unknown time
+                t.unknown_before, t.unknown_state = r.at, "paused"
+                self.state, self.since = "paused", r.at
+            if self.resume_at is not None:
+                t.unfinished_resumes.append(self.resume_at)
+            self.resume_at, self.ready_bytes = r.at, None
+        elif r.event == "next_cell_run" and self.resume_at is not None:
+            t.waits.append((self.resume_at, r.at))
+            t.restored.append((self.resume_at, self.ready_bytes))
+            self.resume_at = None
+
+    def finish(self) -> None:
+        if self.state == "held":
+            self.t.held.append((self.since, INF))
+        elif self.state == "paused":
+            self.t.paused.append((self.since, INF))
+        elif self.state is None and self.first is not None:
+            # a live kernel whose start is before the records: held from its first evidence on
+            self.t.held.append((self.first, INF))
+            self.t.unknown_before, self.t.unknown_state = self.first, "held"
+        if self.resume_at is not None:
+            self.t.unfinished_resumes.append(self.resume_at)
+
+
+def _server(t: Timeline, records: list[Record]) -> None:
+    state, since = None, 0.0
+    for r in records:
+        if r.event == "server_started" and state != "held":
+            if state == "paused":
+                t.paused.append((since, r.at))
+            state, since = "held", r.at
+        elif r.event == "server_stopped" and state not in ("paused", "stopped"):
+            if state is None:
+                t.unknown_before, t.unknown_state = r.at, "held"
+            else:
+                t.held.append((since, r.at))
+            if r.trigger == "release":
+                t.pauses.append((r.at, r.trigger))
+                state, since = "paused", r.at
+            else:
+                state = "stopped"
+    if state == "held":
+        t.held.append((since, INF))
+    elif state == "paused":
+        t.paused.append((since, INF))
+
+
+def _describe(t: Timeline, records: list[Record]) -> None:
+    for r in records:  # the newest value of each wins
+        t.user = r.user or t.user
+        t.node = r.node or t.node
+        t.server = r.server or t.server
+        t.gpu_model = r.gpu_model or t.gpu_model
+        t.gpus = r.gpus if r.gpus is not None else t.gpus
+
+
+def server_key(user: str | None, server: str | None) -> str:
+    """The name a server's row has in the report: ``server:<user>/<name>``."""
+    return f"server:{user or '-'}/{server or ''}"
+
+
+def timelines(records: Iterable[Record]) -> list[Timeline]:
+    """One timeline per session (kernel events) and per server (server events), by name."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        if r.event in ("server_started", "server_stopped"):
+            groups.setdefault(("server", server_key(r.user, r.server)), []).append(r)
+        elif r.event in KERNEL_EVENTS and r.session:
+            groups.setdefault(("kernel", r.session), []).append(r)
+    out = []
+    for (kind, key), group in sorted(groups.items()):
+        group.sort(key=lambda r: r.at)
+        t = Timeline(key=key, kind=kind)
+        _describe(t, group)
+        if kind == "server":
+            _server(t, group)
+        else:
+            machine = _Kernel(t)
+            for r in group:
+                machine.feed(r)
+            machine.finish()
+        out.append(t)
+    return out

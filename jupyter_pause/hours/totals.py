@@ -1,0 +1,245 @@
+"""The report's numbers: per session and in total, over a window, in GPU-hours, bytes and money.
+
+A quantity the records cannot pin down is a ``Range`` (``low``..``high``; ``high`` None: no upper
+bound), never a zero: a session whose start is before the first record held its GPUs *at least*
+from its first evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from . import intervals
+from .intervals import Interval
+from .timeline import Timeline
+
+HOUR = 3600.0
+#: A month of storage, for prices per GB-month: 30 days.
+MONTH = 30 * 86400.0
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Range:
+    """A quantity known to lie in ``low..high`` (``high`` None: at least ``low``)."""
+
+    low: float
+    high: float | None
+
+    @classmethod
+    def exact(cls, value: float) -> Range:
+        return cls(value, value)
+
+    @property
+    def known(self) -> bool:
+        return self.high is not None and math.isclose(self.low, self.high, rel_tol=1e-9, abs_tol=1e-9)
+
+    def __add__(self, other: Range) -> Range:
+        high = None if self.high is None or other.high is None else self.high + other.high
+        return Range(self.low + other.low, high)
+
+    def times(self, factor: float | None) -> Range:
+        """This range times ``factor`` (None: an unknown factor, so 0 or more)."""
+        if factor is None:
+            return Range(0.0, None if self.high != 0 else 0.0)
+        return Range(self.low * factor, None if self.high is None else self.high * factor)
+
+    def to_json(self) -> float | dict[str, float | None]:
+        return round(self.low, 6) if self.known else {"low": round(self.low, 6), "high": self.high}
+
+
+ZERO = Range.exact(0.0)
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The ``q``-th percentile by nearest rank (the smallest value with q% at or below it)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def median(values: Iterable[float]) -> float | None:
+    """The median (the mean of the two middle values for an even count), None for none."""
+    values = list(values)
+    return statistics.median(values) if values else None
+
+
+@dataclass
+class Window:
+    """The report's window: ``[since, until)``; ``since`` None: from the first record."""
+
+    since: float | None
+    until: float
+
+    def clip(self, spans: Iterable[Interval]) -> list[Interval]:
+        return intervals.clip([(a, min(b, self.until)) for a, b in spans], self.since, self.until)
+
+    def has(self, at: float) -> bool:
+        return (self.since is None or at >= self.since) and at < self.until
+
+
+@dataclass
+class SessionHours:
+    """One row of the report: a session's kernel, or a server beyond what its kernels hold."""
+
+    key: str
+    kind: str
+    user: str | None
+    node: str | None
+    gpu_model: str | None
+    gpus: int | None
+    held_hours: Range
+    held: Range
+    active: Range
+    released: Range
+    pauses: int
+    resumes: int
+    waits: list[float]
+    unfinished_resumes: int
+    snapshot_bytes: int | None
+    written_bytes: int
+    storage_gb_months: Range
+    store_bytes: int | None = None
+    #: Intervals inside the window, for the charts: held, active, released.
+    spans: dict[str, list[Interval]] = field(default_factory=dict)
+
+    @property
+    def median_wait(self) -> float | None:
+        return median(self.waits)
+
+    @property
+    def p95_wait(self) -> float | None:
+        return percentile(self.waits, 95)
+
+
+def _hours(spans: list[Interval]) -> float:
+    return intervals.length(spans) / HOUR
+
+
+def _unknown_prefix(t: Timeline, window: Window) -> float | None:
+    """Seconds before the first evidence the session may also have spent in its unknown state."""
+    if t.unknown_before is None:
+        return 0.0
+    if window.since is None:
+        return None
+    return max(0.0, min(t.unknown_before, window.until) - window.since)
+
+
+def _storage(t: Timeline, window: Window) -> Range:
+    """GB-months held in the store: at least the newest checkpoint, at most all bytes written."""
+    low = high = 0.0
+    written = 0
+    commits = [c for c in t.checkpoints if c[0] < window.until]
+    for i, (at, wrote, total) in enumerate(commits):
+        written += wrote if wrote is not None else (total or 0)
+        end = commits[i + 1][0] if i + 1 < len(commits) else window.until
+        start = at if window.since is None else max(at, window.since)
+        seconds = max(0.0, end - start)
+        low += (total if total is not None else 0) * seconds
+        high += max(written, total or 0) * seconds
+    return Range(low / GB / MONTH, high / GB / MONTH)
+
+
+def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = None) -> SessionHours:
+    """The row of one timeline over ``window``; ``holes`` are intervals counted elsewhere (a
+    server's kernels)."""
+    held = window.clip(intervals.subtract(t.held, holes or []))
+    paused = window.clip(intervals.subtract(t.paused, holes or []))
+    active = window.clip(t.active)
+    prefix = _unknown_prefix(t, window)
+    extra = Range(0.0, None if prefix is None else prefix / HOUR)
+    held_hours = Range.exact(_hours(held)) + (extra if t.unknown_state == "held" else ZERO)
+    released_hours = Range.exact(_hours(paused)) + (extra if t.unknown_state == "paused" else ZERO)
+    in_window = [w for w in t.waits if window.has(w[0])]
+    return SessionHours(
+        key=t.key,
+        kind=t.kind,
+        user=t.user,
+        node=t.node,
+        gpu_model=t.gpu_model,
+        gpus=t.gpus,
+        held_hours=held_hours,
+        held=held_hours.times(t.gpus),
+        active=Range.exact(_hours(active)).times(t.gpus),
+        released=released_hours.times(t.gpus),
+        pauses=sum(window.has(at) for at, _ in t.pauses),
+        resumes=sum(window.has(at) for at in t.resumes),
+        waits=[end - start for start, end in in_window],
+        unfinished_resumes=sum(window.has(at) for at in t.unfinished_resumes),
+        snapshot_bytes=t.snapshot_bytes,
+        written_bytes=sum(w or 0 for at, w, _ in t.checkpoints if window.has(at)),
+        storage_gb_months=_storage(t, window),
+        spans={"held": held, "active": active, "released": paused},
+    )
+
+
+@dataclass
+class Hours:
+    """The whole report: its window, rows, totals, and what was skipped."""
+
+    window: Window
+    sessions: list[SessionHours]
+    malformed: int = 0
+    price: float | None = None
+    storage_price: float | None = None
+
+    def total(self, name: str) -> Range:
+        out = ZERO
+        for s in self.sessions:
+            out = out + getattr(s, name)
+        return out
+
+    @property
+    def waits(self) -> list[float]:
+        return [w for s in self.sessions for w in s.waits]
+
+    def money(self, name: str) -> Range | None:
+        """``name`` (held, released, active) in money at the GPU-hour price; None without one."""
+        return None if self.price is None else self.total(name).times(self.price)
+
+    def storage_money(self) -> Range | None:
+        if self.storage_price is None:
+            return None
+        return self.total("storage_gb_months").times(self.storage_price)
+
+    def per_day(self, name: str) -> dict[int, float]:
+        """GPU-hours of ``name`` (held, active, released) on each UTC day of the window."""
+        days: dict[int, float] = {}
+        for s in self.sessions:
+            for day, seconds in intervals.per_day(s.spans[name]).items():
+                days[day] = days.get(day, 0.0) + seconds / HOUR * (s.gpus or 0)
+        return days
+
+
+def compute(
+    timelines: list[Timeline],
+    window: Window,
+    *,
+    malformed: int = 0,
+    price: float | None = None,
+    storage_price: float | None = None,
+) -> Hours:
+    """The report over ``window``: one row per session, then one per server for the time it held
+    (or released) GPUs that none of its kernels accounts for."""
+    kernels = [t for t in timelines if t.kind == "kernel"]
+    rows = [session_hours(t, window) for t in kernels]
+    for t in timelines:
+        if t.kind != "server":
+            continue
+        mine = [k for k in kernels if k.server == t.server and k.user == t.user]
+        holes = [i for k in mine for i in k.held + k.paused]
+        row = session_hours(t, window, holes)
+        if row.held_hours.high != 0 or row.released.high != 0:
+            rows.append(row)
+    rows = [r for r in rows if _touches(r, window)]
+    return Hours(window, rows, malformed, price, storage_price)
+
+
+def _touches(row: SessionHours, window: Window) -> bool:
+    return bool(row.spans["held"] or row.spans["released"] or row.spans["active"] or row.pauses or row.waits) or (
+        row.held_hours.high != 0
+    )
