@@ -20,6 +20,7 @@ from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
 from ..store.retention import DEFAULT_GRACE_SECONDS, collect
 from ..store.storage import Store
+from . import hours
 from .drill import run_drill
 
 
@@ -268,6 +269,10 @@ def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
     return result.report, ""
 
 
+def cmd_hours(args: argparse.Namespace) -> tuple[Any, str]:
+    return hours.run(args, _catalog(args).store)
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``jupyter pause`` argument parser."""
     top = argparse.ArgumentParser(prog="jupyter pause", description="Inspect and manage jupyter-pause checkpoints.")
@@ -307,6 +312,7 @@ def parser() -> argparse.ArgumentParser:
     drill.add_argument("--kill", action="store_true", help="stop the first kernel with SIGKILL, as a preemption would")
     drill.add_argument("--timeout", type=duration, default=600.0, help="limit for each cell (default 10m)")
     drill.set_defaults(run=cmd_drill)
+    hours.add_parser(sub, common).set_defaults(run=cmd_hours)
     return top
 
 

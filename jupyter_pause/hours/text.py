@@ -26,11 +26,13 @@ def amount(r: Range, digits: int = 1) -> str:
     return f"{r.low:.{digits}f}..{r.high:.{digits}f}"
 
 
-def _wait(seconds: float | None) -> str:
+def wait(seconds: float | None) -> str:
+    """A wait as text, ``-`` for none."""
     return "-" if seconds is None else units.duration(seconds)
 
 
-def _gpus(s: SessionHours) -> str:
+def gpus(s: SessionHours) -> str:
+    """``2xH100``: the GPU count and a short model name."""
     model = (s.gpu_model or "").replace("NVIDIA ", "").split(" ")[0].split("-")[0]
     count = "?" if s.gpus is None else str(s.gpus)
     return f"{count}x{model}" if model else count
@@ -51,17 +53,17 @@ def report(h: Hours) -> str:
     lines.append(head + f"{'RESUMES':>7} {'WAIT MED':>9} {'WAIT P95':>9} {'SNAPSHOT':>9}")
     for s in h.sessions:
         lines.append(
-            f"{s.key[:22]:22} {(s.user or '-')[:8]:8} {_gpus(s)[:10]:10} {amount(s.held):>9} {amount(s.active):>8} "
-            f"{amount(s.released):>9} {s.pauses:>6} {s.resumes:>7} {_wait(s.median_wait):>9} "
-            f"{_wait(s.p95_wait):>9} {units.size(s.snapshot_bytes) if s.snapshot_bytes is not None else '-':>9}"
+            f"{s.key[:22]:22} {(s.user or '-')[:8]:8} {gpus(s)[:10]:10} {amount(s.held):>9} {amount(s.active):>8} "
+            f"{amount(s.released):>9} {s.pauses:>6} {s.resumes:>7} {wait(s.median_wait):>9} "
+            f"{wait(s.p95_wait):>9} {units.size(s.snapshot_bytes) if s.snapshot_bytes is not None else '-':>9}"
         )
     held, active, released = h.total("held"), h.total("active"), h.total("released")
     waits = h.waits
     lines += [
         f"total: {amount(held)} GPU-h held, {amount(active)} active{_share(active, held)}, "
         f"{amount(released)} released by {sum(s.pauses for s in h.sessions)} pause(s); "
-        f"{sum(s.resumes for s in h.sessions)} resume(s), wait median {_wait(median(waits))}, "
-        f"p95 {_wait(percentile(waits, 95))} ({len(waits)} measured)",
+        f"{sum(s.resumes for s in h.sessions)} resume(s), wait median {wait(median(waits))}, "
+        f"p95 {wait(percentile(waits, 95))} ({len(waits)} measured)",
     ]
     stored = [s.store_bytes for s in h.sessions if s.store_bytes is not None]
     if stored:

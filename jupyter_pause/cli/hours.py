@@ -1,0 +1,123 @@
+"""``jupyter pause hours``: where the GPU hours went, from the ledger, with charts and what-ifs."""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import units
+from ..errors import PauseError
+from ..hours import records, text, timeline, totals, whatif
+from ..store import ledger
+from ..store.layout import SESSIONS, check_session
+from ..store.storage import Store
+
+_FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
+
+
+def moment(value: str, now: float | None = None) -> float:
+    """Epoch seconds of ``7d`` (that long ago) or of a UTC date ``2026-11-16[T09:00]``."""
+    now = time.time() if now is None else now
+    for form in _FORMATS:
+        try:
+            return float(calendar.timegm(time.strptime(value, form)))
+        except ValueError:
+            continue
+    try:
+        return now - units.seconds(value, bare=None)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is neither an age (90m, 12h, 7d, 2w) nor a UTC date (2026-11-16 or 2026-11-16T09:00)"
+        ) from e
+
+
+def thresholds(value: str) -> dict[str, float]:
+    """``15m,30m,1h,2h`` -> {label: seconds}; each needs its unit and must be positive."""
+    out = {}
+    for part in (p.strip() for p in value.split(",")):
+        try:
+            seconds = units.seconds(part, bare=None)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"--what-if: {e}; give a list such as 15m,30m,1h,2h") from e
+        if seconds <= 0:
+            raise argparse.ArgumentTypeError(f"--what-if: {part!r} is not a positive idle threshold")
+        out[part] = seconds
+    return out
+
+
+def price(value: str) -> float:
+    """A price: a number, 0 or more."""
+    try:
+        number = float(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a price; give a number such as 2.5") from e
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a price; give a number, 0 or more")
+    return number
+
+
+def store_bytes(store: Store, session: str) -> int | None:
+    """Bytes the store holds for ``session`` now (checkpoints, blobs, reports), None if unknown."""
+    try:
+        return sum(entry.size for entry in store.list(f"{SESSIONS}{check_session(session)}/").values())
+    except PauseError:
+        return None
+
+
+def build(
+    raw: list[Any], args: argparse.Namespace, store: Store | None = None, malformed: int = 0
+) -> tuple[totals.Hours, list[timeline.Timeline]]:
+    """The report over the records ``raw`` (ledger events or dicts) for the options in ``args``."""
+    parsed, bad = records.parse_all(raw)
+    if args.user:
+        parsed = [r for r in parsed if r.user == args.user]
+    if args.session:
+        parsed = [r for r in parsed if r.session == args.session]
+    lines = timeline.timelines(parsed)
+    window = totals.Window(args.since, args.until if args.until is not None else time.time())
+    hours = totals.compute(lines, window, malformed=malformed + bad, price=args.price, storage_price=args.storage_price)
+    if store is not None:
+        for row in hours.sessions:
+            if row.kind == "kernel":
+                row.store_bytes = store_bytes(store, row.key)
+    return hours, lines
+
+
+def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
+    """The command: read the window's events, add them up, print (and draw) them."""
+    if args.since is not None and args.until is not None and args.since >= args.until:
+        raise ValueError("--since must be before --until")
+    events, malformed = ledger.read(store, args.since, args.until)
+    hours, lines = build(events, args, store, malformed)
+    what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
+    out = text.report(hours)
+    if what is not None:
+        out += "\n\n" + text.what_if(*what, price=args.price)
+    if args.html:
+        from ..hours import page
+
+        path = Path(args.html)
+        try:
+            path.write_text(page.html(hours, what), encoding="utf-8")
+        except OSError as e:
+            raise PauseError(f"cannot write the page {path}: {e.strerror}; choose another --html FILE") from e
+        out += f"\npage: {path}"
+    return text.to_json(hours, what), out
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``jupyter pause hours`` and its options."""
+    hours = sub.add_parser("hours", parents=[common], help="GPU-hours held, used and released; charts; what-ifs")
+    hours.add_argument("--since", type=moment, help="from this age ago or UTC date (e.g. 7d, 2026-11-16)")
+    hours.add_argument("--until", type=moment, help="up to this age ago or UTC date (default: now)")
+    hours.add_argument("--user", help="only this user's sessions")
+    hours.add_argument("--html", metavar="FILE", help="also write a self-contained page with charts here")
+    hours.add_argument("--price", type=price, metavar="GPU_HOUR", help="price of one GPU-hour, for money")
+    hours.add_argument("--storage-price", type=price, metavar="GB_MONTH", help="price of a GB-month of store")
+    hours.add_argument(
+        "--what-if", type=thresholds, metavar="LIST", help="idle thresholds to replay, e.g. 15m,30m,1h,2h"
+    )
+    return hours

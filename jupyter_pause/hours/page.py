@@ -1,0 +1,210 @@
+"""The report as one self-contained HTML page: charts drawn by matplotlib as SVG, inlined as data
+URIs, and the tables; nothing is fetched when it is viewed and no script runs."""
+
+from __future__ import annotations
+
+import base64
+import html as escape
+import io
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import units
+from ..errors import PauseError
+from . import text
+from .totals import Hours
+from .whatif import ASSUMPTIONS, Outcome, WaitModel
+
+COLOURS = {"held": "#8fb3d9", "active": "#1f5f99", "released": "#f2b366"}
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1180px;color:#1d2733}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.sub{color:#5a6773;margin:0 0 16px}
+.cards{display:flex;gap:12px;flex-wrap:wrap;margin:12px 0}
+.card{border:1px solid #d8dee5;border-radius:8px;padding:10px 14px;min-width:150px}
+.card b{display:block;font-size:22px}.card span{color:#5a6773;font-size:12px}
+table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
+th,td{padding:4px 8px;border-bottom:1px solid #e5e9ee;text-align:right}th{background:#f4f6f8}
+td:first-child,th:first-child{text-align:left}
+img{max-width:100%;display:block}.note{color:#5a6773;font-size:12px}ul.note{margin:4px 0;padding-left:18px}
+"""
+
+
+def _figure(width: float, height: float) -> Any:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise PauseError("--html draws its charts with matplotlib: pip install matplotlib") from e
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _img(fig: Any, alt: str) -> str:
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": "jupyter-pause-hours", "svg.fonttype": "path"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img alt="{escape.escape(alt)}" src="data:image/svg+xml;base64,{data}">'
+
+
+def _dates(epochs: list[float]) -> list[datetime]:
+    return [datetime.fromtimestamp(e, UTC) for e in epochs]
+
+
+def timeline_chart(h: Hours) -> str:
+    """One row per session: held, active (inside held) and released by pauses, over the window."""
+    from matplotlib import dates
+
+    rows = h.sessions
+    fig = _figure(11.5, 0.9 + 0.55 * len(rows))
+    ax = fig.add_subplot()
+    for y, s in enumerate(reversed(rows)):
+        for name, top, tall in (("released", 0.3, 0.4), ("held", 0.3, 0.4), ("active", 0.4, 0.2)):
+            bars = [(dates.date2num(a), dates.date2num(b) - dates.date2num(a)) for a, b in _pairs(s.spans[name])]
+            ax.broken_barh(bars, (y - 0.5 + top, tall), facecolors=COLOURS[name], label=name)
+    ax.set_yticks(range(len(rows)), [s.key for s in reversed(rows)])
+    since = (
+        h.window.since if h.window.since is not None else min(a for s in rows for a, _ in s.spans["held"] or [(0, 0)])
+    )
+    ax.set_xlim(*_dates([since, h.window.until]))
+    ax.xaxis.set_major_formatter(dates.DateFormatter("%a %d %b"))
+    ax.grid(axis="x", color="#e5e9ee")
+    handles = {label: handle for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
+    ax.legend(
+        handles.values(),
+        ["released by pauses", "held", "active"],
+        loc="upper center",
+        ncols=3,
+        bbox_to_anchor=(0.5, 1.0 + 0.35 / (0.9 + 0.55 * len(rows))),
+        frameon=False,
+    )
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    return _img(fig, "timeline per session: held, active and released")
+
+
+def _pairs(spans: list[tuple[float, float]]) -> list[tuple[datetime, datetime]]:
+    return [(datetime.fromtimestamp(a, UTC), datetime.fromtimestamp(b, UTC)) for a, b in spans]
+
+
+def daily_chart(h: Hours) -> str:
+    """GPU-hours held, active and released by pauses on each UTC day."""
+    per = {name: h.per_day(name) for name in ("held", "active", "released")}
+    days = sorted(set().union(*per.values()))
+    fig = _figure(11.5, 3.2)
+    ax = fig.add_subplot()
+    x = range(len(days))
+    for i, name in enumerate(("held", "active", "released")):
+        values = [per[name].get(d, 0.0) for d in days]
+        ax.bar([v + (i - 1) * 0.27 for v in x], values, 0.27, color=COLOURS[name], label=name)
+        if name == "released":
+            for xi, v in zip(x, values, strict=True):
+                if v:
+                    ax.annotate(f"{v:.0f}", (xi + 0.27, v), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(x), [datetime.fromtimestamp(d, UTC).strftime("%a %d %b") for d in days])
+    ax.set_ylabel("GPU-hours")
+    ax.legend(
+        ["held", "active", "released by pauses"], frameon=False, ncols=3, loc="lower right", bbox_to_anchor=(1, 1)
+    )
+    ax.grid(axis="y", color="#e5e9ee")
+    ax.set_axisbelow(True)
+    return _img(fig, "GPU-hours per day: held, active and released by pauses")
+
+
+def whatif_chart(outcomes: list[Outcome]) -> str:
+    """Per policy: GPU-hours released (bars) and hours users waited (line)."""
+    fig = _figure(11.5, 2.8)
+    ax = fig.add_subplot()
+    names = [o.policy for o in outcomes]
+    ax.bar(names, [o.released for o in outcomes], color=[COLOURS["active"]] + [COLOURS["released"]] * (len(names) - 1))
+    ax.set_ylabel("GPU-hours released")
+    other = ax.twinx()
+    other.plot(names, [(o.waiting or 0) / 3600 for o in outcomes], "o-", color="#b03a2e")
+    other.set_ylabel("hours users waited", color="#b03a2e")
+    other.set_ylim(bottom=0)
+    return _img(fig, "what-if: GPU-hours released and user waiting per idle threshold")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    cells = "".join(f"<th>{escape.escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{cells}</tr>{body}</table>"
+
+
+def _card(value: str, label: str) -> str:
+    return f'<div class="card"><b>{escape.escape(value)}</b><span>{escape.escape(label)}</span></div>'
+
+
+def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
+    """The whole page."""
+    w = h.window
+    since = text.when(w.since) if w.since is not None else "the first record"
+    data = text.to_json(h, what)
+    total = data["total"]
+    waits = total["resume_wait_seconds"]
+    cards = [
+        _card(text.amount(h.total("held")), "GPU-hours held"),
+        _card(text.amount(h.total("active")), "GPU-hours active"),
+        _card(text.amount(h.total("released")), "GPU-hours released by pauses"),
+        _card(f"{total['pauses']} / {total['resumes']}", "pauses / resumes"),
+        _card(text.wait(waits["median"]), "median resume wait"),
+        _card(text.wait(waits["p95"]), "p95 resume wait"),
+    ]
+    rows = [
+        [
+            s.key,
+            s.user or "-",
+            text.gpus(s),
+            text.amount(s.held),
+            text.amount(s.active),
+            text.amount(s.released),
+            str(s.pauses),
+            str(s.resumes),
+            text.wait(s.median_wait),
+            text.wait(s.p95_wait),
+            "-" if s.snapshot_bytes is None else units.size(s.snapshot_bytes),
+        ]
+        for s in h.sessions
+    ]
+    head = ["session", "user", "GPUs", "held", "active", "released", "pauses", "resumes", "wait median"]
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        "<title>GPU hours</title><style>" + STYLE + "</style></head><body>",
+        "<h1>Where the GPU hours go</h1>",
+        f'<p class="sub">{escape.escape(since)} to {escape.escape(text.when(w.until))} UTC &middot; '
+        f"{len(h.sessions)} session(s) &middot; {h.malformed} malformed record(s) skipped</p>",
+        '<div class="cards">' + "".join(cards) + "</div>",
+        f'<p class="note">{escape.escape(text.money(h))}</p>',
+    ]
+    if h.sessions:
+        parts += ["<h2>Timeline per session</h2>", timeline_chart(h), "<h2>GPU-hours per day</h2>", daily_chart(h)]
+    parts += [
+        "<h2>Sessions (GPU-hours)</h2>",
+        _table([*head, "wait p95", "snapshot"], rows),
+    ]
+    if what is not None:
+        model, outcomes = what
+        whatif_rows = [
+            [
+                o.policy,
+                f"{o.held:.1f}",
+                f"{o.released:.1f}",
+                str(o.pauses),
+                str(o.resumes),
+                "unknown" if o.waiting is None else units.duration(o.waiting),
+            ]
+            for o in outcomes
+        ]
+        parts += [
+            "<h2>What-if: idle thresholds</h2>",
+            whatif_chart(outcomes),
+            _table(["policy", "held GPU-h", "released GPU-h", "pauses", "resumes", "user waiting"], whatif_rows),
+            f'<p class="note">Resume wait model: {escape.escape(model.describe())}</p><ul class="note">',
+            *(f"<li>{escape.escape(item)}</li>" for item in _items(ASSUMPTIONS)),
+            "</ul>",
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _items(assumptions: str) -> list[str]:
+    return [" ".join(item.split()).removeprefix("- ") for item in assumptions.split("\n- ")]
