@@ -299,6 +299,56 @@ def test_methods_sharing_constants_digest_the_same_after_a_restore(tmp_path: Pat
     assert out == before
 
 
+def test_attrs_class_of_the_notebook_validates_and_builds(tmp_path: Path) -> None:
+    """attrs compiles ``__init__`` with a copy of the notebook's globals plus its own helpers; the
+    restored ``__init__`` must keep those helpers (it failed with NameError)."""
+    pytest.importorskip("attrs")
+    code = """
+    import attrs
+
+    @attrs.define
+    class Point:
+        x: int
+        y: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+
+    p = Point(1, 2)
+    """
+    cell = """
+    try:
+        Point(1, -1)
+        refused = False
+    except ValueError:
+        refused = True
+    out = [repr(p), repr(Point(3)), refused, attrs.asdict(p)]
+    """
+    out = continues_identically(code, "attrs Point p", cell, tmp_path)
+    assert out == ["Point(x=1, y=2)", "Point(x=3, y=0)", True, {"x": 1, "y": 2}]
+
+
+def test_pydantic_model_of_the_notebook_validates_and_builds(tmp_path: Path) -> None:
+    pytest.importorskip("pydantic")
+    code = """
+    from pydantic import BaseModel, Field, ValidationError
+
+    class Item(BaseModel):
+        name: str
+        price: float = Field(gt=0)
+        tags: list[str] = []
+
+    item = Item(name="pen", price=1.5, tags=["blue"])
+    """
+    cell = """
+    try:
+        Item(name="cup", price=-1)
+        refused = False
+    except ValidationError:
+        refused = True
+    out = [item.model_dump(), Item(name="cup", price=3).price, refused, sorted(Item.model_fields)]
+    """
+    out = continues_identically(code, "Item item ValidationError", cell, tmp_path)
+    assert out == [{"name": "pen", "price": 1.5, "tags": ["blue"]}, 3.0, True, ["name", "price", "tags"]]
+
+
 # -- pandas -------------------------------------------------------------------------------------------
 
 

@@ -138,12 +138,13 @@ def _globals_source(func: types.FunctionType) -> str | dict[str, Any]:
     """Where a rebuilt function takes its globals from (see ``make_function``)."""
     found = func.__globals__
     module_name = found.get("__name__")
-    if module_name == "__main__":
-        return "__main__"
     module = sys.modules.get(module_name) if isinstance(module_name, str) else None
     if module is not None and vars(module) is found:
         return module_name
-    # Generated code (namedtuple's __new__, exec'd helpers) has private globals: keep what it uses.
+    if module_name == "__main__" and "__spec__" not in found:
+        return "__main__"  # a namespace made by exec, standing for the notebook's
+    # A copy of a module's globals (attrs' generated methods copy the notebook's, __spec__
+    # included) or generated code's private globals (namedtuple's __new__): keep what it uses.
     return {name: found[name] for name in sorted(_code_names(func.__code__)) if name in found}
 
 
