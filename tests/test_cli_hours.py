@@ -1,0 +1,97 @@
+"""``jupyter pause hours`` (jupyter_pause/cli/hours.py): text, JSON, what-if and its mistakes,
+over a ledger written to a real store folder."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jupyter_pause.cli import main
+from jupyter_pause.store import ledger
+from jupyter_pause.store.storage import Store
+from tests.ledger_history import START, week, write
+
+H = 3600.0
+WINDOW = ["--since", "2026-11-16", "--until", "2026-11-23"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A store folder holding the demo week's ledger (read only: tests that add records make their own)."""
+    url = str(tmp_path_factory.mktemp("hours") / "store")
+    write(Store(url), week())
+    return url
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_text_report_and_what_if(store, capsys):
+    code, out, _ = _run(capsys, "hours", "--store", store, *WINDOW, "--what-if", "15m,30m,1h,2h")
+    assert code == 0
+    assert "ben-llm" in out and "4xA100" in out
+    assert "hours only" in out
+    for policy in ("current", "idle 15m", "idle 30m", "idle 1h", "idle 2h"):
+        assert f"\n{policy} " in out
+    assert "resume wait model:" in out and "a pause during activity never happens" in out
+
+
+def test_json_agrees_with_the_truth_and_prices_make_money(store, capsys):
+    code, out, _ = _run(capsys, "hours", "--store", store, *WINDOW, "--json", "--price", "2", "--storage-price", "0.1")
+    assert code == 0
+    data = json.loads(out)
+    truth = week().truth
+    rows = {r["session"]: r for r in data["sessions"]}
+    held = sum(b - a for a, b in truth["ben-llm"].held) / H * 4
+    assert rows["ben-llm"]["held_gpu_hours"] == pytest.approx(held)
+    assert data["money"]["gpus_held"] == pytest.approx(2 * data["total"]["held_gpu_hours"])
+    assert data["money"]["storage"]["low"] > 0  # a range: the newest checkpoint .. everything written
+
+
+def test_session_and_user_filters(store, capsys):
+    _, out, _ = _run(capsys, "hours", "--store", store, *WINDOW, "--json", "--user", "ana")
+    assert {r["session"] for r in json.loads(out)["sessions"]} == {"ana-train", "ana-eval"}
+    _, out, _ = _run(capsys, "hours", "--store", store, *WINDOW, "--json", "--session", "chen-vision")
+    assert [r["session"] for r in json.loads(out)["sessions"]] == ["chen-vision"]
+
+
+def test_malformed_ledger_records_are_counted_not_fatal(tmp_path, capsys):
+    store = str(tmp_path / "store")
+    write(Store(store), week())
+    Store(store).write("ledger/20261117/20261117-120000-000000-0000abcd.json", b"{not json")
+    Store(store).write("ledger/20261117/20261117-120001-000000-0000abce.json", b'{"event": "activity"}')
+    ledger.write(Store(store), ledger.Event("kernel_started", START + 3 * 86400, session=None, gpus=1))
+    code, out, _ = _run(capsys, "hours", "--store", store, *WINDOW)
+    assert code == 0
+    assert "3 malformed record(s) skipped" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--what-if", "15"], "not a duration"),
+        (["--what-if", "0m"], "not a positive idle threshold"),
+        (["--since", "last tuesday"], "neither an age"),
+        (["--price", "-1"], "not a price"),
+    ],
+)
+def test_bad_options_are_named(store, capsys, argv, says):
+    with pytest.raises(SystemExit):
+        main(["hours", "--store", store, *argv])
+    assert says in capsys.readouterr().err
+
+
+def test_a_window_that_ends_before_it_starts_is_refused(store, capsys):
+    code, _, err = _run(capsys, "hours", "--store", store, "--since", "2026-11-20", "--until", "2026-11-19")
+    assert code == 2
+    assert "--since must be before --until" in err
+
+
+def test_an_empty_ledger_says_so(tmp_path, capsys):
+    code, out, _ = _run(capsys, "hours", "--store", str(tmp_path / "empty"), "--since", "7d")
+    assert code == 0
+    assert "no ledger records in this window" in out
