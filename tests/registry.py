@@ -185,6 +185,8 @@ k_file_unbuffered = open("in.txt", "rb", buffering=0); k_file_unbuffered.read(2)
 k_file_closed = open("in.txt"); k_file_closed.close()
 k_tempfile = tempfile.TemporaryFile("w+"); k_tempfile.write("temporary"); k_tempfile.seek(2)
 k_stdout, k_stderr = sys.stdout, sys.stderr
+k_text_over_bytes = io.TextIOWrapper(io.BytesIO(b"first\nsecond\n"), encoding="utf-8"); k_text_over_bytes.readline()
+k_buffered_over_bytes = io.BufferedReader(io.BytesIO(b"xyz")); k_buffered_over_bytes.read(1)
 k_pretty_printer = pprint.PrettyPrinter(width=40, stream=sys.stdout)
 k_tar_read = tarfile.open("archive.tar")
 k_tar_write = tarfile.open("new.tar", "w")

@@ -202,3 +202,16 @@ def test_a_file_under_a_moved_working_directory_is_found_there(tmp_path: Path, m
     loaded["handle"].write("two\n")
     loaded["handle"].close()
     assert (tmp_path / "new" / "data" / "log.txt").read_text() == "one\ntwo\n"
+
+
+def test_wrappers_around_in_memory_streams_come_back_by_value(tmp_path: Path) -> None:
+    text = io.TextIOWrapper(io.BytesIO("é first\nsecond\n".encode()), encoding="utf-8")
+    text.readline()
+    buffered = io.BufferedReader(io.BytesIO(b"xyz"))
+    buffered.read(1)
+    out = resume_elsewhere(
+        {"text": text, "buffered": buffered},
+        "out = [type(text).__name__, text.readline(), type(buffered).__name__, buffered.read().decode()]",
+        tmp_path,
+    )
+    assert out == ["TextIOWrapper", "second\n", "BufferedReader", "yz"]

@@ -140,8 +140,24 @@ def closed_buffer(kind: type) -> Any:
 
 def _raw_of(f: Any, layer: str) -> Any:
     if layer == "text":
-        return f.buffer.raw
+        return getattr(f.buffer, "raw", f.buffer)
     return f.raw if layer == "buffered" else f
+
+
+def wrapped_stream(kind: type, inner: Any, options: dict[str, Any], position: int) -> Any:
+    """A text or buffered wrapper around an in-memory stream, at its saved position."""
+    stream = kind(inner, **options)
+    stream.seek(position)
+    return stream
+
+
+def _wrapper_by_value(f: Any, layer: str) -> tuple[Any, ...]:
+    """A wrapper around something that is not a file (``TextIOWrapper(BytesIO(...))``): by value."""
+    if f.writable():
+        f.flush()
+    options = {"encoding": f.encoding, "errors": f.errors} if layer == "text" else {}
+    inner = f.buffer if layer == "text" else f.raw
+    return (wrapped_stream, (type(f), inner, options, _position(f, repr(inner))))
 
 
 def _position(f: Any, name: Any) -> int:
@@ -180,6 +196,8 @@ def reduce_file(f: Any) -> tuple[Any, ...]:
     if f.closed:
         return (closed_file, (layer, type(f)))
     raw = _raw_of(f, layer)
+    if not isinstance(raw, io.FileIO):
+        return _wrapper_by_value(f, layer)
     if f.writable():
         f.flush()  # the saved position counts what was written; the file must hold it too
     if isinstance(raw.name, int):
