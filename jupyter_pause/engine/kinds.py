@@ -4,8 +4,9 @@ Iterators over dicts and ordered dicts come back as the same iterator over the r
 at the same position (pickle's own reduction would turn them into list iterators); iterators
 over sets continue over the items they had left. ``super`` objects, loggers (by name, with level,
 handlers and filters) and handlers (stream handlers re-bound to this process's streams, the open
-stream of a file handler reopened without truncating it) come back. Generators and coroutines are refused with a reason.
-``reduce_kind`` is the one entry point; files live in ``openfiles``, weak references in ``weakrefs``.
+stream of a file handler reopened without truncating it) come back. Generators and coroutines
+are refused with a reason. ``reducer_for`` (per type, for the pickler) and ``reduce_kind`` (per
+object) are the entry points; files live in ``openfiles``, weak references in ``weakrefs``.
 """
 
 from __future__ import annotations
