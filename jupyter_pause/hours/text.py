@@ -66,7 +66,7 @@ def report(h: Hours) -> str:
         f"p95 {wait(percentile(waits, 95))} ({len(waits)} measured)",
     ]
     stored = [s.store_bytes for s in h.sessions if s.store_bytes is not None]
-    if stored:
+    if sum(stored):
         lines.append(f"store: {units.size(sum(stored))} held now by these sessions")
     if any(not s.held.known or not s.released.known for s in h.sessions):
         lines.append("a range (a..b, >= a) is a session whose records begin mid-way: its state before is unknown")
