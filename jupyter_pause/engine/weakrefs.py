@@ -9,7 +9,6 @@ A ``weakref.ref`` that is already dead comes back dead; a dead proxy is named. W
 from __future__ import annotations
 
 import ctypes
-import gc
 import re
 import weakref
 from dataclasses import dataclass, field
@@ -22,24 +21,12 @@ _ADDRESS = re.compile(r"at (0x[0-9a-fA-F]+)>?$")
 class _Referent:
     """A weakly referenceable stand-in, for rebuilding a reference that was already dead."""
 
-    def __call__(self) -> None:
-        return None
-
 
 def dead_reference(kind: str) -> Any:
-    """A dead ``weakref.ref`` (``kind`` "ref"), proxy ("proxy") or callable proxy ("callable")."""
-    target = _Referent()
-    if kind == "ref":
-        made: Any = weakref.ref(target)
-    else:
-        made = weakref.proxy(target if kind == "callable" else object.__new__(_Plain))
-    del target
-    gc.collect()
-    return made
-
-
-class _Plain:
-    """Weakly referenceable and not callable: the referent of a dead plain proxy."""
+    """A dead ``weakref.ref`` (``kind`` is "ref"; a dead proxy is named, not saved)."""
+    if kind != "ref":
+        raise TypeError(f"no dead weak reference of kind {kind!r} is rebuilt")
+    return weakref.ref(_Referent())  # the stand-in is gone as soon as the call returns
 
 
 def _proxy_referent(proxy: Any) -> Any:
