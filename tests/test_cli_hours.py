@@ -64,7 +64,12 @@ def test_malformed_ledger_records_are_counted_not_fatal(tmp_path, capsys):
     write(Store(store), week())
     Store(store).write("ledger/20261117/20261117-120000-000000-0000abcd.json", b"{not json")
     Store(store).write("ledger/20261117/20261117-120001-000000-0000abce.json", b'{"event": "activity"}')
-    ledger.write(Store(store), ledger.Event("kernel_started", START + 3 * 86400, session=None, gpus=1))
+    Store(store).write(
+        "ledger/20261117/20261117-120002-000000-0000abcf.json", b'{"event": "kernel_started", "at": 1, "gpus": "two"}'
+    )
+    ledger.write(
+        Store(store), ledger.Event("kernel_started", START + 3 * 86400, session=None, gpus=1)
+    )  # a console's kernel
     code, out, _ = _run(capsys, "hours", "--store", store, *WINDOW)
     assert code == 0
     assert "3 malformed record(s) skipped" in out
@@ -95,3 +100,14 @@ def test_an_empty_ledger_says_so(tmp_path, capsys):
     code, out, _ = _run(capsys, "hours", "--store", str(tmp_path / "empty"), "--since", "7d")
     assert code == 0
     assert "no ledger records in this window" in out
+
+
+def test_store_bytes_held_by_a_session(tmp_path, capsys):
+    store = str(tmp_path / "store")
+    write(Store(store), week())
+    Store(store).write("sessions/ana-eval/blobs/ab/" + "ab" * 16, b"x" * 1234)
+    code, out, _ = _run(capsys, "hours", "--store", store, *WINDOW, "--json")
+    rows = {r["session"]: r for r in json.loads(out)["sessions"]}
+    assert (rows["ana-eval"]["store_bytes"], rows["ana-train"]["store_bytes"]) == (1234, 0)
+    _, out, _ = _run(capsys, "hours", "--store", store, *WINDOW)
+    assert "store: 1.2 kB held now by these sessions" in out

@@ -92,13 +92,14 @@ def test_malformed_records_are_skipped_and_counted():
         "not a record",
         {"event": 1, "at": 5},
         {"event": "kernel_started", "at": "noon", "session": "s"},
-        {"event": "kernel_started", "at": 5},  # no session
+        {"event": "kernel_started", "at": 5, "session": 7},
         rec("activity", 5, spans=[[1]]),
         rec("activity", 5, spans=[[3, 1]]),
         rec("kernel_started", 5, gpus=-1),
         {"event": "kernel_started", "at": float("nan"), "session": "s"},
     ]
-    h = report(cycle() + bad)
+    console = [{"event": "kernel_started", "at": 5, "session": None, "gpus": 1}]  # well formed, no row
+    h = report(cycle() + bad + console)
     assert h.malformed == len(bad)
     (s,) = h.sessions
     assert s.held == totals.Range.exact(2 * (6 * H - 30) / H)

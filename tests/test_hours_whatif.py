@@ -3,6 +3,8 @@ threshold, the resume-wait model, and a generated week replayed independently.""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from jupyter_pause.hours import records, timeline, totals, whatif
@@ -105,19 +107,15 @@ def test_a_generated_week_replayed_independently():
         # the records start each session at its kernel's start and move arrivals back to resume requests
         assert outcome.released == pytest.approx(released, rel=1e-9)
         assert (outcome.pauses, outcome.resumes) == (pauses, returns)
-        waits = {
-            name: sorted(t.waits)[(len(t.waits) - 1) // 2 : len(t.waits) // 2 + 1] for name, t in history.truth.items()
-        }
-        assert outcome.waiting == pytest.approx(
-            sum(sum(w) / len(w) * n for name, w in waits.items() for n in [_returns(history, name, threshold)])
-        )
+        # each return waits the session's own median measured wait
+        expected = sum(statistics.median(t.waits) * _returns(t, threshold) for t in history.truth.values())
+        assert outcome.waiting == pytest.approx(expected)
     # the 30-minute replay reproduces the 30-minute policy the week was generated under
     current, at_30m = outcomes[0], outcomes[2]
     assert (at_30m.pauses, at_30m.resumes) == (current.pauses, current.resumes)
 
 
-def _returns(history, name: str, threshold: float) -> int:
-    truth = history.truth[name]
+def _returns(truth, threshold: float) -> int:
     idle_from, returns = truth.exists[0], 0
     for arrival, busy_until in truth.arrivals:
         returns += arrival - idle_from > threshold

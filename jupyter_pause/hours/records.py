@@ -2,7 +2,9 @@
 
 The ledger (``jupyter_pause.store.ledger``) hands over ``Event`` objects or plain dicts; either
 becomes a ``Record``. A record the report cannot use (no ``event`` or ``at``, a wrong type, spans
-that are not pairs of numbers) is skipped and counted, never an error.
+that are not pairs of numbers) is skipped and counted, never an error. A kernel's event with no
+session (a console's kernel, not a notebook's) is well formed but has no row: ``timeline`` passes
+it over.
 """
 
 from __future__ import annotations
@@ -85,12 +87,6 @@ def parse(raw: Any) -> Record | None:
         if span[1] < span[0]:
             return None
         pairs.append((float(span[0]), float(span[1])))
-    if event in ("kernel_started", "kernel_stopped", "kernel_ready", "activity", "next_cell_run") and not raw.get(
-        "session"
-    ):
-        return None  # a kernel's event that names no session cannot be placed
-    if event in ("server_started", "server_stopped") and not (raw.get("server") or raw.get("user")):
-        return None
     return Record(
         event=event,
         at=float(at),
