@@ -153,3 +153,22 @@ def test_a_generated_week_matches_its_truth(seed):
     server = rows["server:dana/gpu"].held.low  # the server before its kernel started: 7:30 to 9:00
     assert server == pytest.approx(1.5)
     assert h.total("held").low == pytest.approx(held + server)
+
+
+def test_a_session_resumed_with_fewer_gpus_counts_each_stretch_at_its_own():
+    raw = [
+        rec("kernel_started", 0, gpus=2),
+        rec("pause_requested", 4 * H, gpus=2, trigger="button"),
+        rec("kernel_stopped", 4 * H, gpus=2),
+        rec("resume_requested", 6 * H, gpus=1),
+        rec("kernel_started", 6 * H, gpus=1),
+        rec("next_cell_run", 6 * H + 5, gpus=1),
+        rec("activity", 8 * H, gpus=1, spans=[[6 * H, 7 * H]]),
+        rec("kernel_stopped", 8 * H, gpus=1),
+    ]
+    (s,) = report(raw).sessions
+    assert s.held == totals.Range.exact(2 * 4 + 1 * 2)
+    assert s.released == totals.Range.exact(2 * 2)  # the GPUs the paused kernel gave back
+    assert s.active == totals.Range.exact(1)
+    h = report(raw)
+    assert h.per_day("held") == {0: pytest.approx(10.0)}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 Interval = tuple[float, float]
 
@@ -47,14 +47,16 @@ def length(intervals: Iterable[Interval]) -> float:
     return sum(b - a for a, b in union(intervals))
 
 
-def per_day(intervals: Iterable[Interval]) -> dict[int, float]:
-    """Seconds covered on each UTC day, keyed by the day's first epoch second."""
+def per_day(intervals: Iterable[Interval], weight: Callable[[float], float | None] | None = None) -> dict[int, float]:
+    """Seconds covered on each UTC day, keyed by the day's first epoch second; with ``weight``,
+    each interval's seconds times ``weight(its start)`` (None counts as 0)."""
     days: dict[int, float] = {}
     for start, end in union(intervals):
+        factor = 1.0 if weight is None else (weight(start) or 0)
         cursor = start
         while cursor < end:
             day = int(cursor // 86400) * 86400
             stop = min(end, day + 86400)
-            days[day] = days.get(day, 0.0) + stop - cursor
+            days[day] = days.get(day, 0.0) + (stop - cursor) * factor
             cursor = stop
     return days

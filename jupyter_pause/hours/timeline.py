@@ -65,6 +65,30 @@ class Timeline:
     checkpoints: list[tuple[float, int | None, int | None]] = field(default_factory=list)
     #: (resume_requested, bytes restored) of each resume with a measured wait, for the wait model.
     restored: list[tuple[float, int | None]] = field(default_factory=list)
+    #: (at, GPUs) of each start: a session resumed on another node may hold another number.
+    counts: list[tuple[float, int | None]] = field(default_factory=list)
+
+    def gpus_at(self, at: float) -> int | None:
+        """GPUs the session held (or, paused, had held) at ``at``: those of the newest start."""
+        count = self.counts[0][1] if self.counts else self.gpus
+        for when, n in self.counts:
+            if when > at:
+                break
+            count = n
+        return count
+
+    def gpu_seconds(self, spans: list[Interval]) -> float | None:
+        """GPU-seconds over ``spans``, each stretch at the GPUs of its start; None if a count is unknown."""
+        total = 0.0
+        changes = [when for when, _ in self.counts]
+        for start, end in spans:
+            cuts = [start, *(c for c in changes if start < c < end), end]
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                count = self.gpus_at(a)
+                if count is None:
+                    return None
+                total += (b - a) * count
+        return total
 
     @property
     def snapshot_bytes(self) -> int | None:
@@ -99,6 +123,7 @@ class _Kernel:
             self.t.held.append((self.first, r.at))
             self.t.unknown_before, self.t.unknown_state = self.first, "held"
         self.state, self.since, self.pause_pending = "held", r.at, False
+        self.t.counts.append((r.at, r.gpus))
 
     def stop(self, r: Record) -> None:
         if self.state in ("paused", "stopped"):
@@ -109,6 +134,7 @@ class _Kernel:
             first = r.at if self.first is None else self.first
             self.t.held.append((first, r.at))
             self.t.unknown_before, self.t.unknown_state = first, "held"
+            self.t.counts.append((first, r.gpus))
         trigger = r.trigger or (self.pause_pending if isinstance(self.pause_pending, str) else None)
         if self.pause_pending is not False or (r.trigger in PAUSE_TRIGGERS):
             self.t.pauses.append((r.at, trigger))
@@ -170,9 +196,11 @@ def _server(t: Timeline, records: list[Record]) -> None:
             if state == "paused":
                 t.paused.append((since, r.at))
             state, since = "held", r.at
+            t.counts.append((r.at, r.gpus))
         elif r.event == "server_stopped" and state not in ("paused", "stopped"):
             if state is None:
                 t.unknown_before, t.unknown_state = r.at, "held"
+                t.counts.append((r.at, r.gpus))
             else:
                 t.held.append((since, r.at))
             if r.trigger == "release":

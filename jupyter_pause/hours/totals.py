@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from . import intervals
@@ -106,6 +106,8 @@ class SessionHours:
     store_bytes: int | None = None
     #: Intervals inside the window, for the charts: held, active, released.
     spans: dict[str, list[Interval]] = field(default_factory=dict)
+    #: GPUs held at a moment (the session's count at its newest start before it).
+    gpus_at: Callable[[float], int | None] | None = None
 
     @property
     def median_wait(self) -> float | None:
@@ -118,6 +120,12 @@ class SessionHours:
 
 def _hours(spans: list[Interval]) -> float:
     return intervals.length(spans) / HOUR
+
+
+def _gpu_hours(t: Timeline, spans: list[Interval]) -> Range:
+    """GPU-hours over ``spans`` at the GPUs held at each moment (an unknown count: 0 or more)."""
+    seconds = t.gpu_seconds(intervals.union(spans))
+    return Range(0.0, None) if seconds is None else Range.exact(seconds / HOUR)
 
 
 def _unknown_prefix(t: Timeline, window: Window) -> float | None:
@@ -153,7 +161,9 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
     prefix = _unknown_prefix(t, window)
     extra = Range(0.0, None if prefix is None else prefix / HOUR)
     held_hours = Range.exact(_hours(held)) + (extra if t.unknown_state == "held" else ZERO)
-    released_hours = Range.exact(_hours(paused)) + (extra if t.unknown_state == "paused" else ZERO)
+    first = t.gpus_at(t.unknown_before) if t.unknown_before is not None else t.gpus
+    held_extra = extra.times(first) if t.unknown_state == "held" else ZERO
+    released_extra = extra.times(first) if t.unknown_state == "paused" else ZERO
     in_window = [w for w in t.waits if window.has(w[0])]
     return SessionHours(
         key=t.key,
@@ -163,9 +173,9 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
         gpu_model=t.gpu_model,
         gpus=t.gpus,
         held_hours=held_hours,
-        held=held_hours.times(t.gpus),
-        active=Range.exact(_hours(active)).times(t.gpus),
-        released=released_hours.times(t.gpus),
+        held=_gpu_hours(t, held) + held_extra,
+        active=_gpu_hours(t, active),
+        released=_gpu_hours(t, paused) + released_extra,
         pauses=sum(window.has(at) for at, _ in t.pauses),
         resumes=sum(window.has(at) for at in t.resumes),
         waits=[end - start for start, end in in_window],
@@ -174,6 +184,7 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
         written_bytes=sum(w or 0 for at, w, _ in t.checkpoints if window.has(at)),
         storage_gb_months=_storage(t, window),
         spans={"held": held, "active": active, "released": paused},
+        gpus_at=t.gpus_at,
     )
 
 
@@ -210,8 +221,8 @@ class Hours:
         """GPU-hours of ``name`` (held, active, released) on each UTC day of the window."""
         days: dict[int, float] = {}
         for s in self.sessions:
-            for day, seconds in intervals.per_day(s.spans[name]).items():
-                days[day] = days.get(day, 0.0) + seconds / HOUR * (s.gpus or 0)
+            for day, seconds in intervals.per_day(s.spans[name], s.gpus_at).items():
+                days[day] = days.get(day, 0.0) + seconds / HOUR
         return days
 
 

@@ -123,9 +123,8 @@ def _arrivals(t: Timeline, segment: tuple[float, float]) -> list[tuple[float, fl
 
 def replay(t: Timeline, window: Window, threshold: float, model: WaitModel) -> Outcome:
     """One session's kernel under an idle threshold of ``threshold`` seconds."""
-    gpus = t.gpus or 0
     exists = window.clip(intervals.union(t.held + t.paused))
-    released = 0.0
+    released: list[tuple[float, float]] = []
     pauses = resumes = unknown = 0
     waiting = 0.0
     wait = model.wait(t.key, t.snapshot_bytes)
@@ -133,7 +132,7 @@ def replay(t: Timeline, window: Window, threshold: float, model: WaitModel) -> O
         cursor = segment[0]
         for arrival, end in _arrivals(t, segment):
             if arrival - cursor > threshold:
-                released += arrival - cursor - threshold
+                released.append((cursor + threshold, arrival))
                 pauses += 1
                 resumes += 1
                 if wait is None:
@@ -142,10 +141,11 @@ def replay(t: Timeline, window: Window, threshold: float, model: WaitModel) -> O
                     waiting += wait
             cursor = max(cursor, end)
         if segment[1] - cursor > threshold:
-            released += segment[1] - cursor - threshold
+            released.append((cursor + threshold, segment[1]))
             pauses += 1
-    held = (intervals.length(exists) - released) * gpus / HOUR
-    return Outcome(f"idle {threshold:g} s", held, released * gpus / HOUR, pauses, resumes, waiting, unknown)
+    freed = (t.gpu_seconds(released) or 0.0) / HOUR
+    held = (t.gpu_seconds(exists) or 0.0) / HOUR - freed
+    return Outcome(f"idle {threshold:g} s", held, freed, pauses, resumes, waiting, unknown)
 
 
 def _add(policy: str, outcomes: list[Outcome]) -> Outcome:
