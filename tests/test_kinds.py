@@ -219,3 +219,36 @@ def test_a_handler_on_a_kernel_stream_holding_a_dead_proxy_is_saved(
     result = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
     assert sorted(v.name for v in result.manifest.variables) == ["handler", "n"]
     assert result.manifest.skipped == []
+
+
+def test_notebook_exceptions_whose_init_takes_more_than_the_message_come_back() -> None:
+    ns = notebook(
+        """
+        class TrainingError(Exception):
+            def __init__(self, message, step):
+                super().__init__(message)
+                self.step = step
+
+        error = TrainingError("loss is nan", 412)
+        error.add_note("seen at epoch 3")
+        plain = KeyError("missing")
+        """
+    )
+    _, loaded, failed = roundtrip({"error": ns["error"], "plain": ns["plain"], "after": {"step": 1}})
+    assert failed == {}
+    error = loaded["error"]
+    assert type(error).__name__ == "TrainingError" and isinstance(error, Exception)
+    assert (error.args, error.step, error.__notes__) == (("loss is nan",), 412, ["seen at epoch 3"])
+    assert type(loaded["plain"]) is KeyError and loaded["plain"].args == ("missing",)
+    assert loaded["after"] == {"step": 1}
+
+
+def test_exceptions_with_a_reduction_of_their_own_keep_it() -> None:
+    error = OSError(2, "No such file", "data.csv")
+    _, loaded, failed = roundtrip({"error": error})
+    assert failed == {}
+    assert (type(loaded["error"]), loaded["error"].errno, loaded["error"].filename) == (
+        FileNotFoundError,
+        2,
+        "data.csv",
+    )

@@ -5,7 +5,8 @@ at the same position (pickle's own reduction would turn them into list iterators
 over sets continue over the items they had left. ``super`` objects, loggers (by name, with level,
 handlers and filters) and handlers (stream handlers re-bound to this process's streams, the open
 stream of a file handler reopened without truncating it) come back. Generators and coroutines
-are refused with a reason. ``reducer_for`` (per type, for the pickler) and ``reduce_kind`` (per
+are refused with a reason. Exceptions are rebuilt from their args and attributes without calling
+``__init__``. ``reducer_for`` (per type, for the pickler) and ``reduce_kind`` (per
 object) are the entry points; files live in ``openfiles``, weak references in ``weakrefs``.
 """
 
@@ -197,6 +198,31 @@ def reduce_handler(handler: logging.Handler) -> tuple[Any, ...]:
     return (make_handler, (type(handler),), state, None, None, set_handler_state)
 
 
+# -- exceptions --------------------------------------------------------------------------------
+
+
+def make_exception(kind: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """An exception of ``kind`` with ``args``, made without calling its ``__init__``."""
+    error = kind.__new__(kind, *args)
+    error.args = args
+    return error
+
+
+def reduce_exception(error: BaseException) -> Any:
+    """An exception as pickle saves it (its args and attributes), rebuilt without ``__init__``.
+
+    Pickle rebuilds an exception by calling its class with ``args``, which fails for the common
+    ``def __init__(self, message, step)`` that passes only the message on: the exception could
+    not be restored, though all of it was saved. Kinds with a reduction of their own (``OSError``
+    and others) keep it.
+    """
+    kind = type(error)
+    if kind.__reduce__ is not BaseException.__reduce__ or kind.__reduce_ex__ is not BaseException.__reduce_ex__:
+        return NotImplemented
+    reduced = error.__reduce__()
+    return (make_exception, (kind, error.args), reduced[2] if len(reduced) > 2 else None)
+
+
 # -- dispatch ----------------------------------------------------------------------------------
 
 _EXACT: dict[type, Reducer] = {
@@ -216,6 +242,7 @@ _BY_BASE: tuple[tuple[type, Reducer], ...] = (
     (logging.Handler, reduce_handler),
     (tarfile.TarFile, openfiles.reduce_tarfile),
     (zipfile.ZipFile, openfiles.reduce_zipfile),
+    (BaseException, reduce_exception),
 )
 
 #: What ``reduce_kind`` returns for a kind it does not handle (``NotImplemented`` means "as pickle does").
