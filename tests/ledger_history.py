@@ -150,7 +150,7 @@ def week(seed: int = 3, start: float = START, days: int = 7) -> History:
     truth: dict[str, Truth] = {}
     end = start + days * DAY
     for i, (name, user, model, gpus, size, weekends) in enumerate(SESSIONS):
-        server = "gpu" if user == "dana" else None
+        server = "dana/gpu" if user == "dana" else None  # the Hub's label: user/name
         s = _Session(random.Random(rng.random()), name, user, model, gpus, size, server)
         if server:
             records.append({**s.base, "session": None, "event": "server_started", "at": start + 7.5 * 3600})

@@ -172,3 +172,15 @@ def test_a_session_resumed_with_fewer_gpus_counts_each_stretch_at_its_own():
     assert s.active == totals.Range.exact(1)
     h = report(raw)
     assert h.per_day("held") == {0: pytest.approx(10.0)}
+
+
+def test_a_server_started_again_with_no_stop_between_is_a_range():
+    base = {"session": None, "user": "u", "server": "u/gpu", "gpus": 1}
+    raw = [
+        rec("server_started", 0, **base),
+        rec("server_started", 10 * H, **base),
+        rec("server_stopped", 12 * H, **base),
+    ]
+    (s,) = report(raw).sessions
+    assert s.key == "server:u/gpu"
+    assert s.held == totals.Range(2.0, 12.0)  # the stop before 10 h went unrecorded

@@ -52,6 +52,8 @@ class Timeline:
     held: list[Interval] = field(default_factory=list)
     paused: list[Interval] = field(default_factory=list)
     active: list[Interval] = field(default_factory=list)
+    #: Stretches it may or may not have held (a server started again with no stop recorded between).
+    maybe_held: list[Interval] = field(default_factory=list)
     #: The first evidence of a session whose state before it is unknown ("held" or "paused").
     unknown_before: float | None = None
     unknown_state: str | None = None
@@ -192,7 +194,13 @@ class _Kernel:
 def _server(t: Timeline, records: list[Record]) -> None:
     state, since = None, 0.0
     for r in records:
-        if r.event == "server_started" and state != "held":
+        if r.event == "server_started" and state == "held" and r.at > since:
+            # started again with no stop between (the Hub service was down when it stopped):
+            # it held its GPUs for an unknown part of the time since its last start
+            t.maybe_held.append((since, r.at))
+            since = r.at
+            t.counts.append((r.at, r.gpus))
+        elif r.event == "server_started" and state != "held":
             if state == "paused":
                 t.paused.append((since, r.at))
             state, since = "held", r.at
@@ -224,8 +232,9 @@ def _describe(t: Timeline, records: list[Record]) -> None:
 
 
 def server_key(user: str | None, server: str | None) -> str:
-    """The name a server's row has in the report: ``server:<user>/<name>``."""
-    return f"server:{user or '-'}/{server or ''}"
+    """The name a server's row has in the report: ``server:`` and the Hub's label of it (``user``
+    or ``user/name``), else its user."""
+    return f"server:{server or user or '-'}"
 
 
 def timelines(records: Iterable[Record]) -> list[Timeline]:

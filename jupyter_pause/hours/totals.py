@@ -163,6 +163,10 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
     held_hours = Range.exact(_hours(held)) + (extra if t.unknown_state == "held" else ZERO)
     first = t.gpus_at(t.unknown_before) if t.unknown_before is not None else t.gpus
     held_extra = extra.times(first) if t.unknown_state == "held" else ZERO
+    maybe = window.clip(intervals.subtract(t.maybe_held, holes or []))
+    if maybe:
+        held_hours = held_hours + Range(0.0, _hours(maybe))
+        held_extra = held_extra + Range(0.0, _gpu_hours(t, maybe).high)
     released_extra = extra.times(first) if t.unknown_state == "paused" else ZERO
     in_window = [w for w in t.waits if window.has(w[0])]
     return SessionHours(
