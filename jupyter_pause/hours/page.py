@@ -12,7 +12,7 @@ from typing import Any
 from .. import units
 from ..errors import PauseError
 from . import text
-from .totals import Hours
+from .totals import Hours, median, percentile
 from .whatif import ASSUMPTIONS, Outcome, WaitModel
 
 COLOURS = {"held": "#8fb3d9", "active": "#1f5f99", "released": "#f2b366"}
@@ -24,7 +24,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}.sub{color:
 .card b{display:block;font-size:22px}.card span{color:#5a6773;font-size:12px}
 table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}
 th,td{padding:4px 8px;border-bottom:1px solid #e5e9ee;text-align:right}th{background:#f4f6f8}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,.sessions td:nth-child(-n+3),.sessions th:nth-child(-n+3){text-align:left}
 img{max-width:100%;display:block}.note{color:#5a6773;font-size:12px}ul.note{margin:4px 0;padding-left:18px}
 """
 
@@ -124,31 +124,33 @@ def whatif_chart(outcomes: list[Outcome]) -> str:
     return _img(fig, "what-if: GPU-hours released and user waiting per idle threshold")
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def _table(head: list[str], rows: list[list[str]], css: str = "") -> str:
     cells = "".join(f"<th>{escape.escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{cells}</tr>{body}</table>"
+    return f'<table class="{css}"><tr>{cells}</tr>{body}</table>'
 
 
 def _card(value: str, label: str) -> str:
     return f'<div class="card"><b>{escape.escape(value)}</b><span>{escape.escape(label)}</span></div>'
 
 
-def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
-    """The whole page."""
-    w = h.window
-    since = text.when(w.since) if w.since is not None else "the first record"
-    data = text.to_json(h, what)
-    total = data["total"]
-    waits = total["resume_wait_seconds"]
+def _summary(h: Hours) -> str:
+    """The cards: totals, pauses and resumes, the resume waits."""
+    waits = h.waits
     cards = [
         _card(text.amount(h.total("held")), "GPU-hours held"),
         _card(text.amount(h.total("active")), "GPU-hours active"),
         _card(text.amount(h.total("released")), "GPU-hours released by pauses"),
-        _card(f"{total['pauses']} / {total['resumes']}", "pauses / resumes"),
-        _card(text.wait(waits["median"]), "median resume wait"),
-        _card(text.wait(waits["p95"]), "p95 resume wait"),
+        _card(f"{sum(s.pauses for s in h.sessions)} / {sum(s.resumes for s in h.sessions)}", "pauses / resumes"),
+        _card(text.wait(median(waits)), "median resume wait"),
+        _card(text.wait(percentile(waits, 95)), "p95 resume wait"),
     ]
+    return '<div class="cards">' + "".join(cards) + "</div>"
+
+
+def _sessions(h: Hours) -> str:
+    """The per-session table."""
+    head = ["session", "user", "GPUs", "held", "active", "released", "pauses", "resumes", "wait median", "wait p95"]
     rows = [
         [
             s.key,
@@ -165,43 +167,50 @@ def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
         ]
         for s in h.sessions
     ]
-    head = ["session", "user", "GPUs", "held", "active", "released", "pauses", "resumes", "wait median"]
+    return _table([*head, "snapshot"], rows, "sessions")
+
+
+def _what_if(model: WaitModel, outcomes: list[Outcome]) -> list[str]:
+    """The what-if: its chart, its table, its model and assumptions."""
+    rows = [
+        [
+            o.policy,
+            f"{o.held:.1f}",
+            f"{o.released:.1f}",
+            str(o.pauses),
+            str(o.resumes),
+            "unknown" if o.waiting is None else units.duration(o.waiting),
+        ]
+        for o in outcomes
+    ]
+    return [
+        "<h2>What-if: idle thresholds</h2>",
+        whatif_chart(outcomes),
+        _table(["policy", "held GPU-h", "released GPU-h", "pauses", "resumes", "user waiting"], rows),
+        f'<p class="note">Resume wait model: {escape.escape(model.describe())}</p><ul class="note">',
+        *(f"<li>{escape.escape(item)}</li>" for item in _items(ASSUMPTIONS)),
+        "</ul>",
+    ]
+
+
+def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
+    """The whole page: totals, charts, tables and (with ``what``) the what-if."""
+    w = h.window
+    since = text.when(w.since) if w.since is not None else "the first record"
     parts = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         "<title>GPU hours</title><style>" + STYLE + "</style></head><body>",
         "<h1>Where the GPU hours go</h1>",
         f'<p class="sub">{escape.escape(since)} to {escape.escape(text.when(w.until))} UTC &middot; '
-        f"{len(h.sessions)} session(s) &middot; {h.malformed} malformed record(s) skipped</p>",
-        '<div class="cards">' + "".join(cards) + "</div>",
+        f"{text.rows(h)} &middot; {h.malformed} malformed record(s) skipped</p>",
+        _summary(h),
         f'<p class="note">{escape.escape(text.money(h))}</p>',
     ]
     if h.sessions:
         parts += ["<h2>Timeline per session</h2>", timeline_chart(h), "<h2>GPU-hours per day</h2>", daily_chart(h)]
-    parts += [
-        "<h2>Sessions (GPU-hours)</h2>",
-        _table([*head, "wait p95", "snapshot"], rows),
-    ]
+    parts += ["<h2>Sessions (GPU-hours)</h2>", _sessions(h)]
     if what is not None:
-        model, outcomes = what
-        whatif_rows = [
-            [
-                o.policy,
-                f"{o.held:.1f}",
-                f"{o.released:.1f}",
-                str(o.pauses),
-                str(o.resumes),
-                "unknown" if o.waiting is None else units.duration(o.waiting),
-            ]
-            for o in outcomes
-        ]
-        parts += [
-            "<h2>What-if: idle thresholds</h2>",
-            whatif_chart(outcomes),
-            _table(["policy", "held GPU-h", "released GPU-h", "pauses", "resumes", "user waiting"], whatif_rows),
-            f'<p class="note">Resume wait model: {escape.escape(model.describe())}</p><ul class="note">',
-            *(f"<li>{escape.escape(item)}</li>" for item in _items(ASSUMPTIONS)),
-            "</ul>",
-        ]
+        parts += _what_if(*what)
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -42,11 +42,17 @@ def _share(part: Range, whole: Range) -> str:
     return f" ({100 * part.low / whole.low:.0f}%)" if whole.known and part.known and whole.low else ""
 
 
+def rows(h: Hours) -> str:
+    """``5 session(s), 1 server(s)``: what the rows are."""
+    servers = sum(s.kind == "server" for s in h.sessions)
+    return f"{len(h.sessions) - servers} session(s)" + (f", {servers} server(s)" if servers else "")
+
+
 def report(h: Hours) -> str:
     """The per-session table, the totals and the money."""
     w = h.window
     span = f"{when(w.since)} -> {when(w.until)} UTC" if w.since is not None else f"up to {when(w.until)} UTC"
-    lines = [f"GPU hours {span}: {len(h.sessions)} row(s), {h.malformed} malformed record(s) skipped"]
+    lines = [f"GPU hours {span}: {rows(h)}, {h.malformed} malformed record(s) skipped"]
     if not h.sessions:
         return lines[0] + "\nno ledger records in this window"
     head = f"{'SESSION':22} {'USER':8} {'GPUS':10} {'HELD':>9} {'ACTIVE':>8} {'RELEASED':>9} {'PAUSES':>6} "
