@@ -369,3 +369,21 @@ def test_every_manifest_damaged_is_said_so_not_no_checkpoint(tmp_path, kind):
         jp.resume(store=str(tmp_path), session="s", namespace={}, config=config)
     assert "every checkpoint of session 's'" in str(e.value) and WHY[kind] in str(e.value)
     assert "no checkpoint of session" not in str(e.value) and "run %checkpoint first" not in str(e.value)
+
+
+class _BecomesAList:
+    """Saves as something else: its reduction rebuilds a list (as a library's may)."""
+
+    def __reduce__(self):
+        return (list, ((1, 2),))
+
+
+def test_a_variable_that_comes_back_as_another_type_is_named(tmp_path):
+    ns = {"shape": _BecomesAList(), "kept": {"a": 1}}
+    jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    fresh: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=fresh)
+    assert fresh["shape"] == [1, 2] and fresh["kept"] == {"a": 1}
+    changed = [n for n in result.notes if n.startswith("changed type")]
+    assert changed == [f"changed type: shape came back as list, it was {__name__}._BecomesAList"], result.notes
+    assert "changed type: shape" in result.summary()

@@ -24,6 +24,7 @@ from .arrays import ArrayLoader, target_device, to_device
 from .context import Context, make_context
 from .digests import value_digest
 from .pickler import load_variables
+from .selection import type_name
 
 MAP_LOCATIONS = ("auto", "cpu")
 
@@ -104,6 +105,17 @@ def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[s
             continue
         done.append(name)
     return done
+
+
+def _changed_types(manifest: Manifest, values: dict[str, Any], restored: list[str]) -> list[str]:
+    """A note for each restored variable whose type is not the one it was saved with: never a
+    silent change (a reduction that rebuilds something else is named here)."""
+    was = {v.name: v.type for v in manifest.variables}
+    return [
+        f"changed type: {name} came back as {type_name(values[name])}, it was {was[name]}"
+        for name in restored
+        if was.get(name) and type_name(values[name]) != was[name]
+    ]
 
 
 def _needed_blobs(manifest: Manifest) -> list[str]:
@@ -283,7 +295,7 @@ def _resume(
     restored = [n for n in wanted if n in values]
     for name in restored:
         ctx.namespace[name] = values[name]
-    notes = [signing.describe(manifest.signature, key), *kept]
+    notes = [signing.describe(manifest.signature, key), *kept, *_changed_types(manifest, values, restored)]
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
