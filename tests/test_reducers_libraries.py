@@ -87,6 +87,49 @@ def test_notebook_pruning_method_and_pre_hook_continue_training_identically(tmp_
 
 
 @pytest.mark.integration
+def test_parametrized_modules_keep_training_the_same_tensors(tmp_path: Path) -> None:
+    """torch refuses to pickle a parametrized module (weight_norm, a notebook parametrization):
+    it comes back parametrized, and the optimizer still updates its original tensors."""
+    code = """
+    import torch
+    from torch import nn
+    from torch.nn.utils import parametrizations, parametrize
+
+    class Symmetric(nn.Module):
+        def forward(self, X):
+            return X.triu() + X.triu(1).transpose(-1, -2)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(parametrizations.weight_norm(nn.Linear(3, 3)), nn.Tanh(), nn.Linear(3, 3))
+    parametrize.register_parametrization(model[2], "weight", Symmetric())
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    x = torch.randn(6, 3)
+    """
+    cell = """
+    losses = []
+    for _ in range(3):
+        loss = model(x).pow(2).mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        losses.append(loss.item())
+    w = model[2].weight
+    params = list(model.parameters())
+    trained = opt.param_groups[0]["params"]
+    out = {
+        "losses": losses,
+        "classes": [type(model[0]).__name__, type(model[2]).__name__],
+        "symmetric": bool(torch.equal(w, w.T)),
+        "optimizer_holds_originals": all(any(p is q for q in params) for p in trained),
+        "original_is_trained": any(p is model[2].parametrizations.weight.original for p in trained),
+    }
+    parametrize.remove_parametrizations(model[2], "weight")
+    out["removed"] = [type(model[2]).__name__, bool(torch.equal(model[2].weight, w))]
+    """
+    out = continues_identically(code, "torch nn parametrize Symmetric model opt x", cell, tmp_path)
+    assert out["classes"] == ["ParametrizedLinear", "ParametrizedLinear"] and out["symmetric"]
+    assert out["optimizer_holds_originals"] and out["original_is_trained"] and out["removed"] == ["Linear", True]
+
+
+@pytest.mark.integration
 def test_bound_apply_of_a_notebook_autograd_function_keeps_its_backward(tmp_path: Path) -> None:
     """``relu = MyReLU.apply`` of a notebook ``torch.autograd.Function`` still runs its own backward."""
     code = """

@@ -22,6 +22,8 @@ import types
 import typing
 from typing import Any, Callable
 
+from . import parametrized
+
 # make_class, make_enum and set_class_state stay importable here: checkpoints written before
 # ``classes`` split off name them in this module.
 from .classes import make_class, make_enum, reduce_class, reduce_enum, reduce_typevar, set_class_state  # noqa: F401
@@ -260,4 +262,6 @@ def reduce_by_value(obj: Any) -> tuple[Any, ...] | Any:
         return reduce_enum(obj) if isinstance(obj, enum.EnumMeta) else reduce_class(obj)
     if isinstance(obj, io.IOBase):
         return refuse_file(obj)
+    if kind.__module__ == parametrized.PARAMETRIZE and parametrized.is_parametrized(obj):
+        return parametrized.reduce_parametrized(obj)
     return NotImplemented
