@@ -4,6 +4,7 @@ over a ledger written to a real store folder."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -111,3 +112,11 @@ def test_store_bytes_held_by_a_session(tmp_path, capsys):
     assert (rows["ana-eval"]["store_bytes"], rows["ana-train"]["store_bytes"]) == (1234, 0)
     _, out, _ = _run(capsys, "hours", "--store", store, *WINDOW)
     assert "store: 1.2 kB held now by these sessions" in out
+
+
+def test_the_readme_shows_the_real_what_if_output(store, capsys):
+    argv = ["--since", "2026-11-16", "--until", "2026-11-23", "--what-if", "15m,30m,1h,2h", "--price", "2.5"]
+    code, out, _ = _run(capsys, "hours", "--store", store, *argv)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert code == 0
+    assert f"$ jupyter pause hours {' '.join(argv)}\n{out}```" in readme

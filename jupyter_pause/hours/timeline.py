@@ -257,5 +257,7 @@ def timelines(records: Iterable[Record]) -> list[Timeline]:
             for r in group:
                 machine.feed(r)
             machine.finish()
+        started = [n for _, n in t.counts if n is not None]
+        t.gpus = started[-1] if started else t.gpus  # the newest start's: a kernel may see fewer
         out.append(t)
     return out
