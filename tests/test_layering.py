@@ -27,7 +27,7 @@ def _imported_after(statement: str) -> dict[str, bool]:
         "import jupyter_pause.store.catalog, jupyter_pause.store.integrity, jupyter_pause.store.retention, "
         "jupyter_pause.store.writer, jupyter_pause.store.report",
         "import jupyter_pause.server, jupyter_pause.server.orchestrator",
-        "import jupyter_pause.cli, jupyter_pause.cli.drill",
+        "import jupyter_pause.cli, jupyter_pause.cli.drill, jupyter_pause.cli.hours",
         "import jupyter_pause.hub.service, jupyter_pause.hub.web",
     ],
 )
@@ -70,5 +70,13 @@ def test_the_hub_policy_is_pure():
         "import jupyter_pause.hub.policy\n"
         "io = [m for m in ('tornado', 'jupyterhub', 'jupyter_server') if m in sys.modules]\n"
         "assert not io, f'the policy imported {io}'"
+    )
+    assert not any(loaded.values())
+
+
+def test_the_hours_report_draws_with_matplotlib_only_for_a_page():
+    loaded = _imported_after(
+        "import jupyter_pause.cli.hours, jupyter_pause.hours.page, jupyter_pause.hours.whatif\n"
+        "assert 'matplotlib' not in sys.modules, 'the report imported matplotlib before drawing'"
     )
     assert not any(loaded.values())
