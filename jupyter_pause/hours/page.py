@@ -33,7 +33,9 @@ def _figure(width: float, height: float) -> Any:
     try:
         from matplotlib.figure import Figure
     except ImportError as e:
-        raise PauseError("--html draws its charts with matplotlib: pip install matplotlib") from e
+        raise PauseError(
+            "--html draws its charts with matplotlib, which is not installed: pip install 'jupyter-pause[hours]'"
+        ) from e
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
