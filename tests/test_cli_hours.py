@@ -11,7 +11,7 @@ import pytest
 from jupyter_pause.cli import main
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
-from tests.ledger_history import START, week, write
+from tests.ledger_history import DAY, START, week, write
 
 H = 3600.0
 WINDOW = ["--since", "2026-11-16", "--until", "2026-11-23"]
@@ -120,3 +120,16 @@ def test_the_readme_shows_the_real_what_if_output(store, capsys):
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert code == 0
     assert f"$ jupyter pause hours {' '.join(argv)}\n{out}```" in readme
+
+
+def test_a_window_opening_on_paused_sessions_knows_their_state_from_the_week_before(store, capsys):
+    since = START + 2 * DAY + 3 * H  # Wednesday 03:00: every session is paused
+    _, out, _ = _run(
+        capsys, "hours", "--store", store, "--since", "2026-11-18T03:00", "--until", "2026-11-19", "--json"
+    )
+    rows = {r["session"]: r for r in json.loads(out)["sessions"]}
+    for name, truth in week().truth.items():
+        paused = sum(
+            min(b, START + 3 * DAY) - max(a, since) for a, b in truth.paused if b > since and a < START + 3 * DAY
+        )
+        assert rows[name]["released_gpu_hours"] == pytest.approx(paused / H * truth.gpus)

@@ -15,6 +15,9 @@ from ..store import ledger
 from ..store.layout import SESSIONS, check_session
 from ..store.storage import Store
 
+#: Seconds of ledger read before ``--since`` to learn each session's state when the window opens
+#: (a session paused before it is then released from its window's start, not a range).
+LOOKBACK = 7 * 86400.0
 _FORMATS = ("%Y-%m-%d", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S")
 
 
@@ -90,7 +93,7 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
     """The command: read the window's events, add them up, print (and draw) them."""
     if args.since is not None and args.until is not None and args.since >= args.until:
         raise ValueError("--since must be before --until")
-    events, malformed = ledger.read(store, args.since, args.until)
+    events, malformed = ledger.read(store, None if args.since is None else args.since - LOOKBACK, args.until)
     hours, lines = build(events, args, store, malformed)
     what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
     out = text.report(hours)
