@@ -207,3 +207,15 @@ def test_records_lost_or_out_of_order_never_break_the_report(seed):
     assert all(o.released >= 0 and o.held >= 0 for o in outcomes[1])
     assert "total:" in text.report(h) and "what-if" in text.what_if(*outcomes)
     json.dumps(text.to_json(h, outcomes))
+
+
+def test_a_resume_inside_a_running_kernel_is_a_resume_with_a_wait_and_nothing_released():
+    raw = [
+        rec("kernel_started", 0),
+        rec("resume_requested", H),  # %resume in the notebook's running kernel
+        rec("next_cell_run", H + 12),
+        rec("kernel_stopped", 2 * H),
+    ]
+    (s,) = report(raw).sessions
+    assert (s.resumes, s.pauses, s.waits) == (1, 0, [12.0])
+    assert s.held == totals.Range.exact(2 * 2.0) and s.released == totals.Range.exact(0)

@@ -58,6 +58,7 @@ class Timeline:
     unknown_before: float | None = None
     unknown_state: str | None = None
     pauses: list[tuple[float, str | None]] = field(default_factory=list)
+    #: resume_requested moments (a server's resume, or %resume in a running kernel).
     resumes: list[float] = field(default_factory=list)
     #: (resume_requested, next_cell_run) of each resume the user came back to work after.
     waits: list[tuple[float, float]] = field(default_factory=list)
@@ -105,9 +106,10 @@ class _Kernel:
     def __init__(self, timeline: Timeline) -> None:
         self.t = timeline
         self.state: str | None = None  # None (unknown yet), held, paused, stopped
-        self.since = 0.0  # when the current state began (None for a pause of unknown start)
+        self.since = 0.0  # when the current state began
         self.first: float | None = None  # first evidence while the state is unknown
-        self.pause_pending: str | None | bool = False
+        self.pause_asked = False  # a pause_requested since the kernel started
+        self.pause_trigger: str | None = None
         self.resume_at: float | None = None
         self.ready_bytes: int | None = None
 
@@ -124,7 +126,7 @@ class _Kernel:
             # evidence of a live kernel before its start: held at least since then, unknown before
             self.t.held.append((self.first, r.at))
             self.t.unknown_before, self.t.unknown_state = self.first, "held"
-        self.state, self.since, self.pause_pending = "held", r.at, False
+        self.state, self.since, self.pause_asked = "held", r.at, False
         self.t.counts.append((r.at, r.gpus))
 
     def stop(self, r: Record) -> None:
@@ -137,19 +139,17 @@ class _Kernel:
             self.t.held.append((first, r.at))
             self.t.unknown_before, self.t.unknown_state = first, "held"
             self.t.counts.append((first, r.gpus))
-        trigger = r.trigger or (self.pause_pending if isinstance(self.pause_pending, str) else None)
-        if self.pause_pending is not False or (r.trigger in PAUSE_TRIGGERS):
-            self.t.pauses.append((r.at, trigger))
+        if self.pause_asked or r.trigger in PAUSE_TRIGGERS:
+            self.t.pauses.append((r.at, r.trigger or self.pause_trigger))
             self.state, self.since = "paused", r.at
         else:
             self.state = "stopped"
-        self.pause_pending = False
+        self.pause_asked = False
 
     def feed(self, r: Record) -> None:
         t = self.t
         if r.event in ("kernel_started", "kernel_ready"):
             if r.event == "kernel_ready":
-                t.resumes.append(r.at)
                 self.ready_bytes = r.bytes
             self.start(r)
         elif r.event == "kernel_stopped":
@@ -157,7 +157,7 @@ class _Kernel:
             self.stop(r)
         elif r.event == "pause_requested":
             self.evidence(r.at)
-            self.pause_pending = r.trigger if r.trigger else True
+            self.pause_asked, self.pause_trigger = True, r.trigger
         elif r.event == "activity":
             t.active.extend(r.spans)
             for start, _ in r.spans:
@@ -173,6 +173,7 @@ class _Kernel:
             if self.resume_at is not None:
                 t.unfinished_resumes.append(self.resume_at)
             self.resume_at, self.ready_bytes = r.at, None
+            t.resumes.append(r.at)
         elif r.event == "next_cell_run" and self.resume_at is not None:
             t.waits.append((self.resume_at, r.at))
             t.restored.append((self.resume_at, self.ready_bytes))
