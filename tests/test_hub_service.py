@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_pause.store import ledger
+from jupyter_pause.store.storage import Store
 from tests.hub import VENV_BIN, Hub, Service, run_hub, wait_for
 
 pytestmark = pytest.mark.integration
@@ -45,6 +47,8 @@ class Setup:
     hub: Hub
     kernels: dict[str, str]
     logs: Path
+    #: The store the service writes server starts and stops to (--store).
+    ledger: Path
 
     def page(self, service: str = "jupyter-pause") -> dict[str, Any]:
         """A service's JSON page, through the proxy, with the harness's token."""
@@ -94,12 +98,20 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         # the servers' idle clocks have run since they started: the service starts once all is set up
         quick = ("--idle-timeout=3600", "--profile-timeout=quick=3")
         processes = [
-            _service(hub, "jupyter-pause", logs, *quick, "--exclude-users=eve"),
+            _service(
+                hub,
+                "jupyter-pause",
+                logs,
+                *quick,
+                "--exclude-users=eve",
+                f"--store={root / 'ledger'}",
+                "--profile-gpus=quick=2",
+            ),
             _service(hub, "jupyter-pause-stopper", logs, *quick, "--users=eve", "--stop-paused"),
         ]
         try:
             hub.wait_service("jupyter-pause")
-            yield Setup(hub, kernels, logs)
+            yield Setup(hub, kernels, logs, root / "ledger")
         finally:
             for p in processes:
                 p.terminate()
@@ -121,6 +133,15 @@ def test_an_idle_server_is_released_every_session_paused_and_the_hub_stops_it(se
     assert record["trigger"] == "service"
     assert [(s["path"], s["state"]) for s in record["sessions"]] == [("ann.ipynb", "paused")]
     assert record["sessions"][0]["checkpoint"] is not None
+
+
+def test_the_service_writes_server_starts_and_stops_to_the_ledger(setup):
+    def ann() -> list[tuple[str, str | None, int]]:
+        events, _ = ledger.read(Store(str(setup.ledger)))
+        return [(e.event, e.trigger, e.gpus) for e in events if e.server == "ann" and e.user == "ann"]
+
+    seen = wait_for(ann, lambda found: len(found) == 2, 90, "ann's server start and stop in the ledger")
+    assert seen == [("server_started", None, 2), ("server_stopped", "release", 2)], setup.service_log()
 
 
 def test_a_server_running_a_cell_is_never_released(setup):

@@ -20,7 +20,7 @@ from ..errors import SerializationError
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
-from . import activity, background, lineage, probe, staging
+from . import activity, background, ledger, lineage, probe, staging
 from .background import BackgroundCheckpoint
 from .capture import Prepared, Request, capture, describe, take_keys
 from .packing import HASH_THREADS
@@ -246,6 +246,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.signing_key or None)
+    ledger.committed(ctx.store, manifest)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     step.finish(manifest.id, manifest.created)

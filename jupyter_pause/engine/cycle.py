@@ -10,7 +10,7 @@ from typing import Any
 from ..config import PauseConfig
 from ..store import report as reports
 from ..store.report import RunReport
-from . import activity, probe
+from . import activity, ledger, probe
 from .context import make_context
 from .restore import ResumeResult, resume_in
 from .verdict import Verdict, verify_manifest
@@ -77,4 +77,5 @@ def resume_and_verify(
     )
     run.moments = {k: run.moments.get(k) for k in reports.MOMENTS}
     key = reports.write(ctx.store, run) if write_report else None
+    ledger.resumed(ctx.store, run, ctx.config.node)
     return Cycle(result, verdict, run, key)

@@ -26,6 +26,10 @@ Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
   the server stays running, paused, and is not asked again until it restarts or is used again.
 - ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision at
   every check (INFO logs a decision when it changes, and every release).
+- ``--store URL`` (storage options from ``$JUPYTER_PAUSE_STORAGE_OPTIONS``): write each server's
+  start and stop to the GPU-hours ledger there (see ``hub/ledger.py``), with ``--server-gpus N``
+  GPUs per server, or ``--profile-gpus PROFILE=N`` (repeatable) for a profile. Without
+  ``--store`` the service writes nothing.
 
 The Hub updates ``last_activity`` from the proxy every ``c.JupyterHub.last_activity_interval``
 (300 s by default), so idle times are only that precise.
@@ -80,9 +84,12 @@ from typing import Any
 from urllib.parse import urlparse
 
 from .. import units
+from ..config import ENV_VARS, parse_storage_options
 from ..errors import PauseError
+from ..store.storage import Store, redact
 from . import policy, release
 from .hubapi import HubClient, HubError, ServerClient
+from .ledger import ServerLedger, parse_profile_gpus
 from .policy import Decision, Policy, ServerView
 from .release import NO_EXTENSION, PAUSED_NOT_STOPPED, Outcome, Settings
 from .report import Report
@@ -99,7 +106,14 @@ class PauseService:
     ``concurrency`` at a time, in the background), keep the report."""
 
     def __init__(
-        self, rules: Policy, settings: Settings, hub: HubClient, servers: ServerClient, report: Report, concurrency: int
+        self,
+        rules: Policy,
+        settings: Settings,
+        hub: HubClient,
+        servers: ServerClient,
+        report: Report,
+        concurrency: int,
+        ledger: ServerLedger | None = None,
     ) -> None:
         self.rules = rules
         self.settings = settings
@@ -109,6 +123,7 @@ class PauseService:
         self.slots = asyncio.Semaphore(concurrency)
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.settled: dict[tuple[str, str], tuple[datetime | None, Outcome]] = {}
+        self.ledger = ledger
 
     async def check(self) -> None:
         """One pass over the running servers."""
@@ -119,6 +134,8 @@ class PauseService:
             self.report.checked(str(e))
             return
         self.report.listed(views)
+        if self.ledger is not None:
+            await self.ledger.seen(views)
         now = datetime.now(timezone.utc)
         for view in views:
             self._decide(view, now)
@@ -147,6 +164,8 @@ class PauseService:
             return
         log.info("%s: %s (%s); checking its kernels", view.label, decision.reason, decision.detail)
         self.report.record(view, dataclasses.replace(decision, reason="releasing"), None)
+        if self.ledger is not None:  # a stop seen while the release runs is the release's
+            self.ledger.released.add(view.label)
         task = asyncio.create_task(self._release(view, decision))
         self.running[key] = task
         task.add_done_callback(lambda _: self.running.pop(key, None))
@@ -165,6 +184,8 @@ class PauseService:
             log.warning("%s: left running (%s): %s", view.label, outcome.reason, outcome.detail)
             if outcome.reason in SETTLED:
                 self.settled[(view.user, view.server_name)] = (view.started, outcome)
+        if self.ledger is not None and (outcome is None or not outcome.released):
+            self.ledger.released.discard(view.label)
         self.report.record(view, final, outcome)
 
     def _settled(self, view: ServerView) -> Outcome | None:
@@ -224,6 +245,11 @@ def parser(env: dict[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--release-timeout", type=duration, default=600.0, help="seconds a release may take")
     p.add_argument("--dry-run", action="store_true", help="decide and report, release nothing")
     p.add_argument("--log-level", default="INFO", help="DEBUG shows the decision on every server at every check")
+    p.add_argument("--store", default=None, help="write server starts and stops to the ledger of this store")
+    p.add_argument("--server-gpus", type=int, default=0, help="GPUs a server holds, for the ledger")
+    p.add_argument(
+        "--profile-gpus", action="append", default=[], metavar="PROFILE=COUNT", help="GPUs of a profile (repeat)"
+    )
     return p
 
 
@@ -237,6 +263,12 @@ def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namesp
         p.error(str(e))
     if args.concurrency < 1:
         p.error("--concurrency must be 1 or more")
+    if args.server_gpus < 0:
+        p.error("--server-gpus must be 0 or more")
+    try:
+        args.profile_gpus = parse_profile_gpus(args.profile_gpus)
+    except ValueError as e:
+        p.error(str(e))
     rules = Policy(
         idle_timeout=args.idle_timeout,
         max_age=args.max_age,
@@ -251,6 +283,8 @@ def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namesp
 def shown(args: argparse.Namespace, rules: Policy) -> dict[str, Any]:
     """The options in force, as the page shows them."""
     plain = {k: v for k, v in vars(args).items() if k not in ("profile_timeout", "users", "exclude_users", "log_level")}
+    if plain.get("store"):
+        plain["store"] = redact(plain["store"])  # the page never shows credentials
     return {
         **plain,
         "profile_timeouts": dict(rules.profile_timeouts),
@@ -266,11 +300,21 @@ async def serve_forever(args: argparse.Namespace, rules: Policy, settings: Setti
         raise PauseError("JUPYTERHUB_API_TOKEN is not set: run jupyter-pause-hub as a Hub service (see its docstring)")
     report = Report(shown(args, rules))
     hub, servers = HubClient(args.url, token), ServerClient(args.proxy_url, token)
-    service = PauseService(rules, settings, hub, servers, report, args.concurrency)
+    service = PauseService(rules, settings, hub, servers, report, args.concurrency, server_ledger(args, env))
     if env.get("JUPYTERHUB_SERVICE_URL"):
         serve(report, env["JUPYTERHUB_SERVICE_URL"], env.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-pause/"))
     log.info("jupyter-pause-hub: Hub %s, servers through %s, options %s", args.url, args.proxy_url, report.options)
     await service.run(args.check_every)
+
+
+def server_ledger(args: argparse.Namespace, env: dict[str, str]) -> ServerLedger | None:
+    """The ledger of ``--store`` (storage options from the environment), or None without one."""
+    if not args.store:
+        return None
+    options = parse_storage_options(env.get(ENV_VARS["storage_options"], "") or "{}")
+    store = Store(args.store, options)
+    store.check()
+    return ServerLedger(store, args.server_gpus, args.profile_gpus)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,6 +13,7 @@ from IPython.display import display
 
 from .. import units
 from ..config import PauseConfig
+from ..engine import ledger
 from ..engine.checkpoint import checkpoint, checkpoint_async
 from ..engine.cycle import resume_and_verify
 from ..engine.restore import MAP_LOCATIONS
@@ -31,6 +32,7 @@ class PauseMagics(Magics):
         self.config_object = PauseConfig(parent=shell)
         self.periodic = PeriodicRegistry()
         self.widget: object | None = None
+        ledger.kernel_loaded(self.config_object)
         if self.config_object.checkpoint_on_sigterm:
             install_sigterm_checkpoint(
                 lambda: checkpoint(trigger="sigterm", config=self.config_object),

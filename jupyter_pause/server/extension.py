@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..config import ENV_VARS, PauseConfig
+from ..engine.ledger import SERVER_RECORDS
 from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer
@@ -22,6 +23,7 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
         ENV_VARS["store"]: config.store,
         ENV_VARS["node"]: config.node,
         ENV_VARS["sigterm_grace"]: repr(config.sigterm_grace),
+        SERVER_RECORDS: "1",  # this server writes its kernels' starts and stops to the ledger
     }
     if config.storage_options:
         exported[ENV_VARS["storage_options"]] = json.dumps(config.storage_options)
@@ -47,6 +49,7 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.settings["jupyter_pause"] = manager
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
+    manager.recorder.install(serverapp)
     start_watchers(manager)
     handle_sigterm(manager, serverapp)
     serverapp.log.info("jupyter-pause: store %s, node %s", manager.store.display_url, config.node)

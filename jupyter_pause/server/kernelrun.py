@@ -18,6 +18,9 @@ from typing import Any
 from ..engine import interrupt
 from ..errors import PauseError
 
+#: Client session ids of the code this server runs in kernels now (the ledger leaves it out of activity).
+OWN_SESSIONS: set[str] = set()
+
 #: What the status says while a pause waits for a cell that has no safe point.
 NO_SAFE_POINT = "waiting for the running cell: it has no safe point (wrap its loop in jupyter_pause.steps)"
 
@@ -130,6 +133,8 @@ async def execute(
     kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
     client = kernel.client()
     client.start_channels()
+    own = client.session.session
+    OWN_SESSIONS.add(own)
     out: list[str] = []
 
     def hook(msg: dict[str, Any]) -> None:
@@ -155,6 +160,7 @@ async def execute(
         raise KernelCodeError(f"no answer within {timeout:g} s") from e
     finally:
         client.stop_channels()
+        OWN_SESSIONS.discard(own)
     content = reply["content"]
     if content.get("status") != "ok":
         raise KernelCodeError(f"{content.get('ename')}: {content.get('evalue')}")

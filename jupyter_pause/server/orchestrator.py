@@ -20,11 +20,13 @@ from ..engine import interrupt
 from ..engine.notebook import session_from_path
 from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..kernel import remote
+from ..store import ledger
 from ..store.catalog import Catalog
 from ..store.storage import Store
 from . import kernelrun, lease, pulling, resources, views
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
+from .ledger import Recorder
 from .release import Releaser
 from .settings import PauseServer
 from .status import Status, StatusBoard
@@ -50,6 +52,9 @@ class PauseManager:
         #: The pause under way of each session being paused here.
         self.pausing: dict[str, asyncio.Task[Any]] = {}
         self.releaser = Releaser(self, Hub.from_environ())
+        self.recorder = Recorder(self)
+        #: The ledger as the sessions panel reads it (each record read once).
+        self.ledger = ledger.Cache(self.store)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -128,10 +133,12 @@ class PauseManager:
     async def _pause(self, path: str, session: str, model: dict[str, Any], trigger: str) -> None:
         kernel_id = model["kernel"]["id"]
         moments: dict[str, float] = {"pause_requested": time.time()}
+        self.recorder.pause_requested(session, kernel_id, trigger, moments["pause_requested"])
         try:
             process = kernelrun.process_of(self.kernels, kernel_id)
             checkpoint = await self._checkpoint(session, kernel_id, process, trigger, moments["pause_requested"])
         except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
+            self.recorder.pause_failed(kernel_id)
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"

@@ -114,8 +114,11 @@ class Releaser:
                 release.move("stopping", f"{_paused(release)}; asking the Hub to stop {self.hub.described}")
                 # The Hub may stop this process before it answers: the store says "stopping" first.
                 await self._persist(release)
+                await self.manager.recorder.server_stopping("release")  # the Hub may stop us before it answers
                 outcome = await self.hub.stop_server()
                 state = "stopped" if outcome.outcome == "stopped" else "paused"
+                if state != "stopped":
+                    await self.manager.recorder.server_not_stopped()
                 release.move(state, f"{_paused(release)}; {outcome.detail}", server_stop=outcome.outcome)
         except Exception as e:  # a release that cannot finish says so, and stops nothing
             log.exception("jupyter-pause: release %s failed", release.id)

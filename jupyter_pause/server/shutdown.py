@@ -36,6 +36,7 @@ def install(manager: Any, serverapp: Any) -> bool:
             release = manager.releaser.release_on_signal()
             await manager.releaser.run(release, budget=budget, exiting=True)
         finally:
+            await manager.recorder.server_stopping("sigterm")
             serverapp.stop()
 
     def on_signal(signum: int) -> None:

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from ..store.catalog import Listing
-from . import lease
+from . import accounting, lease
 
 
 async def overview(manager: Any) -> dict[str, Any]:
@@ -35,7 +35,8 @@ async def overview(manager: Any) -> dict[str, Any]:
 
 def session_rows(manager: Any) -> list[dict[str, Any]]:
     """Every session in the store (from any node) with its state and newest intact checkpoint;
-    damaged checkpoints are listed (``damaged``: checkpoint, why) and named in ``detail``."""
+    damaged checkpoints are listed (``damaged``: checkpoint, why) and named in ``detail``; a paused
+    session has ``paused_since`` and ``gpu_hours_released`` (``accounting.paused``)."""
     rows = []
     key = manager.config.signing_key or None
     for session in manager.catalog.sessions():
@@ -58,8 +59,15 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
                 # paused by a release: its server was stopped after (come back on any node)
                 "release": status.release if status and status.state == "paused" else None,
                 "damaged": [{"checkpoint": i, "why": why} for i, why in listing.damaged.items()],
+                "paused_since": None,
+                "gpu_hours_released": None,
             }
         )
+    paused = {r["session"]: r["updated"] or r["created"] for r in rows if r["state"] == "paused"}
+    released = accounting.paused(manager.ledger, paused) if paused else {}
+    for row in rows:
+        if row["session"] in released:
+            row["paused_since"], row["gpu_hours_released"] = released[row["session"]]
     return rows
 
 

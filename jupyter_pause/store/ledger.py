@@ -137,6 +137,15 @@ def current_user() -> str | None:
         return None
 
 
+def server_label() -> str | None:
+    """This single-user server as the Hub names it (``user`` or ``user/name``); None off a Hub."""
+    user = os.environ.get("JUPYTERHUB_USER")
+    if not user:
+        return None
+    name = os.environ.get("JUPYTERHUB_SERVER_NAME")
+    return f"{user}/{name}" if name else user
+
+
 def make(event: str, node: str | None = None, at: float | None = None, **fields: Any) -> Event:
     """An event happening now (or ``at``) here: the user and node filled in when not given."""
     fields.setdefault("user", current_user())
@@ -148,17 +157,19 @@ def lost() -> int:
     return _lost
 
 
-def write(store: Store | None, event: Event) -> str | None:
+def write(store: Store | None, event: Event, tag: str | None = None) -> str | None:
     """Append ``event`` to the ledger; its key, or None when it could not be written.
 
     Never raises: the ledger must not fail the pause or resume it records. A failure is logged
     with the number of events this process has lost so far. ``store`` None writes nothing.
+    ``tag`` (8 hex digits) makes the key a function of the event, so writing the same event
+    twice keeps one record; by default it is random.
     """
     global _lost
     if store is None:
         return None
     try:
-        key = ledger_key(event.at)
+        key = ledger_key(event.at, tag)
         store.write(key, json.dumps(event.to_dict(), separators=(",", ":")).encode())
         return key
     except Exception as e:  # any failure of the store or of the record: counted and logged, never raised
@@ -167,6 +178,26 @@ def write(store: Store | None, event: Event) -> str | None:
             count = _lost
         log.warning("jupyter-pause ledger: %s event lost (%d lost so far): %s", event.event, count, e)
         return None
+
+
+def write_many(store: Store | None, events: list[Event]) -> list[str]:
+    """Append several events at once (in parallel); the keys written. Never raises, as ``write``."""
+    global _lost
+    if store is None or not events:
+        return []
+    items: dict[str, bytes | bytearray | memoryview] = {}
+    try:
+        for event in events:
+            items[ledger_key(event.at)] = json.dumps(event.to_dict(), separators=(",", ":")).encode()
+        store.write_many(items)
+        return list(items)
+    except Exception as e:  # as in write: counted and logged, never raised
+        with _lost_lock:
+            _lost += len(events)
+            count = _lost
+        names = ", ".join(e.event for e in events)
+        log.warning("jupyter-pause ledger: %s events lost (%d lost so far): %s", names, count, e)
+        return []
 
 
 def _days(since: float, until: float) -> list[str]:
@@ -178,29 +209,67 @@ def _days(since: float, until: float) -> list[str]:
     return prefixes
 
 
+def _keys(store: Store, since: float | None, until: float | None) -> list[str]:
+    """Keys of the ledger's events; with ``since``, only from the day folders it needs."""
+    if since is None:
+        return [k for k in store.list(LEDGER) if ledger_of(k)]
+    last = until if until is not None else time.time() + 86400
+    return [k for p in _days(since, last) for k in store.list(p) if ledger_of(k)]
+
+
+def _parse(key: str, data: Any) -> Event | None:
+    """The event in a record's bytes, or None (logged) when it is malformed or unreadable."""
+    try:
+        if isinstance(data, BaseException):
+            raise ValueError(str(data))
+        return Event.from_dict(json.loads(bytes(data)))
+    except (ValueError, TypeError, UnicodeDecodeError) as e:
+        log.debug("jupyter-pause ledger: %s skipped: %s", key, e)
+        return None
+
+
+def _order(item: tuple[str, Event]) -> tuple[float, int, str]:
+    """Oldest first; events at the same instant in cycle order (a kernel's last activity before its stop)."""
+    key, event = item
+    rank = EVENTS.index(event.event) if event.event in EVENTS else len(EVENTS)
+    return event.at, rank, key
+
+
 def read(store: Store, since: float | None = None, until: float | None = None) -> tuple[list[Event], int]:
     """Events from ``since`` to ``until`` (epoch seconds; None: no bound), oldest first, and how many
     records were skipped as malformed (not JSON, not an event, or unreadable).
 
     With ``since`` only the day folders it needs are listed.
     """
-    if since is None:
-        keys = [k for k in store.list(LEDGER) if ledger_of(k)]
-    else:
-        last = until if until is not None else time.time() + 86400
-        keys = [k for p in _days(since, last) for k in store.list(p) if ledger_of(k)]
-    events: list[tuple[float, str, Event]] = []
-    malformed = 0
-    for key, data in store.read_many(keys).items():
-        try:
-            if isinstance(data, BaseException):
-                raise ValueError(str(data))
-            event = Event.from_dict(json.loads(bytes(data)))
-        except (ValueError, TypeError, UnicodeDecodeError) as e:
-            malformed += 1
-            log.debug("jupyter-pause ledger: %s skipped: %s", key, e)
-            continue
-        if (since is None or event.at >= since) and (until is None or event.at <= until):
-            events.append((event.at, key, event))
-    events.sort(key=lambda item: (item[0], item[1]))
-    return [e for _, _, e in events], malformed
+    return Cache(store).read(since, until)
+
+
+class Cache:
+    """Reads the ledger again and again (a panel polling it): a record is read once, since no
+    record ever changes; each ``read`` lists the day folders and reads only the new keys."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seen: dict[str, Event | None] = {}
+        self.lock = threading.Lock()
+
+    def read(self, since: float | None = None, until: float | None = None) -> tuple[list[Event], int]:
+        """As the module's ``read``; records older than ``since``'s day are forgotten."""
+        with self.lock:
+            return self._read(since, until)
+
+    def _read(self, since: float | None, until: float | None) -> tuple[list[Event], int]:
+        keys = _keys(self.store, since, until)
+        new = [k for k in keys if k not in self.seen]
+        unread = 0
+        for key, data in self.store.read_many(new).items():
+            if isinstance(data, BaseException):  # not cached: the next read tries it again
+                unread += 1
+                log.debug("jupyter-pause ledger: %s unreadable: %s", key, data)
+            else:
+                self.seen[key] = _parse(key, data)
+        self.seen = {k: self.seen[k] for k in keys if k in self.seen}
+        found = [(k, e) for k, e in self.seen.items() if e is not None]
+        malformed = len(self.seen) - len(found) + unread
+        kept = [(k, e) for k, e in found if (since is None or e.at >= since) and (until is None or e.at <= until)]
+        return [e for _, e in sorted(kept, key=_order)], malformed

@@ -1,0 +1,102 @@
+"""What a kernel adds to the GPU-hours ledger (``store/ledger.py``): it knows its GPUs and bytes.
+
+- ``checkpoint_committed`` when a manifest is committed (any trigger: a pause, ``%checkpoint``,
+  a periodic or SIGTERM checkpoint), with the bytes written and the checkpoint's size;
+- the moments of a resume, as its run report has them (``engine/cycle.py`` measures them once):
+  ``resume_requested``, ``resources_available`` and ``kernel_ready`` where known (a server's
+  resume knows all three; ``%resume`` in a running kernel only the first), and
+  ``next_cell_run``: the restore test passed and the notebook's next cell can run, the end of
+  the wait the report calls "resume to next cell";
+- ``kernel_started`` at ``%load_ext jupyter_pause`` and ``kernel_stopped`` at exit, only for a
+  kernel no Jupyter server of ours started (the server records its kernels' lives itself).
+
+Every write is one small object and never raises.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from typing import Any
+
+from .. import gpus
+from ..errors import StoreError
+from ..store import ledger as records
+from ..store.storage import Store
+from .notebook import default_session
+
+#: Set in the environment of kernels a jupyter-pause server starts: the server records their lives.
+SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"
+
+#: Resume moments written as events, in order (the run report's names).
+RESUME_MOMENTS = ("resume_requested", "resources_available", "kernel_ready")
+
+
+def _gpus(environment: dict[str, Any] | None = None) -> tuple[str | None, int]:
+    """GPUs of this kernel: from a fingerprint that saw CUDA, else the driver's list."""
+    env = environment or {}
+    if env.get("gpus"):
+        names = list(env["gpus"])
+        return (names[0] if len(set(names)) == 1 else ", ".join(sorted(set(names)))), len(names)
+    return gpus.visible()
+
+
+def _event(
+    name: str, node: str, session: str | None, environment: dict[str, Any] | None = None, **fields: Any
+) -> records.Event:
+    model, count = _gpus(environment)
+    return records.make(
+        name, node, session=session, server=records.server_label(), gpu_model=model, gpus=count, **fields
+    )
+
+
+def committed(store: Store, manifest: Any) -> None:
+    """A checkpoint was committed: ``checkpoint_committed``."""
+    stats = manifest.stats or {}
+    event = _event(
+        "checkpoint_committed",
+        manifest.node,
+        manifest.session,
+        manifest.environment,
+        at=(manifest.timings or {}).get("committed"),
+        trigger=manifest.trigger,
+        checkpoint=manifest.id,
+        bytes=stats.get("bytes_written"),
+        bytes_total=stats.get("bytes_total"),
+    )
+    records.write(store, event)
+
+
+def resumed(store: Store, report: Any, node: str) -> None:
+    """A resume finished: its moments as events, ``kernel_ready`` with the bytes restored."""
+    moments = report.moments or {}
+    events = []
+    for name in RESUME_MOMENTS:
+        if moments.get(name) is not None:
+            extra = {"bytes": report.bytes} if name == "kernel_ready" else {}
+            events.append(_event(name, node, report.session, at=moments[name], checkpoint=report.checkpoint, **extra))
+    if moments.get("verified") is not None:
+        event = _event("next_cell_run", node, report.session, at=moments["verified"], checkpoint=report.checkpoint)
+        event.extra["verdict"] = report.verdict
+        events.append(event)
+    records.write_many(store, events)
+
+
+_loaded: list[str] = []
+
+
+def kernel_loaded(config: Any) -> bool:
+    """``%load_ext`` in a kernel no server of ours records: ``kernel_started`` now, ``kernel_stopped``
+    at exit (once per process); whether it wrote them (False under such a server, or with no store)."""
+    if os.environ.get(SERVER_RECORDS) or _loaded or not config.store:
+        return False
+    try:
+        store = Store(config.store, dict(config.storage_options))
+    except StoreError as e:
+        records.log.warning("jupyter-pause ledger: kernel start not recorded: %s", e)
+        return False
+    session = default_session()
+    _loaded.append(session)
+    records.write(store, _event("kernel_started", config.node, session))
+    atexit.register(lambda: records.write(store, _event("kernel_stopped", config.node, session)))
+    return True

@@ -1,0 +1,210 @@
+"""What a Jupyter server adds to the GPU-hours ledger (``store/ledger.py``).
+
+The server sees every kernel it manages start and stop, whether or not the notebook loaded
+``%load_ext jupyter_pause``: the kernel manager's ``start_kernel``, ``shutdown_kernel`` and
+``shutdown_all`` are wrapped (as ``extension`` wraps ``get_kernel_env``) to write
+``kernel_started`` and ``kernel_stopped``, with the notebook's session, the user, this node and
+the GPUs the kernel can use (``gpus.visible``: the driver's list, never torch in the server).
+
+Activity is exact and cheap from here: the kernel's own ``busy``/``idle`` status around each
+``execute_request`` on its IOPub channel gives the span of every cell, whoever sent it (the code
+the server itself runs to checkpoint or restore is left out). Spans are written as one
+``activity`` record per kernel every ``FLUSH_SECONDS`` (a cell still running is cut there, so a
+week-long cell shows as work all week), and when the kernel stops.
+
+The orchestrator adds ``pause_requested`` and the trigger of the ``kernel_stopped`` it causes;
+a release or SIGTERM adds ``server_stopped``. Nothing here can fail a pause: ledger writes never
+raise, and they run off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+from jupyter_client.session import Session
+from tornado.ioloop import PeriodicCallback
+
+from .. import gpus
+from ..engine.notebook import relative_path, session_from_path
+from ..store import ledger as records
+from . import kernelrun
+
+log = logging.getLogger(__name__)
+
+#: Seconds between activity records of a busy kernel.
+FLUSH_SECONDS = 300.0
+
+
+class Recorder:
+    """Writes this server's ledger events; ``install`` hooks it into the kernel manager."""
+
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.server = records.server_label()
+        #: Session of each kernel this server started (None: not a notebook's kernel).
+        self.sessions: dict[str, str | None] = {}
+        #: Since when each busy kernel has been running a cell.
+        self.busy: dict[str, float] = {}
+        #: Spans of cells not written yet, per kernel.
+        self.spans: dict[str, list[list[float]]] = {}
+        #: What is stopping a kernel, set by whoever stops it (a pause: its trigger).
+        self.stopping: dict[str, str] = {}
+        self.streams: dict[str, Any] = {}
+        self.stopped = False
+        self._gpus: tuple[str | None, int] | None = None
+
+    # -- events --------------------------------------------------------------------------
+
+    def gpus(self) -> tuple[str | None, int]:
+        """Model and count of the GPUs this server's kernels can use (looked up once)."""
+        if self._gpus is None:
+            self._gpus = gpus.visible(self.manager.settings.cuda_devices)
+        return self._gpus
+
+    def event(self, name: str, session: str | None = None, at: float | None = None, **fields: Any) -> records.Event:
+        """An event of this server, with its node, server name and GPUs."""
+        model, count = self.gpus()
+        fields.setdefault("gpu_model", model)
+        fields.setdefault("gpus", count)
+        return records.make(name, self.manager.config.node, at, session=session, server=self.server, **fields)
+
+    def emit(self, event: records.Event) -> None:
+        """Write ``event`` in the background (``manager.wait`` waits for it)."""
+        self.manager.spawn(asyncio.to_thread(records.write, self.manager.store, event))
+
+    async def write(self, *events: records.Event) -> None:
+        """Write ``events`` now, off the event loop."""
+        for event in events:
+            await asyncio.to_thread(records.write, self.manager.store, event)
+
+    # -- kernels -------------------------------------------------------------------------
+
+    def install(self, serverapp: Any) -> None:
+        """Wrap the kernel manager's start and shutdowns, and flush activity periodically."""
+        kernels = serverapp.kernel_manager
+        root = os.path.abspath(os.path.expanduser(serverapp.root_dir))
+        start, shutdown, stop_all = kernels.start_kernel, kernels.shutdown_kernel, kernels.shutdown_all
+
+        async def start_kernel(*args: Any, **kwargs: Any) -> str:
+            known = kwargs.get("kernel_id") in self.sessions
+            kernel_id = await start(*args, **kwargs)
+            if not known and kernel_id not in self.sessions:
+                path = (kwargs.get("env") or {}).get("JPY_SESSION_NAME")
+                session = session_from_path(relative_path(path, root)) if path else None
+                self.started(kernels, kernel_id, session)
+            return kernel_id
+
+        async def shutdown_kernel(kernel_id: str, *args: Any, **kwargs: Any) -> Any:
+            out = await shutdown(kernel_id, *args, **kwargs)
+            if not kwargs.get("restart"):
+                await self.write(*self.ended(kernel_id, self.stopping.pop(kernel_id, None)))
+            return out
+
+        async def shutdown_all(*args: Any, **kwargs: Any) -> Any:
+            out = stop_all(*args, **kwargs)
+            out = await out if asyncio.iscoroutine(out) else out
+            await self.server_stopping(None)
+            return out
+
+        kernels.start_kernel, kernels.shutdown_kernel = start_kernel, shutdown_kernel
+        kernels.shutdown_all = shutdown_all
+        self.flusher = PeriodicCallback(self.flush, FLUSH_SECONDS * 1000)
+        self.flusher.start()
+
+    def started(self, kernels: Any, kernel_id: str, session: str | None) -> None:
+        """Note a kernel that started: ``kernel_started``, and watch its cells."""
+        self.sessions[kernel_id] = session
+        self.emit(self.event("kernel_started", session))
+        try:
+            self.watch(kernels.get_kernel(kernel_id), kernel_id)
+        except Exception as e:  # activity is lost for this kernel; its start and stop are still recorded
+            log.warning("jupyter-pause ledger: cannot watch kernel %s for activity: %s", kernel_id, e)
+
+    def watch(self, kernel: Any, kernel_id: str) -> None:
+        """Follow the kernel's IOPub status messages: busy/idle around each cell."""
+        stream = kernel.connect_iopub()
+        session = Session(config=kernel.session.config, key=kernel.session.key)
+
+        def on_message(parts: list[bytes]) -> None:
+            _, fed = session.feed_identities(parts)
+            msg = session.deserialize(fed, content=False)
+            parent = msg.get("parent_header") or {}
+            if msg["header"]["msg_type"] != "status" or parent.get("msg_type") != "execute_request":
+                return
+            if parent.get("session") in kernelrun.OWN_SESSIONS:
+                return  # the server's own checkpoint or restore: not the notebook's work
+            state = session.deserialize(fed)["content"].get("execution_state")
+            self.cell(kernel_id, state, time.time())
+
+        stream.on_recv(on_message)
+        self.streams[kernel_id] = stream
+
+    def cell(self, kernel_id: str, state: str | None, now: float) -> None:
+        """A kernel went ``busy`` or ``idle`` at ``now``."""
+        if state == "busy":
+            self.busy.setdefault(kernel_id, now)
+        elif state == "idle" and kernel_id in self.busy:
+            self.spans.setdefault(kernel_id, []).append([self.busy.pop(kernel_id), now])
+
+    def _activity(self, kernel_id: str, now: float) -> records.Event | None:
+        """The ``activity`` record of the kernel's spans so far (a running cell cut at ``now``)."""
+        spans = self.spans.pop(kernel_id, [])
+        if kernel_id in self.busy:
+            spans.append([self.busy[kernel_id], now])
+            self.busy[kernel_id] = now
+        if not spans:
+            return None
+        return self.event("activity", self.sessions.get(kernel_id), at=now, spans=spans)
+
+    def flush(self) -> None:
+        """Write every kernel's activity so far (every ``FLUSH_SECONDS``)."""
+        now = time.time()
+        for kernel_id in list(self.sessions):
+            if (event := self._activity(kernel_id, now)) is not None:
+                self.emit(event)
+
+    def ended(self, kernel_id: str, trigger: str | None) -> list[records.Event]:
+        """The last records of a kernel that stopped: its activity, then ``kernel_stopped``."""
+        if kernel_id not in self.sessions:
+            return []
+        now = time.time()
+        activity = self._activity(kernel_id, now)
+        self.busy.pop(kernel_id, None)
+        session = self.sessions.pop(kernel_id)
+        stream = self.streams.pop(kernel_id, None)
+        if stream is not None and not stream.closed():
+            stream.close()
+        stopped = self.event("kernel_stopped", session, at=now, trigger=trigger)
+        return [activity, stopped] if activity is not None else [stopped]
+
+    # -- pauses and the server ------------------------------------------------------------
+
+    def pause_requested(self, session: str, kernel_id: str, trigger: str, at: float) -> None:
+        """A pause of ``session`` began: ``pause_requested``; its kernel's stop carries ``trigger``."""
+        self.stopping[kernel_id] = trigger
+        self.emit(self.event("pause_requested", session, at=at, trigger=trigger))
+
+    def pause_failed(self, kernel_id: str) -> None:
+        """The pause did not stop the kernel after all."""
+        self.stopping.pop(kernel_id, None)
+
+    async def server_stopping(self, trigger: str | None) -> None:
+        """The server stops: its kernels' last records, then ``server_stopped`` (written once)."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if getattr(self, "flusher", None) is not None:
+            self.flusher.stop()
+        events = [e for kernel_id in list(self.sessions) for e in self.ended(kernel_id, trigger)]
+        await self.write(*events, self.event("server_stopped", trigger=trigger))
+
+    async def server_not_stopped(self) -> None:
+        """A release asked the Hub to stop this server, and the server kept running after all."""
+        self.stopped = False
+        if getattr(self, "flusher", None) is not None:
+            self.flusher.start()
+        await self.write(self.event("server_started", trigger="release"))

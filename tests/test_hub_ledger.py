@@ -1,0 +1,64 @@
+"""The Hub service's part of the ledger: servers starting and stopping, from its listings."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from jupyter_pause.hub.ledger import ServerLedger, parse_profile_gpus
+from jupyter_pause.hub.policy import ServerView
+from jupyter_pause.hub.service import configure, server_ledger
+from jupyter_pause.store import ledger
+from jupyter_pause.store.storage import Store
+
+STARTED = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+
+
+def view(user: str, name: str = "", ready: bool = True, profile: str | None = None) -> ServerView:
+    options = {"profile": profile} if profile else {}
+    started = STARTED + timedelta(minutes=len(name))  # bob/gpu started after ann
+    return ServerView(user, name, f"/user/{user}/{name}", ready, None, started, None, options)
+
+
+def test_servers_starting_and_stopping_become_events(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    book = ServerLedger(store, gpus=1, profile_gpus={"big": 8}, node="hub")
+    asyncio.run(book.seen([view("ann"), view("bob", "gpu", profile="big"), view("cat", ready=False)]))
+    book.released.add("ann")
+    asyncio.run(book.seen([view("bob", "gpu", profile="big")]))
+    asyncio.run(book.seen([]))
+    events, malformed = ledger.read(store)
+    assert malformed == 0
+    assert [(e.event, e.server, e.user, e.gpus, e.trigger) for e in events] == [
+        ("server_started", "ann", "ann", 1, None),
+        ("server_started", "bob/gpu", "bob", 8, None),
+        ("server_stopped", "ann", "ann", 1, "release"),
+        ("server_stopped", "bob/gpu", "bob", 8, None),
+    ]
+    assert events[0].at == STARTED.timestamp()  # when the Hub says it started, not when it was seen
+
+
+def test_a_restarted_service_writes_no_second_start(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    for _ in range(2):  # two lives of the service, each seeing the same running server
+        asyncio.run(ServerLedger(store).seen([view("ann")]))
+    events, _ = ledger.read(store)
+    assert [e.event for e in events] == ["server_started"]
+
+
+def test_profile_gpus_are_parsed_and_checked() -> None:
+    assert parse_profile_gpus(["gpu=1", " big = 8"]) == {"gpu": 1, "big": 8}
+    with pytest.raises(ValueError, match="PROFILE=COUNT"):
+        parse_profile_gpus(["gpu=two"])
+
+
+def test_without_store_the_service_writes_nothing(tmp_path) -> None:
+    args, _, _ = configure([], {})
+    assert server_ledger(args, {}) is None
+    args, _, _ = configure([f"--store={tmp_path}", "--server-gpus=2", "--profile-gpus=big=8"], {})
+    book = server_ledger(args, {"JUPYTER_PAUSE_STORAGE_OPTIONS": "{}"})
+    assert book is not None and book.gpus == 2 and book.profile_gpus == {"big": 8}
+    with pytest.raises(SystemExit):
+        configure(["--profile-gpus=big"], {})

@@ -1,0 +1,107 @@
+"""The ledger a real Jupyter server and its real kernels write through a pause/resume cycle, and
+what the sessions panel reads back of it."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from jupyter_client.session import Session
+
+from jupyter_pause.store import ledger
+from jupyter_pause.store.storage import Store
+from tests.server_helpers import call, open_kernel, server_config, wait_state, write_notebook
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path):
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def jp_server_config(store):
+    return server_config(str(store), cuda_devices=2)
+
+
+async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
+    """Run ``code`` as a notebook's own client would (its own session id, not the server's)."""
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        reply = await client.execute_interactive(code, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        client.stop_channels()
+
+
+async def test_a_pause_resume_cycle_is_in_the_ledger_in_order(jp_fetch, jp_serverapp, jp_root_dir, store):
+    path = write_notebook(jp_root_dir, "work/train.ipynb", "x = 1")
+    opened = time.time()
+    kernel = await open_kernel(jp_fetch, path)
+    await user_cell(jp_serverapp, kernel, "import time\nbig = bytes(3_000_000)\ntime.sleep(0.6)")
+    await call(jp_fetch, "pause", path=path)
+    paused = await wait_state(jp_fetch, path, ("paused", "failed"))
+    assert paused["state"] == "paused", paused
+
+    # the panel: paused since the kernel stopped, with the 2 GPUs this server offers released since
+    rows = json.loads((await jp_fetch("jupyter-pause", "api", "sessions")).body)["sessions"]
+    (row,) = [r for r in rows if r["session"] == "work--train"]
+    assert opened < row["paused_since"] <= time.time()
+    assert row["gpu_hours_released"] == pytest.approx((time.time() - row["paused_since"]) / 3600 * 2, abs=1e-3)
+
+    await call(jp_fetch, "resume", path=path)
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"))
+    assert ready["state"] == "ready", ready
+    manager = jp_serverapp.web_app.settings["jupyter_pause"]
+    await manager.wait()
+
+    events, malformed = ledger.read(Store(str(store)))
+    assert malformed == 0
+    mine = [e for e in events if e.session == "work--train"]
+    assert [e.event for e in mine] == [
+        "kernel_started",
+        "pause_requested",
+        "checkpoint_committed",
+        "activity",
+        "kernel_stopped",
+        "resume_requested",
+        "resources_available",
+        "kernel_started",
+        "kernel_ready",
+        "next_cell_run",
+    ], [(e.event, e.at, e.trigger, e.spans) for e in mine]
+    by = {e.event: e for e in mine}
+    for event in mine:
+        assert event.node == "node-a" and event.user == ledger.current_user(), event
+    # the server knows the GPUs it offers; these kernels see none (no GPU on this machine)
+    assert by["kernel_started"].gpus == 2 and by["kernel_stopped"].gpus == 2
+    assert by["pause_requested"].trigger == "button" and by["kernel_stopped"].trigger == "button"
+    committed = by["checkpoint_committed"]
+    assert committed.trigger == "button" and committed.checkpoint == paused["checkpoint"]
+    assert committed.bytes_total >= 3_000_000 and 0 < committed.bytes <= committed.bytes_total
+    assert by["kernel_ready"].bytes == committed.bytes_total
+    spans = by["activity"].spans  # the user's cell; the server's checkpoint and restore are not work
+    assert spans is not None and len(spans) == 1, spans
+    (span,) = spans
+    assert 0.6 <= span[1] - span[0] < 5
+    assert by["next_cell_run"].extra["verdict"] == "restored"
+    assert by["kernel_stopped"].at >= by["checkpoint_committed"].at
+    assert paused["moments"]["kernel_stopped"] == pytest.approx(by["kernel_stopped"].at, abs=1.0)
+
+
+async def test_a_kernel_shut_down_by_hand_is_stopped_in_the_ledger(jp_fetch, jp_serverapp, jp_root_dir, store):
+    path = write_notebook(jp_root_dir, "plain.ipynb", "x = 1")
+    kernel = await open_kernel(jp_fetch, path)
+    await jp_fetch("api", "kernels", kernel, method="DELETE")
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+    events, _ = ledger.read(Store(str(store)))
+    assert [(e.event, e.session, e.trigger) for e in events if e.session == "plain"] == [
+        ("kernel_started", "plain", None),
+        ("kernel_stopped", "plain", None),
+    ]
