@@ -15,6 +15,7 @@ import {
   canPullAndResume,
   formatAge,
   formatBytes,
+  formatPause,
   formatTime,
   IPullReply,
   isBusy,
@@ -256,6 +257,14 @@ export class PausedSessionsPanel extends Widget {
     const state = Private.span('jp-PauseSessions-state', row.state);
     state.title = row.detail || row.state;
     meta.append(node, created, size, state);
+    const pause = formatPause(row);
+    if (pause) {
+      const span = Private.span('jp-PauseSessions-pause', pause);
+      span.title =
+        `paused since ${formatTime(row.paused_since)}; GPU-hours released: the GPUs its kernel ` +
+        'held, times the time since (from the store\'s ledger)';
+      meta.append(span);
+    }
     if (row.release) {
       // Paused by "Pause all and stop server" (or the idle culler, or an eviction).
       item.dataset.release = row.release;

@@ -39,6 +39,10 @@ export interface ISessionRow {
   updated: number | null;
   /** The id of the release that paused the session ("Pause all and stop server"), if one did. */
   release?: string | null;
+  /** When the session's kernel stopped for its pause (from the ledger), seconds since the epoch. */
+  paused_since?: number | null;
+  /** GPU-hours its pause has given back so far: GPUs its kernel held x time paused; null: unknown. */
+  gpu_hours_released?: number | null;
 }
 
 /**
@@ -221,6 +225,48 @@ export function formatAge(epoch: number | null | undefined, now: number = Date.n
   }
   const days = Math.floor(seconds / 86400);
   return days === 1 ? '1 day ago' : `${days} days ago`;
+}
+
+/**
+ * How long something has lasted, to the minute: `2 min`, `3 h 5 min`, `2 days 4 h`.
+ */
+export function formatDuration(seconds: number): string {
+  const minutes = Math.floor(Math.max(0, seconds) / 60);
+  if (minutes < 60) {
+    return `${minutes} min`;
+  }
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) {
+    return minutes % 60 ? `${hours} h ${minutes % 60} min` : `${hours} h`;
+  }
+  const days = Math.floor(hours / 24);
+  const rest = hours % 24 ? ` ${hours % 24} h` : '';
+  return `${days} ${days === 1 ? 'day' : 'days'}${rest}`;
+}
+
+/**
+ * GPU-hours for a person: `0.05 GPU-h`, `2.4 GPU-h`, `130 GPU-h`; unknown when null.
+ */
+export function formatGpuHours(hours: number | null | undefined): string {
+  if (hours === null || hours === undefined || !isFinite(hours)) {
+    return 'GPU-h unknown';
+  }
+  const digits = hours < 1 ? 2 : hours < 10 ? 1 : 0;
+  return `${Number(hours.toFixed(digits))} GPU-h`;
+}
+
+/**
+ * What the panel says of a paused session's pause: how long, and what it gave back; '' when the
+ * row is not paused or its pause time is unknown.
+ */
+export function formatPause(row: ISessionRow, now: number = Date.now() / 1000): string {
+  if (row.state !== 'paused' || row.paused_since === null || row.paused_since === undefined) {
+    return '';
+  }
+  const hours = row.gpu_hours_released;
+  const known = hours !== null && hours !== undefined;
+  const released = known ? `${formatGpuHours(hours)} released` : formatGpuHours(hours);
+  return `paused ${formatDuration(now - row.paused_since)} · ${released}`;
 }
 
 /**

@@ -4,7 +4,7 @@ import { IDocumentManager } from '@jupyterlab/docmanager';
 import { PauseAPI } from '../handler';
 import { ServerStatusModel } from '../servermodel';
 import { PausedSessionsPanel } from '../sessions';
-import { ISessionRow } from '../status';
+import { formatDuration, formatGpuHours, ISessionRow } from '../status';
 import { release, serverStatus } from './fixtures';
 
 jest.mock('../handler', () => {
@@ -35,6 +35,41 @@ function row(fields: Partial<ISessionRow>): ISessionRow {
     ...fields
   };
 }
+
+describe('the Paused sessions panel shows what a pause gives back', () => {
+  afterEach(() => jest.resetAllMocks());
+
+  it('says how long each session has been paused and the GPU-hours released so far', async () => {
+    const now = Date.now() / 1000;
+    listSessions.mockResolvedValue({
+      sessions: [
+        row({ session: 'a', paused_since: now - (3 * 3600 + 20 * 60 + 5), gpu_hours_released: 6.67 }),
+        row({ session: 'b', paused_since: now - 125, gpu_hours_released: null }),
+        row({ session: 'c', state: 'ready', paused_since: null, gpu_hours_released: null })
+      ],
+      node: 'gpu-03'
+    });
+    const panel = new PausedSessionsPanel({ docManager: {} as IDocumentManager });
+    await panel.refresh();
+    const pause = (session: string) =>
+      panel.node.querySelector(`li[data-session="${session}"] .jp-PauseSessions-pause`)?.textContent;
+    expect(pause('a')).toBe('paused 3 h 20 min · 6.7 GPU-h released');
+    expect(pause('b')).toBe('paused 2 min · GPU-h unknown'); // no record of the GPUs: not zero
+    expect(pause('c')).toBeUndefined();
+    panel.dispose();
+  });
+
+  it('formats durations and GPU-hours for a person', () => {
+    expect(formatDuration(59)).toBe('0 min');
+    expect(formatDuration(7200)).toBe('2 h');
+    expect(formatDuration(86400 + 4 * 3600 + 59)).toBe('1 day 4 h');
+    expect(formatDuration(3 * 86400)).toBe('3 days');
+    expect(formatGpuHours(0)).toBe('0 GPU-h');
+    expect(formatGpuHours(0.046)).toBe('0.05 GPU-h');
+    expect(formatGpuHours(130.4)).toBe('130 GPU-h');
+    expect(formatGpuHours(undefined)).toBe('GPU-h unknown');
+  });
+});
 
 describe('the Paused sessions panel after a release', () => {
   let panel: PausedSessionsPanel | null = null;
