@@ -14,6 +14,8 @@ import shutil
 import subprocess
 import sys
 
+#: Where the NVIDIA driver lists the node's GPUs, one folder each (by PCI bus id).
+DRIVER = "/proc/driver/nvidia/gpus"
 #: Seconds ``nvidia-smi`` may take to answer.
 SMI_TIMEOUT = 5.0
 
@@ -22,7 +24,7 @@ SMI_TIMEOUT = 5.0
 def installed() -> tuple[str, ...]:
     """Models of the node's NVIDIA GPUs in PCI bus order (empty when there are none, or no driver)."""
     models = []
-    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+    for info in sorted(glob.glob(f"{DRIVER}/*/information")):
         try:
             with open(info) as f:
                 for line in f:
@@ -87,5 +89,5 @@ def visible(configured: int | None = None) -> tuple[str | None, int]:
             pass
     seen = _visible(installed(), os.environ.get("CUDA_VISIBLE_DEVICES"))
     if configured is not None:
-        return (_model(seen) or (_model(list(installed())) if configured else None)), configured
+        return ((_model(seen) or _model(list(installed()))) if configured else None), configured
     return _model(seen), len(seen)

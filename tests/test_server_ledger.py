@@ -3,7 +3,9 @@ what the sessions panel reads back of it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 import time
 from typing import Any
 
@@ -13,6 +15,7 @@ from jupyter_client.session import Session
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import call, open_kernel, server_config, wait_state, write_notebook
+from tests.server_process import running_server
 
 pytestmark = pytest.mark.integration
 
@@ -104,4 +107,28 @@ async def test_a_kernel_shut_down_by_hand_is_stopped_in_the_ledger(jp_fetch, jp_
     assert [(e.event, e.session, e.trigger) for e in events if e.session == "plain"] == [
         ("kernel_started", "plain", None),
         ("kernel_stopped", "plain", None),
+    ]
+
+
+async def test_sigterm_pauses_and_the_server_stop_is_in_the_ledger(tmp_path):
+    store = str(tmp_path / "store")
+    root = tmp_path / "disk"
+    write_notebook(root, "job.ipynb", "x = 1")
+    with running_server(tmp_path / "srv", store, "node-a", "--PauseServer.shutdown_budget=60", root=root) as server:
+        kernel = await server.open_kernel("job.ipynb")
+        await server.run(kernel, "x = 2")
+        server.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 120
+        while server.process.poll() is None:
+            assert time.monotonic() < deadline, server.log_tail()
+            await asyncio.sleep(0.1)
+    events, malformed = ledger.read(Store(store))
+    assert malformed == 0
+    assert [(e.event, e.session, e.trigger) for e in events if e.node == "node-a"] == [
+        ("kernel_started", "job", None),
+        ("pause_requested", "job", "sigterm"),
+        ("checkpoint_committed", "job", "sigterm"),
+        ("activity", "job", None),
+        ("kernel_stopped", "job", "sigterm"),
+        ("server_stopped", None, "sigterm"),
     ]

@@ -1,0 +1,41 @@
+"""The sessions panel's numbers from the ledger: since when a session is paused, and the GPU-hours
+released so far (GPUs its kernel held x time since it stopped); unknown, not zero, without a record."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_pause.server import accounting
+from jupyter_pause.store import layout, ledger
+from jupyter_pause.store.storage import Store
+
+NOW = 1_767_300_000.0  # 2026-01-01 20:40 UTC
+
+
+def test_paused_since_and_hours_released(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    for event in [
+        ledger.make("kernel_started", at=NOW - 5 * 86400, session="a", gpus=4),
+        ledger.make("kernel_stopped", at=NOW - 4 * 86400, session="a", gpus=4, trigger="idle"),
+        ledger.make("kernel_ready", at=NOW - 3 * 86400, session="a", gpus=4),
+        ledger.make("kernel_stopped", at=NOW - 7200, session="a", gpus=4, trigger="button"),  # this pause
+        ledger.make("kernel_stopped", at=NOW - 1800, session="b", gpus=0),
+        ledger.make("kernel_stopped", at=NOW - 600, session="other", gpus=8),
+    ]:
+        ledger.write(store, event)
+    cache = ledger.Cache(store)
+    found = accounting.paused(cache, {"a": NOW - 7000, "b": NOW - 1700, "c": NOW - 100}, now=NOW)
+    assert found == {
+        "a": (NOW - 7200, pytest.approx(8.0)),  # 2 h x 4 GPUs
+        "b": (NOW - 1800, 0.0),  # a kernel without GPUs released none
+        "c": (NOW - 100, None),  # no record: paused since its state says, hours unknown
+    }
+    # only the day folders from the earliest hint (less a margin) were kept
+    assert all(key >= layout.ledger_prefix(NOW - 7000 - accounting.MARGIN) for key in cache.seen)
+
+
+def test_a_resumed_session_is_not_paused_in_the_ledger(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    ledger.write(store, ledger.make("kernel_stopped", at=NOW - 600, session="a", gpus=1))
+    ledger.write(store, ledger.make("kernel_started", at=NOW - 300, session="a", gpus=1))
+    assert accounting.paused(ledger.Cache(store), {"a": NOW - 600}, now=NOW) == {"a": (NOW - 600, None)}
