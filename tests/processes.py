@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import secrets
 
-from jupyter_pause.engine import fingerprint, lineage, probe
+from jupyter_pause.engine import devicehash, fingerprint, lineage, probe
 
 
 def forget_session_state() -> None:
-    """Hold no lineage position and no probe value, as a kernel process that just started."""
+    """Hold no lineage position, probe value or remembered fingerprints, as a kernel process that just started."""
     lineage.forget()
     probe.forget()
+    devicehash.forget()
 
 
 def another_process() -> None:

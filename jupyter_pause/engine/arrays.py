@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import RestoreError
 from ..store.storage import Buffer
+from . import devicehash
 from .digests import Known, remember
 
 #: NumPy arrays smaller than this stay inside the pickle stream (no blob of their own).
@@ -44,6 +45,14 @@ class Collected:
     private: bool = False  # data is a copy of its own (a GPU storage brought to host, say)
     #: (device, data pointer, bytes) of the memory ``data`` came from, for ``digests.Known``.
     origin: tuple[str, int, int] | None = None
+    #: Blob of the previous checkpoint that holds these bytes, known from their fingerprint on
+    #: the device (``devicehash``): they are neither copied to host nor hashed.
+    reused: str | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes of the array, known before a device storage is brought to host."""
+        return len(self.data) if self.data is not None else self.keepalive.nbytes()
 
 
 @dataclass
@@ -52,6 +61,7 @@ class ArrayCollector:
 
     found: dict[str, Collected] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)
+    copied: int = 0  # bytes ``gather`` brought from devices to host
     _by_identity: dict[int, str] = field(default_factory=dict)
 
     def _key_for(self, identity: int) -> tuple[str, bool]:
@@ -88,7 +98,7 @@ class ArrayCollector:
                 keepalive=untyped,
                 origin=(device, untyped.data_ptr(), size) if size else None,
             )
-            if untyped.device.type != "cpu":
+            if untyped.device.type != "cpu" or (devicehash.ON_CPU and size >= devicehash.MIN_BYTES):
                 found.data, found.private = None, True
             elif size:
                 flat = torch.empty(0, dtype=torch.uint8).set_(untyped, 0, (size,), (1,))
@@ -103,7 +113,8 @@ class ArrayCollector:
         One host buffer holds them all; for CUDA it is pinned, so the copies run asynchronously
         at full bus speed and the kernel waits once per device rather than once per tensor.
         """
-        waiting = [f for f in self.found.values() if f.data is None]
+        waiting = [f for f in self.found.values() if f.data is None and f.reused is None]
+        self.copied = sum(f.keepalive.nbytes() for f in waiting)
         if not waiting:
             return
         import torch

@@ -17,7 +17,7 @@ from ..errors import SelectionError, SerializationError
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import fingerprint, lineage, modelcheck, positions, probe, rng, safepoints, settings
+from . import devicehash, fingerprint, lineage, modelcheck, positions, probe, rng, safepoints, settings
 from .context import make_context
 from .digests import Known, remember, value_digest
 from .notebook import read_notebook, relative_path
@@ -87,6 +87,8 @@ class Prepared:
     process: dict[str, Any] = field(default_factory=dict)
     mid_cell: bool = False
     kept: settings.Kept | None = None  # process settings and local modules
+    device: devicehash.Seen | None = None  # fingerprints of device storages, and those kept unchanged
+    copied: int = 0  # bytes brought from devices to host memory
 
 
 def _kind(value: Any) -> str:
@@ -158,9 +160,12 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
     models = _start_model_checks(chosen.values, dump.segments)
+    position = lineage.position(ctx.store.url, ctx.session)
     try:
-        dump.collector.gather()
         algorithm = signing.hash_for(ctx.config.signing_key)
+        before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.signing_key or None)
+        seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
+        dump.collector.gather()  # only what changed on its device since the last checkpoint
         plan = plan_arrays(dump, algorithm, defer=defer_hashing)
     except BaseException:
         futures.wait([models])  # the modules are back in their own mode before this returns
@@ -190,7 +195,7 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         known=plan.known,
         rng=rng_ref,
         algorithm=algorithm,
-        position=lineage.position(ctx.store.url, ctx.session),
+        position=position,
         models=models,
         unread=plan.unread,
         unhashed=plan.unhashed,
@@ -199,6 +204,8 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         notes=running.notes + kept.notes,
         mid_cell=safepoints.mid_cell(),
         kept=kept,
+        device=seen,
+        copied=dump.collector.copied,
     )
 
 

@@ -20,7 +20,7 @@ from ..errors import SerializationError
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
-from . import activity, background, ledger, lineage, probe, staging
+from . import activity, background, devicehash, ledger, lineage, probe, staging
 from .background import BackgroundCheckpoint
 from .capture import Prepared, Request, capture, describe, take_keys
 from .packing import HASH_THREADS
@@ -50,6 +50,11 @@ class CheckpointResult:
             f"{units.size(s['bytes_total'])} ({units.size(s['bytes_written'])} new, "
             f"{units.size(s['bytes_reused'])} reused)",
         ]
+        if s.get("bytes_kept_on_device"):
+            lines.append(
+                f"  {units.size(s['bytes_kept_on_device'])} unchanged on its device since the last "
+                "checkpoint: not copied"
+            )
         if s.get("bytes_unread"):
             lines.append(
                 f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it"
@@ -228,6 +233,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         mid_cell=p.mid_cell,
         settings=p.kept.settings if p.kept else {},
         local_modules=p.kept.local_modules.records if p.kept else [],
+        fingerprints=p.device.record(p.arrays) if p.device else {},
     )
     notes = list(p.notes)
     if p.position.new:
@@ -243,9 +249,12 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         "bytes_written": written,
         "bytes_reused": total - written,
         "bytes_unread": p.unread,  # known unchanged from page flags, without hashing them
+        "bytes_copied": p.copied,  # brought from devices to host memory
+        "bytes_kept_on_device": p.device.kept_bytes if p.device else 0,  # unchanged by fingerprint: not copied
     }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.signing_key or None)
+    devicehash.remember(ctx.store, manifest)
     ledger.committed(ctx.store, manifest)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)

@@ -15,6 +15,7 @@ from typing import Any
 from ..store import mapping, signing
 from ..store.manifest import ArrayRecord
 from ..store.storage import ALIGNMENT
+from ..store.writer import Stored
 from .digests import Known, remember
 from .pickler import DumpResult
 
@@ -58,11 +59,16 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
     known: Known = {}
     pack: list[tuple[str, memoryview]] = []
     pack_size = 0
-    large = [(k, f) for k, f in dump.collector.found.items() if len(f.data) >= OWN_BLOB_BYTES]
-    # Cheap first: memory a resume mapped from a blob, and nothing wrote since, is that blob.
-    keys = {k: unread for k, f in large if (unread := _unwritten_blob(f, algorithm)) is not None}
+    large = [(k, f) for k, f in dump.collector.found.items() if f.size >= OWN_BLOB_BYTES]
+    # Cheapest first: storages whose fingerprint on their device matched the previous
+    # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
+    # that nothing wrote since.
+    keys = {k: f.reused for k, f in large if f.reused is not None}
+    for k, f in large:
+        if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
+            keys[k] = unread_key
     unknown = [(k, f) for k, f in large if k not in keys]
-    unread = sum(len(f.data) for k, f in large if k in keys)
+    unread = sum(f.size for k, f in large if k in keys and f.reused is None)
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
@@ -84,7 +90,7 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
         pack, pack_size = [], 0
 
     for array_key, found in dump.collector.found.items():
-        size = len(found.data)
+        size = found.size
         record = ArrayRecord(
             kind=found.kind,
             dtype=found.dtype,
@@ -100,7 +106,7 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
             continue  # hashed while it is written: see ``capture.take_keys``
         if array_key in keys:
             record.blob = keys[array_key]
-            payloads[record.blob] = found.data
+            payloads[record.blob] = found.data if found.reused is None else Stored(size)
             remember(known, found.origin, record.blob, algorithm)
             continue
         record.offset = -pack_size % ALIGNMENT + pack_size  # aligned as torch aligns its own

@@ -112,6 +112,10 @@ class Manifest:
     settings: dict[str, Any] = field(default_factory=dict)
     #: The notebook's own modules (see ``engine.localmodules``); empty for older checkpoints.
     local_modules: list[LocalModuleRecord] = field(default_factory=list)
+    #: Fingerprints of device storages (see ``engine.devicehash``): ``scheme``, ``seed`` (the
+    #: lineage's key) and ``blobs`` (blob key -> fingerprint), so the next checkpoint keeps the
+    #: unchanged ones without copying them. Empty for older checkpoints and those without any.
+    fingerprints: dict[str, Any] = field(default_factory=dict)
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""

@@ -36,6 +36,17 @@ from .storage import PARALLELISM
 Progress = Callable[[int, int], None]
 
 
+class Stored:
+    """A blob a checkpoint keeps from the one before without holding its bytes (a storage left
+    on its device, unchanged: ``engine.devicehash``): the store must still have it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
 class BlobWriter:
     """Writes content-addressed blobs of one checkpoint, skipping those the store holds.
 
@@ -107,6 +118,8 @@ class BlobWriter:
             if self.has(key, len(data)):
                 self._reused[key] = data
                 return False
+            if isinstance(data, Stored):
+                raise _gone([key])
             self.queued += len(data)
             return True
 
@@ -186,6 +199,8 @@ class BlobWriter:
             return
         now = self.catalog.store.list(blob_prefix(self.session))
         missing = {k: d for k, d in self._reused.items() if blob_key(self.session, k) not in now}
+        if any(isinstance(d, Stored) for d in missing.values()):
+            raise _gone([k for k, d in missing.items() if isinstance(d, Stored)])
         if missing and not self._reused_data_stays:
             raise StoreError(
                 f"{len(missing)} blob(s) this checkpoint reuses were deleted while it was written "
@@ -202,3 +217,11 @@ class BlobWriter:
             batch.cancel()
         self._pool.shutdown(wait=True)
         self._thread.shutdown(wait=True)
+
+
+def _gone(keys: list[str]) -> StoreError:
+    return StoreError(
+        f"{len(keys)} blob(s) this checkpoint keeps from the previous one, unchanged on their device, "
+        f"left the store while it was taken (`jupyter pause gc` with a short --grace?): {', '.join(sorted(keys)[:3])}; "
+        "nothing was committed, take the checkpoint again (it copies them this time)"
+    )
