@@ -174,3 +174,25 @@ def test_two_processes_writing_at_once_lose_no_event(backend: str, tmp_path, req
     events, malformed = ledger.read(Store(url))
     assert malformed == 0
     assert sorted(e.session for e in events) == sorted(f"{w}-{n}" for w in ("w1", "w2") for n in range(PER_WRITER))
+
+
+def test_a_cache_reads_each_record_once_and_lists_settled_days_once(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    now = time.time()
+    ledger.write(store, ledger.make("kernel_stopped", at=now - 5 * 86400, session="old"))
+    ledger.write(store, ledger.make("kernel_stopped", at=now, session="new"))
+    cache = ledger.Cache(store)
+    listed: list[str] = []
+    read: list[str] = []
+    original_list, original_read = store.list, store.read_many
+    store.list = lambda prefix: listed.append(prefix) or original_list(prefix)  # type: ignore[method-assign]
+    store.read_many = lambda keys: read.extend(keys) or original_read(keys)  # type: ignore[method-assign]
+    first, _ = cache.read(now - 6 * 86400)
+    assert [e.session for e in first] == ["old", "new"]
+    listed.clear()
+    ledger.write(store, ledger.make("kernel_started", at=now + 1, session="new"))
+    second, _ = cache.read(now - 6 * 86400)
+    assert [e.session for e in second] == ["old", "new", "new"]
+    assert len(read) == 3  # each record read once
+    today = layout.ledger_prefix(now)
+    assert today in listed and all(p >= layout.ledger_prefix(now - 86400) for p in listed)  # old days not again

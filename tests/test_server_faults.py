@@ -11,6 +11,7 @@ import asyncio
 import http.server
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -232,6 +233,8 @@ async def test_pause_into_an_unwritable_store_fails_and_keeps_the_kernel(
     await run(jp_serverapp, kernel, "import torch\nstate = torch.ones(1000)\nanswer = 42")
     # A regular file where the folder should be: no write under it can succeed, even as root.
     blocker = tmp_path / broken
+    if blocker.is_dir():
+        shutil.rmtree(blocker)  # the ledger's record of the kernel's start is in it
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("not a folder")
 

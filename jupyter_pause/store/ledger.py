@@ -8,6 +8,7 @@ events lost so far. Reading skips, and counts, records that are not events.
 
 from __future__ import annotations
 
+import calendar
 import getpass
 import json
 import logging
@@ -244,14 +245,37 @@ def read(store: Store, since: float | None = None, until: float | None = None) -
     return Cache(store).read(since, until)
 
 
+#: Seconds after a UTC day ends from which a ``Cache`` lists its folder no more (events are written
+#: as they happen, give or take a resume's moments written at its end).
+SETTLED = 86400.0
+
+
 class Cache:
     """Reads the ledger again and again (a panel polling it): a record is read once, since no
-    record ever changes; each ``read`` lists the day folders and reads only the new keys."""
+    record ever changes; each ``read`` lists the recent day folders (a day over ``SETTLED`` ago
+    is listed once) and reads only the new keys."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.seen: dict[str, Event | None] = {}
+        self.listed: dict[str, list[str]] = {}
         self.lock = threading.Lock()
+
+    def _keys(self, since: float | None, until: float | None) -> list[str]:
+        if since is None:
+            return _keys(self.store, None, until)
+        keys, now = [], time.time()
+        last = until if until is not None else now + 86400
+        for prefix in _days(since, last):
+            if prefix not in self.listed:
+                found = [k for k in self.store.list(prefix) if ledger_of(k)]
+                day_end = calendar.timegm(time.strptime(prefix[len(LEDGER) : -1], "%Y%m%d")) + 86400
+                if day_end + SETTLED > now:
+                    keys += found
+                    continue
+                self.listed[prefix] = found
+            keys += self.listed[prefix]
+        return keys
 
     def read(self, since: float | None = None, until: float | None = None) -> tuple[list[Event], int]:
         """As the module's ``read``; records older than ``since``'s day are forgotten."""
@@ -259,7 +283,7 @@ class Cache:
             return self._read(since, until)
 
     def _read(self, since: float | None, until: float | None) -> tuple[list[Event], int]:
-        keys = _keys(self.store, since, until)
+        keys = self._keys(since, until)
         new = [k for k in keys if k not in self.seen]
         unread = 0
         for key, data in self.store.read_many(new).items():
