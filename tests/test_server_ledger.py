@@ -7,17 +7,17 @@ import asyncio
 import json
 import signal
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from jupyter_client.session import Session
 
+from jupyter_pause.server.ledger import Recorder
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import call, open_kernel, server_config, wait_state, write_notebook
 from tests.server_process import running_server
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
@@ -43,6 +43,7 @@ async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
         client.stop_channels()
 
 
+@pytest.mark.integration
 async def test_a_pause_resume_cycle_is_in_the_ledger_in_order(jp_fetch, jp_serverapp, jp_root_dir, store):
     path = write_notebook(jp_root_dir, "work/train.ipynb", "x = 1")
     opened = time.time()
@@ -98,6 +99,7 @@ async def test_a_pause_resume_cycle_is_in_the_ledger_in_order(jp_fetch, jp_serve
     assert paused["moments"]["kernel_stopped"] == pytest.approx(by["kernel_stopped"].at, abs=1.0)
 
 
+@pytest.mark.integration
 async def test_a_kernel_shut_down_by_hand_is_stopped_in_the_ledger(jp_fetch, jp_serverapp, jp_root_dir, store):
     path = write_notebook(jp_root_dir, "plain.ipynb", "x = 1")
     kernel = await open_kernel(jp_fetch, path)
@@ -110,6 +112,7 @@ async def test_a_kernel_shut_down_by_hand_is_stopped_in_the_ledger(jp_fetch, jp_
     ]
 
 
+@pytest.mark.integration
 async def test_sigterm_pauses_and_the_server_stop_is_in_the_ledger(tmp_path):
     store = str(tmp_path / "store")
     root = tmp_path / "disk"
@@ -132,3 +135,36 @@ async def test_sigterm_pauses_and_the_server_stop_is_in_the_ledger(tmp_path):
         ("kernel_stopped", "job", "sigterm"),
         ("server_stopped", None, "sigterm"),
     ]
+
+
+class _Manager:
+    """What the recorder needs of a pause manager, writing to a folder."""
+
+    def __init__(self, store: str) -> None:
+        self.store = Store(store)
+        self.config = SimpleNamespace(node="node-x")
+        self.settings = SimpleNamespace(cuda_devices=1)
+        self.tasks: list[Any] = []
+
+    def spawn(self, coro: Any) -> None:
+        self.tasks.append(coro)
+
+
+def test_a_long_cell_is_cut_at_each_flush_and_its_spans_are_written_at_the_stop(tmp_path) -> None:
+    manager = _Manager(str(tmp_path))
+    recorder = Recorder(manager)
+    recorder.sessions["k"] = "nb"
+    recorder.cell("k", "busy", 100.0)
+    recorder.cell("k", "idle", 110.0)
+    recorder.cell("k", "busy", 200.0)  # still running at the flush
+    event = recorder._activity("k", 300.0)
+    assert event is not None and event.spans == [[100.0, 110.0], [200.0, 300.0]] and event.at == 300.0
+    recorder.cell("k", "idle", 350.0)
+    recorder.cell("k", "idle", 360.0)  # an idle without a busy (the kernel's start) is no span
+    assert recorder._activity("k", 400.0).spans == [[300.0, 350.0]]
+    assert recorder._activity("k", 500.0) is None  # nothing ran: no record
+    recorder.cell("k", "busy", 600.0)
+    activity, stopped = recorder.ended("k", "idle")
+    assert activity.spans[0][0] == 600.0 and stopped.event == "kernel_stopped" and stopped.trigger == "idle"
+    assert (stopped.session, stopped.node, stopped.gpus) == ("nb", "node-x", 1)
+    assert recorder.ended("k", None) == []  # once

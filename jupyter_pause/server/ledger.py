@@ -55,6 +55,7 @@ class Recorder:
         self.stopping: dict[str, str] = {}
         self.streams: dict[str, Any] = {}
         self.stopped = False
+        self.flusher: PeriodicCallback | None = None
         self._gpus: tuple[str | None, int] | None = None
 
     # -- events --------------------------------------------------------------------------
@@ -197,7 +198,7 @@ class Recorder:
         if self.stopped:
             return
         self.stopped = True
-        if getattr(self, "flusher", None) is not None:
+        if self.flusher is not None:
             self.flusher.stop()
         events = [e for kernel_id in list(self.sessions) for e in self.ended(kernel_id, trigger)]
         await self.write(*events, self.event("server_stopped", trigger=trigger))
@@ -205,6 +206,6 @@ class Recorder:
     async def server_not_stopped(self) -> None:
         """A release asked the Hub to stop this server, and the server kept running after all."""
         self.stopped = False
-        if getattr(self, "flusher", None) is not None:
+        if self.flusher is not None:
             self.flusher.start()
         await self.write(self.event("server_started", trigger="release"))
