@@ -48,11 +48,15 @@ def test_checkpoints_and_resumes_are_in_the_ledger(tmp_path, monkeypatch) -> Non
 
 
 KERNEL = """
-import sys
+import sys, time
+from IPython.core.interactiveshell import InteractiveShell
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.engine import ledger
-print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop")))
-print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop")))
+shell = InteractiveShell.instance()
+print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
+print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
+shell.run_cell("import time; time.sleep(0.3)")
+shell.run_cell("x = 1")
 """
 
 
@@ -76,5 +80,8 @@ def test_a_kernel_outside_our_server_records_its_own_start_and_stop(tmp_path, un
     assert done.stdout.split() == ["True", "False"]  # once per process
     assert [(e.event, e.session, e.node) for e in events] == [
         ("kernel_started", "alone", "laptop"),
+        ("activity", "alone", "laptop"),
         ("kernel_stopped", "alone", "laptop"),
     ]
+    first, second = events[1].spans
+    assert first[1] - first[0] >= 0.3 and second[0] >= first[1]

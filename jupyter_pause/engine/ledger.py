@@ -7,8 +7,9 @@
   resume knows all three; ``%resume`` in a running kernel only the first), and
   ``next_cell_run``: the restore test passed and the notebook's next cell can run, the end of
   the wait the report calls "resume to next cell";
-- ``kernel_started`` at ``%load_ext jupyter_pause`` and ``kernel_stopped`` at exit, only for a
-  kernel no Jupyter server of ours started (the server records its kernels' lives itself).
+- ``kernel_started`` at ``%load_ext jupyter_pause``, its cells' spans (``activity``, from
+  IPython's ``pre_run_cell``/``post_run_cell``) and ``kernel_stopped`` at exit, only for a kernel
+  no Jupyter server of ours started (the server records its kernels' lives and cells itself).
 
 Every write is one small object and never raises.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import time
 from typing import Any
 
 from .. import gpus
@@ -27,6 +29,9 @@ from .notebook import default_session
 
 #: Set in the environment of kernels a jupyter-pause server starts: the server records their lives.
 SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"
+
+#: Seconds between activity records of a kernel recording its own cells.
+FLUSH_SECONDS = 300.0
 
 #: Resume moments written as events, in order (the run report's names).
 RESUME_MOMENTS = ("resume_requested", "resources_available", "kernel_ready")
@@ -85,9 +90,39 @@ def resumed(store: Store, report: Any, node: str) -> None:
 _loaded: list[str] = []
 
 
-def kernel_loaded(config: Any) -> bool:
-    """``%load_ext`` in a kernel no server of ours records: ``kernel_started`` now, ``kernel_stopped``
-    at exit (once per process); whether it wrote them (False under such a server, or with no store)."""
+class CellSpans:
+    """Busy spans of a kernel no server of ours watches, from IPython's cell hooks: written as one
+    ``activity`` record when a cell ends ``FLUSH_SECONDS`` or more after the last one, and at exit."""
+
+    def __init__(self, store: Store, node: str, session: str) -> None:
+        self.store, self.node, self.session = store, node, session
+        self.spans: list[list[float]] = []
+        self.started: float | None = None
+        self.flushed = time.time()
+
+    def pre_run_cell(self, *_: Any) -> None:
+        self.started = time.time()
+
+    def post_run_cell(self, *_: Any) -> None:
+        if self.started is None:
+            return
+        now = time.time()
+        self.spans.append([self.started, now])
+        self.started = None
+        if now - self.flushed >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the spans not written yet (nothing when there are none)."""
+        spans, self.spans, self.flushed = self.spans, [], time.time()
+        if spans:
+            records.write(self.store, _event("activity", self.node, self.session, at=self.flushed, spans=spans))
+
+
+def kernel_loaded(config: Any, shell: Any = None) -> bool:
+    """``%load_ext`` in a kernel no server of ours records: ``kernel_started`` now, its cells' busy
+    spans (with ``shell``), and ``kernel_stopped`` at exit (once per process); whether it records
+    them (False under such a server, or with no store)."""
     if os.environ.get(SERVER_RECORDS) or _loaded or not config.store:
         return False
     try:
@@ -98,5 +133,14 @@ def kernel_loaded(config: Any) -> bool:
     session = default_session()
     _loaded.append(session)
     records.write(store, _event("kernel_started", config.node, session))
-    atexit.register(lambda: records.write(store, _event("kernel_stopped", config.node, session)))
+    cells = CellSpans(store, config.node, session)
+    if shell is not None:
+        shell.events.register("pre_run_cell", cells.pre_run_cell)
+        shell.events.register("post_run_cell", cells.post_run_cell)
+
+    def stopped() -> None:
+        cells.flush()
+        records.write(store, _event("kernel_stopped", config.node, session))
+
+    atexit.register(stopped)
     return True

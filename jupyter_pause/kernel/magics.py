@@ -32,7 +32,7 @@ class PauseMagics(Magics):
         self.config_object = PauseConfig(parent=shell)
         self.periodic = PeriodicRegistry()
         self.widget: object | None = None
-        ledger.kernel_loaded(self.config_object)
+        ledger.kernel_loaded(self.config_object, shell)
         if self.config_object.checkpoint_on_sigterm:
             install_sigterm_checkpoint(
                 lambda: checkpoint(trigger="sigterm", config=self.config_object),
