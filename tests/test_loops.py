@@ -11,6 +11,7 @@ import json
 import linecache
 import random
 import time
+import types
 import weakref
 from datetime import timedelta
 
@@ -367,7 +368,12 @@ def test_steps_over_something_that_is_not_iterable_is_a_clear_error(value):
 
 def test_every_n_items_checkpoints_at_safe_points_across_passes(monkeypatch):
     taken = []
-    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", lambda **kw: taken.append(kw["trigger"]))
+
+    def copied(**kw):
+        taken.append(kw["trigger"])
+        return types.SimpleNamespace(done=True, error=None)
+
+    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint_async", copied)
     out = []
     run_cell(
         "for epoch in jp.steps(range(3)):\n    for i in jp.steps(range(4), every=3):\n        out.append(len(taken))\n",
@@ -381,7 +387,7 @@ def test_a_periodic_checkpoint_that_fails_is_reported_and_the_loop_goes_on(monke
     def fail(**kw):
         raise jp.StoreError("the store at s3://gone cannot be reached")
 
-    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", fail)
+    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint_async", fail)
     out = []
     run_cell("for i in jp.steps(range(4), every=2):\n    out.append(i)\n", {"jp": jp, "out": out})
     assert out == [0, 1, 2, 3]

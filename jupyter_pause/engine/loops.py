@@ -31,7 +31,7 @@ import xxhash
 
 from .. import units
 from ..errors import PauseError
-from . import activity, positions, resumable
+from . import activity, inloop, positions, resumable
 from .positions import Loop
 
 __all__ = ["SafePoint", "Steps", "on_safe_point", "remove", "steps"]
@@ -219,6 +219,8 @@ class Steps:
                 yield item
                 loop.between = True
                 taken = bool(_callbacks) and _announce(loop)  # a checkpoint taken here makes ours not due
+                if inloop.pending is not None:
+                    inloop.report()  # a background periodic checkpoint that failed is said here
                 if self.every is not None and clock.tick(self.every) and not taken:
                     _periodic(loop, clock)
         finally:
@@ -279,7 +281,9 @@ def steps(iterable: Iterable[Any], *, name: str | None = None, every: int | str 
         this call and the nesting depth, so the same cell in a new kernel finds its position.
     every
         Also checkpoint (trigger ``periodic``) at a safe point every N items (an int) or every
-        so long (``"90s"``, ``"10m"``, ``"1h"``, a ``timedelta``).
+        so long (``"90s"``, ``"10m"``, ``"1h"``, a ``timedelta``). The loop waits only while the
+        state is copied; the checkpoint is written and committed in the background, and a
+        failure is reported at the next safe point or the end of the cell (see ``inloop``).
 
     Returns
     -------
@@ -330,18 +334,9 @@ def _short(value: Any) -> str:
 
 
 def _periodic(loop: Loop, clock: Clock) -> None:
-    """A periodic checkpoint at ``loop``'s safe point, through the normal incremental path."""
-    from .checkpoint import checkpoint
-
-    try:
-        checkpoint(trigger="periodic", config=_config())
-    except Exception as e:  # the training goes on; the previous checkpoint stays the newest
-        what = str(e) if isinstance(e, PauseError) else f"{type(e).__name__}: {e}"
-        print(
-            f"jupyter-pause: periodic checkpoint at {positions.describe(loop)} failed ({what}); the previous "
-            "checkpoint stays the newest and the loop goes on",
-            file=sys.stderr,
-        )
+    """A periodic checkpoint at ``loop``'s safe point: the loop waits while the state is copied,
+    the write goes on in the background (``inloop``)."""
+    inloop.take(positions.describe(loop), _config())
     clock.last = time.monotonic()
 
 
