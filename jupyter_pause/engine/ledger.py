@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import time
 from typing import Any
 
@@ -32,6 +33,9 @@ SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"
 
 #: Seconds between activity records of a kernel recording its own cells.
 FLUSH_SECONDS = 300.0
+
+#: Seconds the exit waits for the record of the kernel's start to be written.
+STOP_WAIT = 10.0
 
 #: Resume moments written as events, in order (the run report's names).
 RESUME_MOMENTS = ("resume_requested", "resources_available", "kernel_ready")
@@ -132,13 +136,18 @@ def kernel_loaded(config: Any, shell: Any = None) -> bool:
         return False
     session = default_session()
     _loaded.append(session)
-    records.write(store, _event("kernel_started", config.node, session))
+    # In the background: %load_ext must not wait on a slow or unreachable store.
+    start = threading.Thread(
+        target=records.write, args=(store, _event("kernel_started", config.node, session)), daemon=True
+    )
+    start.start()
     cells = CellSpans(store, config.node, session)
     if shell is not None:
         shell.events.register("pre_run_cell", cells.pre_run_cell)
         shell.events.register("post_run_cell", cells.post_run_cell)
 
     def stopped() -> None:
+        start.join(STOP_WAIT)
         cells.flush()
         records.write(store, _event("kernel_stopped", config.node, session))
 
