@@ -6,11 +6,15 @@ side by side in one process:
 - device -> host: the bytes per second of the checkpoint's own copy of the GPU state to host
   memory (``ArrayCollector.gather``), next to a plain copy of the same bytes into pinned memory;
 - host -> device: the resume's copies back to the GPU, next to a plain copy from pinned memory;
-- checkpoint and resume times, and how long ``--async`` blocks the kernel.
+- checkpoint and resume times, and how long ``--async`` blocks the kernel;
+- a frozen-backbone fine-tune (``--frozen-gb`` frozen + 1% trainable, AdamW on the trainable
+  part): a periodic checkpoint after one training step against the first, with the bytes it
+  copied and those it kept on the device by their fingerprint (``engine.devicehash``).
 
 Every tensor is then compared bit for bit, the restore test must say ``restored``, and a resume
 with ``map_location="cpu"`` must bring the same values to host memory. Exit status 1 on any
-mismatch. ``--device cpu`` runs the same steps on the CPU (a smoke test of this script).
+mismatch. ``--device cpu`` runs the same steps on the CPU (a smoke test of this script; there
+CPU tensors take the device path too, so the fingerprints are exercised).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import arrays, lineage
+from jupyter_pause.engine import arrays, devicehash, lineage
 
 
 def build(size_bytes: int, device: str, layers: int = 24) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -103,6 +107,62 @@ def gbps(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e9 if seconds > 0 else float("nan")
 
 
+def frozen_backbone(store: Path, frozen_bytes: int, device: str) -> dict[str, Any]:
+    """First checkpoint of a frozen backbone + trainable head (1%), then a periodic one after a
+    training step: seconds, bytes copied and kept on the device; the resumed state bit for bit."""
+    layers = 8
+    d = int(math.sqrt(frozen_bytes / layers / 4))
+    torch.manual_seed(0)
+    backbone = torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(layers)]).to(device)
+    backbone.requires_grad_(False)
+    head = torch.nn.Linear(d, max(1, round(frozen_bytes / 100 / 4 / d)), bias=False).to(device)
+    ns: dict[str, Any] = {"backbone": backbone, "head": head, "opt": torch.optim.AdamW(head.parameters(), lr=1e-3)}
+
+    def step() -> None:
+        with torch.no_grad():
+            features = backbone(torch.randn(8, d, device=device))
+        head(features).pow(2).mean().backward()
+        ns["opt"].step()
+        ns["opt"].zero_grad(set_to_none=True)
+
+    out: dict[str, Any] = {
+        "frozen_bytes": sum(p.nbytes for p in backbone.parameters()),
+        "trainable_bytes": sum(p.nbytes for p in head.parameters()),
+    }
+    step()
+    lineage.forget()
+    sync(device)
+    start = time.perf_counter()
+    first = jp.checkpoint(store=str(store), session="gpu-check-frozen", namespace=ns).manifest
+    out["first_s"] = time.perf_counter() - start
+    step()
+    fingerprinting = Timer(devicehash, "fingerprints", device)
+    try:
+        sync(device)
+        start = time.perf_counter()
+        second = jp.checkpoint(store=str(store), session="gpu-check-frozen", namespace=ns, trigger="periodic")
+        out["periodic_s"] = time.perf_counter() - start
+    finally:
+        fingerprinting.restore()
+    out["fingerprint_s"] = fingerprinting.seconds
+    out["ratio"] = out["periodic_s"] / out["first_s"]
+    out["first_copied"] = first.stats["bytes_copied"]
+    out["copied"] = second.manifest.stats["bytes_copied"]
+    out["kept_on_device"] = second.manifest.stats["bytes_kept_on_device"]
+    # Every frozen storage kept, and at most the trainable part with AdamW's moments copied.
+    at_most = 3 * out["trainable_bytes"] + (1 << 20)
+    out["only_trainable_copied"] = out["kept_on_device"] == out["frozen_bytes"] and out["copied"] <= at_most
+    lineage.forget()
+    target: dict[str, Any] = {}
+    jp.resume(second.manifest.id, store=str(store), session="gpu-check-frozen", namespace=target)
+    out["bit_identical"] = all(
+        torch.equal(a, b) and a.device == b.device
+        for name in ("backbone", "head")
+        for a, b in zip(ns[name].parameters(), target[name].parameters(), strict=True)
+    )
+    return out
+
+
 def check(args: argparse.Namespace) -> dict[str, Any]:
     device = args.device
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -150,11 +210,16 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     if child.returncode != 0:
         raise SystemExit(f"the resuming process failed:\n{child.stdout}\n{child.stderr}")
     out.update(json.loads(child.stdout.strip().splitlines()[-1]))
+    # Last: its training steps change the model the reference above was taken of.
     out["d2h_gbps"] = {
         "checkpoint": gbps(nbytes, out["checkpoint_d2h_s"]),
         "plain pinned copy": gbps(nbytes, plain_d2h),
     }
     out["h2d_gbps"] = {"resume": gbps(nbytes, out["resume_build_s"]), "plain pinned copy": gbps(nbytes, plain_h2d)}
+    del model, opt, found, ns
+    if device == "cpu":
+        devicehash.ON_CPU = True  # the smoke test goes through the fingerprints too
+    out["frozen"] = frozen_backbone(store / "frozen", int(args.frozen_gb * (1 << 30)), device)
     if not args.store and not args.keep:
         shutil.rmtree(store, ignore_errors=True)
     return out
@@ -198,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu for a smoke test")
     parser.add_argument("--size-gb", type=float, default=1.5, help="model + AdamW state in GiB (default 1.5)")
+    parser.add_argument("--frozen-gb", type=float, default=1.0, help="frozen backbone in GiB (default 1)")
     parser.add_argument("--store", help="store folder (default: a temporary folder, deleted afterwards)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
     parser.add_argument("--json", help="also write the figures to this file")
@@ -217,11 +283,20 @@ def main(argv: list[str] | None = None) -> int:
         label = "device -> host" if name == "d2h_gbps" else "host -> device"
         figures = ", ".join(f"{k} {v:.1f} GB/s" for k, v in out[name].items())
         print(f"  {label}: {figures}")
+    f = out["frozen"]
+    print(
+        f"  frozen backbone {f['frozen_bytes'] / (1 << 30):.2f} GiB + {f['trainable_bytes'] / 1e6:.1f} MB trainable: "
+        f"first checkpoint {f['first_s']:.2f} s, periodic after a step {f['periodic_s']:.2f} s "
+        f"(ratio {f['ratio']:.3f}, target <= 0.05); copied {f['copied'] / 1e6:.1f} MB, kept "
+        f"{f['kept_on_device'] / 1e6:.0f} MB on the device; fingerprints {f['fingerprint_s']:.3f} s"
+    )
     ok = (
         out["verdict"] == "restored"
         and out["bit_identical"]
         and out["optimizer_shares_parameters"]
         and out["map_location_cpu"]
+        and f["only_trainable_copied"]
+        and f["bit_identical"]
     )
     print(
         f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "

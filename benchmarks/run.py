@@ -13,6 +13,10 @@ Cases (see benchmarks/README.md):
   2b  same: checkpoint throughput as a fraction of a raw write of the tensor bytes + fsync
   3   second checkpoint after changing one of the parameter tensors, vs a first checkpoint
   4   resume into a fresh dict vs torch.load of the torch.save file (page cache dropped if allowed)
+  5   --async: time the kernel is blocked vs a synchronous checkpoint
+  6   resume request -> next cell in a new kernel
+  7   frozen backbone (1 GiB frozen + 1% trainable, AdamW): periodic checkpoint after a step vs the first
+  9   change detection per GiB on CPU: the device fingerprint vs xxh3 of the same bytes
 
 Results go to stdout (a table) and to benchmarks/results/latest.json.
 """
@@ -61,8 +65,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "layers": 100,
         # pairs per case, and the seconds after which a case takes no new pair (once it has
         # MIN_PAIRS), so a slow-disk day still ends near the planned time
-        "pairs": {"1": 5, "2": 9, "3": 9, "4": 7, "5": 7, "6": 5},
-        "budget_s": {"1": 70, "2": 70, "3": 35, "4": 45, "5": 40, "6": 60},
+        "pairs": {"1": 5, "2": 9, "3": 9, "4": 7, "5": 7, "6": 5, "7": 5, "9": 5},
+        "budget_s": {"1": 70, "2": 70, "3": 35, "4": 45, "5": 40, "6": 60, "7": 60, "9": 30},
+        "frozen_bytes": GIB,  # case 7: the frozen backbone (the trainable head is 1% of it)
+        "frozen_layers": 8,
+        "detect_bytes": 128 << 20,  # case 9: bytes fingerprinted and hashed per run
     },
     "quick": {
         "dicts": 100_000,
@@ -70,8 +77,11 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "arrays": 4,
         "state_bytes": 150_000_000,
         "layers": 25,
-        "pairs": {"1": 5, "2": 7, "3": 7, "4": 7, "5": 5, "6": 3},
-        "budget_s": {"1": 12, "2": 12, "3": 8, "4": 10, "5": 8, "6": 30},
+        "pairs": {"1": 5, "2": 7, "3": 7, "4": 7, "5": 5, "6": 3, "7": 5, "9": 3},
+        "budget_s": {"1": 12, "2": 12, "3": 8, "4": 10, "5": 8, "6": 30, "7": 15, "9": 10},
+        "frozen_bytes": 128 << 20,
+        "frozen_layers": 4,
+        "detect_bytes": 16 << 20,
     },
 }
 MIN_PAIRS = 3
@@ -86,6 +96,8 @@ TARGETS = {
     "4": 0.6,  # resume into live objects, at most 0.6x torch.load, both from a cold page cache
     "5": 0.25,  # --async: time the kernel is blocked, at most 0.25x a synchronous checkpoint
     "6": 1.0,  # resume request -> next cell, at most kernel start + torch import + 1.3x raw read
+    "7": 0.05,  # frozen backbone: periodic checkpoint after a training step, at most 0.05x the first
+    "9": None,  # change detection per GiB on CPU: device fingerprint vs xxh3, reported only
 }
 
 
@@ -747,6 +759,135 @@ def case_resume_to_next_cell(
     }
 
 
+# -- case 7: frozen backbone, case 9: change detection cost ----------------------------------------
+
+
+def build_frozen(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A frozen backbone of ``frozen_bytes`` (bias-free Linear layers) and a trainable head of 1%
+    of its size, AdamW on the head only (a LoRA / adapter fine-tune), after one training step."""
+    layers = cfg["frozen_layers"]
+    d = int(math.sqrt(cfg["frozen_bytes"] / layers / 4))
+    torch.manual_seed(0)
+    backbone = torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(layers)])
+    backbone.requires_grad_(False)
+    head = torch.nn.Linear(d, max(1, round(cfg["frozen_bytes"] / 100 / 4 / d)), bias=False)
+    ns = {"backbone": backbone, "head": head, "opt": torch.optim.AdamW(head.parameters(), lr=1e-3)}
+    frozen_step(ns)
+    return ns
+
+
+def frozen_step(ns: dict[str, Any]) -> None:
+    """One training step of the head on the frozen backbone's features."""
+    with torch.no_grad():
+        features = ns["backbone"](torch.randn(8, ns["head"].in_features))
+    ns["head"](features).pow(2).mean().backward()
+    ns["opt"].step()
+    ns["opt"].zero_grad(set_to_none=True)
+
+
+def case_frozen_backbone(scratch: Scratch, cfg: dict[str, Any]) -> dict[str, Any]:
+    """A periodic checkpoint after one training step of a frozen-backbone fine-tune, vs the first
+    checkpoint of the same state. Pairs alternate as in case 3 (first then next, or the next
+    into the previous pair's store, then a first into a fresh one)."""
+    ns = build_frozen(cfg)
+    frozen = sum(p.nbytes for p in ns["backbone"].parameters())
+    trainable = sum(p.nbytes for p in ns["head"].parameters())
+    prev: tuple[Path, str] | None = None
+
+    def first() -> tuple[dict[str, Any], tuple[Path, str]]:
+        store, session = scratch.fresh("c7"), session_name("c7")
+        seconds, res = ours_checkpoint(ns, store, session)
+        return {"seconds": seconds, **res.manifest.stats}, (store, session)
+
+    def periodic(where: tuple[Path, str]) -> dict[str, Any]:
+        frozen_step(ns)
+        seconds, res = timed(
+            lambda: jupyter_pause.checkpoint(store=str(where[0]), session=where[1], namespace=ns, trigger="periodic")
+        )
+        return {"seconds": seconds, **res.manifest.stats}
+
+    def one_pair(i: int) -> dict[str, Any]:
+        nonlocal prev
+        pair: dict[str, Any] = {}
+        if i % 2 == 0 or prev is None:
+            pair["order"] = ["first", "second"]
+            pair["first"], where = first()
+            settle()
+            pair["second"] = periodic(where)
+            if prev is not None:
+                scratch.remove(prev[0])
+        else:
+            pair["order"] = ["second", "first"]
+            pair["second"] = periodic(prev)
+            settle()
+            scratch.remove(prev[0])
+            pair["first"], where = first()
+        settle()
+        prev = where
+        s = pair["second"]
+        return second_vs_first(
+            i,
+            pair,
+            f"copied {s['bytes_copied'] / 1e6:.0f} MB, kept {s['bytes_kept_on_device'] / 1e6:.0f} MB on the "
+            f"device, wrote {s['bytes_written'] / 1e6:.1f} MB",
+        )
+
+    runs = pair_loop("7", cfg, one_pair)
+    assert prev is not None
+    scratch.remove(prev[0])
+    second = runs[-1]["second"]
+    kept, written = second["bytes_kept_on_device"], statistics.median(p["second"]["bytes_written"] for p in runs)
+    how = f"kept {kept / 1e6:.0f} MB unchanged on the device" if kept else "CPU tensors: unchanged ones hashed (xxh3)"
+    return {
+        "name": "7 frozen backbone: periodic ckpt after a step vs 1st",
+        "size": f"{frozen / GIB:.2f} GiB frozen + {trainable / 1e6:.1f} MB trainable (AdamW on it); {how}",
+        "ours_s": statistics.median(p["second"]["seconds"] for p in runs),
+        "base_s": statistics.median(p["first"]["seconds"] for p in runs),
+        "ratio": summarise([p["ratio"] for p in runs]),
+        "figure": f"wrote {written / 1e6:.1f} of {second['bytes_total'] / 1e6:.0f} MB",
+        "n": len(runs),
+        "pairs": runs,
+    }
+
+
+def case_detection_cost(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Change detection on the CPU: the device fingerprint (torch int64 ops, ``devicehash``) of
+    a storage vs xxh3 of the same bytes (what CPU storages use), in seconds per GiB."""
+    from jupyter_pause.engine import devicehash
+    from jupyter_pause.store import signing
+
+    size = cfg["detect_bytes"]
+    tensor = torch.randn(size // 4)
+    storage, view = tensor.untyped_storage(), tensor.numpy().view(np.uint8)
+    seed = uuid.uuid4().hex
+    devicehash.fingerprint(storage, seed)  # the keys, once per lineage
+    contenders = {
+        "fingerprint": lambda: devicehash.fingerprint(storage, seed),
+        "xxh3": lambda: signing.digest(view, "xxh3_128"),
+    }
+
+    def one_pair(i: int) -> dict[str, Any]:
+        pair: dict[str, Any] = {"order": list(orders(i + 1, ("fingerprint", "xxh3"))[i])}
+        for name in pair["order"]:
+            pair[name] = timed(contenders[name])[0] / (size / GIB)
+        pair["ratio"] = pair["fingerprint"] / pair["xxh3"]
+        log(f"  pair {i + 1}: fingerprint {pair['fingerprint']:.2f} s/GiB, xxh3 {pair['xxh3']:.3f} s/GiB")
+        return pair
+
+    runs = pair_loop("9", cfg, one_pair)
+    ours, base = (statistics.median(p[k] for p in runs) for k in ("fingerprint", "xxh3"))
+    return {
+        "name": "9 change detection on CPU: fingerprint vs xxh3",
+        "size": f"{size / 1e6:.0f} MB per run, seconds per GiB; one thread of xxh3, torch's threads",
+        "ours_s": ours,
+        "base_s": base,
+        "ratio": summarise([p["ratio"] for p in runs]),
+        "figure": f"fingerprint {1 / ours:.2f} GiB/s, xxh3 {1 / base:.1f} GiB/s",
+        "n": len(runs),
+        "pairs": runs,
+    }
+
+
 # -- report ----------------------------------------------------------------------------------------
 
 
@@ -767,6 +908,8 @@ def target_text(key: str) -> str:
         "4": "<= 0.6",
         "5": "<= 0.25",
         "6": "<= 1.0",
+        "7": "<= 0.05",
+        "9": "report only",
     }[key]
 
 
@@ -868,7 +1011,10 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", type=Path, help="folder for temporary data (default: temp dir on the default store's disk)"
     )
     parser.add_argument("--pairs", type=int, help="pairs per comparison (default: 5-9 by case; see CONFIGS)")
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated cases to run (default 1,2,3,4,5,6)")
+    parser.add_argument(
+        "--only", default="1,2,3,4,5,6,7,9", help="comma-separated cases to run (default 1,2,3,4,5,6,7,9)"
+    )
+    parser.add_argument("--frozen-gb", type=float, help="case 7: GiB of frozen backbone (default 1, quick 0.125)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
         "--profile", action="store_true", help="only cProfile one checkpoint of cases 1-3 and one resume"
@@ -881,6 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.pairs:
         cfg["pairs"] = {case: args.pairs for case in cfg["pairs"]}
         cfg["budget_s"] = {case: 1e9 for case in cfg["budget_s"]}  # no early stop
+    if args.frozen_gb:
+        cfg["frozen_bytes"] = int(args.frozen_gb * GIB)
     only = {c.strip() for c in args.only.split(",") if c.strip()}
     base = args.dir if args.dir is not None else default_base_dir()
     scratch = Scratch(base)
@@ -935,6 +1083,13 @@ def main(argv: list[str] | None = None) -> int:
                 results["6"] = case_resume_to_next_cell(model, opt, scratch, cfg)
             del model, opt
             gc.collect()
+        if "7" in only:
+            log("case 7: frozen backbone, periodic checkpoint after one training step vs the first")
+            results["7"] = case_frozen_backbone(scratch, cfg)
+            settle()
+        if "9" in only:
+            log("case 9: change detection per GiB on CPU, device fingerprint vs xxh3")
+            results["9"] = case_detection_cost(cfg)
     finally:
         scratch.close()
 

@@ -17,8 +17,11 @@ TOY = {
     "arrays": 2,
     "state_bytes": 3_000_000,
     "layers": 3,
-    "pairs": dict.fromkeys("123456", 1),
-    "budget_s": dict.fromkeys("123456", 60),
+    "pairs": dict.fromkeys("12345679", 1),
+    "budget_s": dict.fromkeys("12345679", 60),
+    "frozen_bytes": 8 << 20,
+    "frozen_layers": 2,
+    "detect_bytes": 1 << 20,
 }
 
 
@@ -47,6 +50,17 @@ def test_the_benchmark_cases_run_at_toy_sizes_and_report_every_ratio(bench, tmp_
     assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
     table = capsys.readouterr().out
     assert all(r["name"] in table for r in report.values())
+
+
+@pytest.mark.usefixtures("new_process")
+def test_the_frozen_backbone_and_detection_cases_run_at_toy_sizes(bench, tmp_path):
+    results = tmp_path / "latest.json"
+    argv = ["--quick", "--only", "7,9", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    assert bench.main(argv) == 0
+    report = json.loads(results.read_text())["results"]
+    assert sorted(report) == ["7", "9"] and report["9"]["verdict"] == "info"
+    periodic = report["7"]["pairs"][0]["second"]
+    assert 0 < periodic["bytes_written"] < report["7"]["pairs"][0]["first"]["bytes_written"]
 
 
 @pytest.mark.parametrize("script", ["loops.py", pytest.param("journal.py", marks=pytest.mark.integration)])

@@ -24,6 +24,8 @@ def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
             "cpu",
             "--size-gb",
             "0.02",
+            "--frozen-gb",
+            "0.125",
             "--store",
             str(tmp_path / "store"),
             "--json",
@@ -39,6 +41,10 @@ def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
     assert out["verdict"] == "restored"  # resumed in a new process, told apart from this one
     assert out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
     assert out["bytes"] > 15_000_000
+    frozen = out["frozen"]  # CPU tensors take the device path here: fingerprinted, kept when unchanged
+    assert frozen["kept_on_device"] == frozen["frozen_bytes"] > 100_000_000
+    assert frozen["first_copied"] >= frozen["frozen_bytes"] and 0 < frozen["copied"] <= 3 * frozen["trainable_bytes"]
+    assert frozen["only_trainable_copied"] and frozen["bit_identical"]
 
 
 def test_the_shell_wrapper_refuses_a_machine_without_a_gpu():
