@@ -250,6 +250,22 @@ def test_a_kept_blob_gone_from_the_store_is_copied_and_written_again(on_device, 
     assert torch.equal(target["frozen"].weight, ns["frozen"].weight)
 
 
+def test_a_device_that_cannot_fingerprint_gets_its_storages_copied(on_device, monkeypatch, tmp_path):
+    def out_of_memory(storage, seed):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 128.00 MiB")
+
+    ns = _namespace()
+    jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    monkeypatch.setattr(devicehash, "_fingerprint", out_of_memory)
+    second = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
+    assert second.stats["bytes_kept_on_device"] == 0 and second.stats["bytes_copied"] == sum(SIZES.values())
+    assert second.fingerprints == {}
+    another_process()
+    target: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=target)
+    assert torch.equal(target["t"], ns["t"]) and torch.equal(target["frozen"].weight, ns["frozen"].weight)
+
+
 def test_signed_checkpoints_never_skip_on_a_fingerprint(on_device, tmp_path):
     config = PauseConfig(signing_key="k" * 32)
     ns = _namespace()

@@ -83,8 +83,9 @@ ON_CPU = False
 
 P = (1 << 61) - 1
 BLOCK = 1 << 16
-#: Words fingerprinted at once on a device (the int64 temporaries are 8 bytes per word).
-CHUNK_WORDS = BLOCK * 256
+#: Words fingerprinted at once on a device: the int64 temporaries (8 bytes per word, three at a
+#: time) then take about 100 MiB of device memory however large the storage.
+CHUNK_WORDS = BLOCK * 64
 
 
 @dataclass
@@ -183,7 +184,9 @@ def skip_unchanged(collector: Any, store: Store, session: str, before: Previous 
 def fingerprints(storages: dict[str, Any], seed: str) -> dict[str, str]:
     """Fingerprints (16 hex digits) of untyped storages, computed on their devices, by name.
 
-    The results come to host once per device, not once per storage.
+    The results come to host once per device, not once per storage. A device that cannot compute
+    them (out of memory, a backend without these integer ops) gives none: its storages are then
+    copied and hashed as they always were.
     """
     import torch
 
@@ -192,14 +195,17 @@ def fingerprints(storages: dict[str, Any], seed: str) -> dict[str, str]:
         by_device.setdefault(storage.device, []).append((name, storage))
     out: dict[str, str] = {}
     for items in by_device.values():
-        values = torch.stack([_fingerprint(s, seed) for _, s in items]).tolist()
+        try:
+            values = torch.stack([_fingerprint(s, seed) for _, s in items]).tolist()
+        except (RuntimeError, NotImplementedError):  # torch.OutOfMemoryError is a RuntimeError
+            continue
         out.update((name, f"{v:016x}") for (name, _), v in zip(items, values, strict=True))
     return out
 
 
 def fingerprint(storage: Any, seed: str) -> str:
     """The fingerprint of one untyped storage (see the module docstring)."""
-    return fingerprints({"one": storage}, seed)["one"]
+    return f"{int(_fingerprint(storage, seed)):016x}"
 
 
 def _fingerprint(storage: Any, seed: str) -> Any:
