@@ -211,6 +211,7 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"the resuming process failed:\n{child.stdout}\n{child.stderr}")
     out.update(json.loads(child.stdout.strip().splitlines()[-1]))
     # Last: its training steps change the model the reference above was taken of.
+    out["in_loop_blocked_s"], out["in_loop_committed"] = in_loop(model, opt, ns, store, device)
     out["d2h_gbps"] = {
         "checkpoint": gbps(nbytes, out["checkpoint_d2h_s"]),
         "plain pinned copy": gbps(nbytes, plain_d2h),
@@ -223,6 +224,40 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     if not args.store and not args.keep:
         shutil.rmtree(store, ignore_errors=True)
     return out
+
+
+def in_loop(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, ns: dict[str, Any], store: Path, device: str
+) -> tuple[float, bool]:
+    """Train a few steps in ``steps(..., every=2)``: the median seconds a periodic checkpoint
+    held the loop at its safe point, and whether the last one committed with its position."""
+    from jupyter_pause.engine import background, checkpoint, loops
+    from jupyter_pause.store.catalog import Catalog
+    from jupyter_pause.store.storage import Store
+
+    real = checkpoint.checkpoint_async
+    checkpoint.checkpoint_async = lambda **kw: real(store=str(store), session="gpu-check-loop", namespace=ns, **kw)
+    blocked = Timer(loops, "_periodic", device)
+    x = torch.randn(8, model[0].in_features, device=device)
+    seconds, seen = [], 0.0
+    try:
+        lineage.forget()
+        for _ in jp.steps(range(7), every=2, name="gpu-check-loop"):  # checkpoints after items 2, 4, 6
+            if blocked.seconds > seen:
+                seconds.append(blocked.seconds - seen)
+                seen = blocked.seconds
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sync(device)
+        background.wait_for_background()
+    finally:
+        blocked.restore()
+        checkpoint.checkpoint_async = real
+    newest = Catalog(Store(str(store))).checkpoints("gpu-check-loop")[0]
+    committed = newest.trigger == "periodic" and [r["done"] for r in newest.loops] == [6]
+    return sorted(seconds)[len(seconds) // 2], committed
 
 
 def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
@@ -279,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
         f"  checkpoint {out['checkpoint_s']:.2f} s (--async blocks {out['async_blocked_s']:.2f} s); "
         f"resume + verify {out['resume_s']:.2f} s"
     )
+    print(
+        f"  in-loop periodic checkpoint blocks the training loop {out['in_loop_blocked_s']:.2f} s "
+        f"(median of 3; written in the background, committed: {out['in_loop_committed']})"
+    )
     for name in ("d2h_gbps", "h2d_gbps") if out["device"] != "cpu" else ():
         label = "device -> host" if name == "d2h_gbps" else "host -> device"
         figures = ", ".join(f"{k} {v:.1f} GB/s" for k, v in out[name].items())
@@ -291,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{f['kept_on_device'] / 1e6:.0f} MB on the device; fingerprints {f['fingerprint_s']:.3f} s"
     )
     ok = (
-        out["verdict"] == "restored"
+        out["in_loop_committed"]
+        and out["verdict"] == "restored"
         and out["bit_identical"]
         and out["optimizer_shares_parameters"]
         and out["map_location_cpu"]

@@ -1,22 +1,36 @@
 #!/usr/bin/env python
-"""What does a safe point cost when nothing is due?
+"""What does a safe point cost when nothing is due, and a training loop's periodic checkpoint?
 
     .venv/bin/python benchmarks/loops.py [--items N] [--pairs P] [--json FILE]
+                                         [--period S] [--state-mb M] [--periods K] [--runs R]
 
-Paired runs in one process, order alternating: a bare ``for`` over ``range(N)`` against the same
-loop through ``jupyter_pause.steps(..., every="1h")``, first with what every loop registers (pause
-and SIGTERM handling), then with ``%checkpoint --every`` registered too. Figures: the median ratio
-of the pairs, and the extra time per item (for orientation). Results: stdout and
-benchmarks/results/loops.json.
+Paired runs in one process, order alternating:
+
+- safe points: a bare ``for`` over ``range(N)`` against the same loop through
+  ``jupyter_pause.steps(..., every="1h")``, first with what every loop registers (pause and
+  SIGTERM handling), then with ``%checkpoint --every`` registered too. Figures: the median ratio
+  of the pairs, and the extra time per item (for orientation);
+- periodic checkpoints: a training loop (AdamW over bias-free Linear layers holding ``--state-mb``
+  of parameters and moments, all changed by every step) through ``steps(loader, every=K)``,
+  with K steps about ``--period`` seconds of work, against the same loop with no ``every``; the
+  checkpoints as they are taken now (the loop waits for the copy, the write goes on in the
+  background) and, beside them, synchronous ones (the loop waits for the commit). Figure:
+  the median over runs of (loop throughput with checkpoints / without).
+
+Results: stdout and benchmarks/results/loops.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import shutil
 import statistics
 import sys
+import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +39,7 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 
 import jupyter_pause as jp  # noqa: E402
-from jupyter_pause.engine import loops  # noqa: E402
+from jupyter_pause.engine import background, checkpoint, lineage, loops  # noqa: E402
 from jupyter_pause.kernel.autocheckpoint import Periodic  # noqa: E402
 
 
@@ -49,21 +63,133 @@ def measure(items: int, pairs: int) -> dict[str, float]:
     return {"ratio": statistics.median(ratios), "extra_us_per_item": statistics.median(extra)}
 
 
+# -- periodic checkpoints in a training loop ----------------------------------------------------
+
+
+def training(state_mb: float, layers: int = 8) -> tuple[Any, Any, Any]:
+    """A model + AdamW of about ``state_mb`` MB in all, and one step that changes all of it."""
+    import torch
+
+    torch.manual_seed(0)
+    d = int(math.sqrt(state_mb * 1e6 / 3 / layers / 4))
+    model = torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(layers)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    x = torch.randn(64, d)
+
+    def step() -> None:
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    step()
+    return model, opt, step
+
+
+def aim(store: Path, namespace: dict[str, Any], how: str) -> None:
+    """In-loop checkpoints of ``namespace`` go to ``store``: ``background`` as ``steps`` takes
+    them, or ``sync``: the loop waits until each one commits."""
+    session = f"bench-{store.name}"
+    if how == "sync":
+
+        def take(**kw: Any) -> Any:
+            real_sync(store=str(store), session=session, namespace=namespace, **kw)
+            return types.SimpleNamespace(done=True, error=None)
+
+        checkpoint.checkpoint_async = take
+    else:
+        checkpoint.checkpoint_async = lambda **kw: real_async(
+            store=str(store), session=session, namespace=namespace, **kw
+        )
+
+
+real_async, real_sync = checkpoint.checkpoint_async, checkpoint.checkpoint
+
+
+def periodic(period: float, state_mb: float, periods: int, runs: int) -> dict[str, Any]:
+    """Loop throughput with in-loop checkpoints every ~``period`` s of work, against none."""
+    model, opt, step = training(state_mb)
+    started = time.perf_counter()
+    for _ in range(3):
+        step()
+    every = max(1, round(period / ((time.perf_counter() - started) / 3)))
+    items = periods * every + every // 2  # the last checkpoint has half a period to commit
+    namespace = {"model": model, "opt": opt}
+    scratch = Path(tempfile.mkdtemp(prefix="jupyter-pause-loops-"))
+
+    def run(how: str, i: int) -> dict[str, float]:
+        store = scratch / f"{how}-{i}"
+        lineage.forget()
+        aim(store, namespace, how)
+        began = time.perf_counter()
+        for _ in jp.steps(range(items), every=None if how == "none" else every, name=f"bench-{how}-{i}"):
+            step()
+        seconds = time.perf_counter() - began
+        background.wait_for_background()
+        shutil.rmtree(store, ignore_errors=True)
+        return {"seconds": seconds, "items_per_s": items / seconds}
+
+    try:
+        aim(scratch / "warm", namespace, "background")  # the staging buffer, first writes: untimed
+        for _ in jp.steps(range(2), every=1, name="bench-warm"):
+            step()
+        background.wait_for_background()
+        pairs = []
+        for i in range(runs):
+            order = ("none", "background", "sync") if i % 2 == 0 else ("sync", "background", "none")
+            pair = {how: run(how, i) for how in order}
+            pairs.append(pair)
+            times = ", ".join(f"{how} {pair[how]['seconds']:.2f} s" for how in ("none", "background", "sync"))
+            print(f"  run {i + 1}: {times}", flush=True)
+    finally:
+        checkpoint.checkpoint_async = real_async
+        shutil.rmtree(scratch, ignore_errors=True)
+    state = sum(p.numel() * 4 * 3 for p in model.parameters())
+
+    def ratio(how: str) -> float:
+        return statistics.median(p[how]["items_per_s"] / p["none"]["items_per_s"] for p in pairs)
+
+    return {
+        "state_bytes": state,
+        "every_items": every,
+        "items": items,
+        "checkpoints_per_run": items // every,
+        "seconds_between_checkpoints": statistics.median(p["none"]["seconds"] for p in pairs) / items * every,
+        "throughput_background": ratio("background"),
+        "throughput_sync": ratio("sync"),
+        "runs": pairs,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--pairs", type=int, default=7)
+    parser.add_argument("--period", type=float, default=3.0, help="seconds of work between checkpoints (default 3)")
+    parser.add_argument("--state-mb", type=float, default=150.0, help="model + AdamW state in MB (default 150)")
+    parser.add_argument("--periods", type=int, default=3, help="checkpoints per timed loop (default 3)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds of the three loops (default 3)")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "loops.json")
     args = parser.parse_args()
-    results = {"default": measure(args.items, args.pairs)}
-    periodic = Periodic(minutes=60, take=lambda: "never due")
-    loops.on_safe_point(periodic.at_safe_point)
+    results: dict[str, Any] = {"default": measure(args.items, args.pairs)}
+    periodic_minutes = Periodic(minutes=60, take=lambda: "never due")
+    loops.on_safe_point(periodic_minutes.at_safe_point)
     try:
         results["with --every"] = measure(args.items, args.pairs)
     finally:
-        loops.remove(periodic.at_safe_point)
+        loops.remove(periodic_minutes.at_safe_point)
     for label, figures in results.items():
         print(f"{label:14} steps/bare {figures['ratio']:7.1f}x   +{figures['extra_us_per_item']:.2f} us per item")
+    if args.runs > 0:
+        print(
+            f"training loop, {args.state_mb:g} MB of state, a checkpoint every ~{args.period:g} s of work:", flush=True
+        )
+        figures = results["periodic"] = periodic(args.period, args.state_mb, args.periods, args.runs)
+        print(
+            f"periodic       throughput with checkpoints / without: {figures['throughput_background']:.3f}x "
+            f"(the loop waits for the copy), {figures['throughput_sync']:.3f}x (waiting for each commit); "
+            f"{figures['state_bytes'] / 1e6:.0f} MB every {figures['seconds_between_checkpoints']:.1f} s"
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))
     return 0

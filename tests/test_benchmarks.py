@@ -69,7 +69,11 @@ def test_side_benchmarks_run_at_toy_sizes(script, tmp_path):
     import subprocess
     import sys
 
-    args = {"loops.py": ["--items", "2000", "--pairs", "1"], "journal.py": ["--quick", "--dir", str(tmp_path)]}
+    toy_loop = "--period 0.2 --state-mb 8 --periods 1 --runs 1".split()  # one tiny training loop
+    args = {
+        "loops.py": ["--items", "2000", "--pairs", "1", *toy_loop],
+        "journal.py": ["--quick", "--dir", str(tmp_path)],
+    }
     out = tmp_path / "figures.json"
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / script), *args[script], "--json", str(out)],

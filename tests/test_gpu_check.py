@@ -41,6 +41,8 @@ def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
     assert out["verdict"] == "restored"  # resumed in a new process, told apart from this one
     assert out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
     assert out["bytes"] > 15_000_000
+    # a periodic checkpoint of a steps(..., every=2) training loop held it for a time, then committed
+    assert out["in_loop_committed"] and out["in_loop_blocked_s"] > 0
     frozen = out["frozen"]  # CPU tensors take the device path here: fingerprinted, kept when unchanged
     assert frozen["kept_on_device"] == frozen["frozen_bytes"] > 100_000_000
     assert frozen["first_copied"] >= frozen["frozen_bytes"] and 0 < frozen["copied"] <= 3 * frozen["trainable_bytes"]
