@@ -107,8 +107,13 @@ class Seen:
     kept_bytes: int = 0
 
     def record(self, arrays: dict[str, ArrayRecord]) -> dict[str, Any]:
-        """The manifest's ``fingerprints`` field: scheme, seed and, by blob key, fingerprint."""
-        blobs = {arrays[k].blob: fp for k, fp in self.fingerprints.items() if k in arrays and arrays[k].blob}
+        """The manifest's ``fingerprints`` field: scheme, seed and, by blob key, fingerprint (of
+        arrays that start their blob; a lookup also checks that the blob is the array's size)."""
+        blobs = {
+            arrays[k].blob: fp
+            for k, fp in self.fingerprints.items()
+            if k in arrays and arrays[k].blob and arrays[k].offset == 0
+        }
         return {"scheme": SCHEME, "seed": self.seed, "blobs": blobs} if blobs else {}
 
 
