@@ -57,6 +57,7 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+	$(PY) benchmarks/loops.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -14,8 +14,11 @@ Paired runs in one process, order alternating:
   of parameters and moments, all changed by every step) through ``steps(loader, every=K)``,
   with K steps about ``--period`` seconds of work, against the same loop with no ``every``; the
   checkpoints as they are taken now (the loop waits for the copy, the write goes on in the
-  background) and, beside them, synchronous ones (the loop waits for the commit). Figure:
-  the median over runs of (loop throughput with checkpoints / without).
+  background) and, beside them, synchronous ones (the loop waits for the commit). Figures: the
+  median over runs of (loop throughput with checkpoints / without); the same against the run's
+  own steps taken while no checkpoint was being written (steadier where other processes load
+  the machine); the seconds the loop waits at a checkpoint's safe point; how much longer a step
+  takes while a checkpoint is written beside it.
 
 Results: stdout and benchmarks/results/loops.json.
 """
@@ -110,24 +113,41 @@ def periodic(period: float, state_mb: float, periods: int, runs: int) -> dict[st
     """Loop throughput with in-loop checkpoints every ~``period`` s of work, against none."""
     model, opt, step = training(state_mb)
     started = time.perf_counter()
-    for _ in range(3):
+    for _ in range(5):
         step()
-    every = max(1, round(period / ((time.perf_counter() - started) / 3)))
+    every = max(2, round(period / ((time.perf_counter() - started) / 5)))
     items = periods * every + every // 2  # the last checkpoint has half a period to commit
     namespace = {"model": model, "opt": opt}
     scratch = Path(tempfile.mkdtemp(prefix="jupyter-pause-loops-"))
 
-    def run(how: str, i: int) -> dict[str, float]:
+    def run(how: str, i: int) -> dict[str, Any]:
         store = scratch / f"{how}-{i}"
         lineage.forget()
         aim(store, namespace, how)
-        began = time.perf_counter()
+        bodies: list[tuple[float, bool]] = []  # (seconds, a background checkpoint was being written)
+        gaps: list[float] = []  # seconds from the end of one item to the start of the next
+        began = last = time.perf_counter()
         for _ in jp.steps(range(items), every=None if how == "none" else every, name=f"bench-{how}-{i}"):
+            start = time.perf_counter()
+            gaps.append(start - last)
+            writing = background._current is not None and not background._current.done
             step()
+            last = time.perf_counter()
+            bodies.append((last - start, writing))
         seconds = time.perf_counter() - began
         background.wait_for_background()
         shutil.rmtree(store, ignore_errors=True)
-        return {"seconds": seconds, "items_per_s": items / seconds}
+        quiet = statistics.median(b for b, writing in bodies if not writing)
+        loud = [b for b, writing in bodies if writing]
+        return {
+            "seconds": seconds,
+            "items_per_s": items / seconds,
+            # the same run's own steps, where no checkpoint was being written, as its baseline:
+            # load from other processes moves both alike
+            "in_run_ratio": items * quiet / seconds,
+            "blocked_s": statistics.median(gaps[k] for k in range(every, items, every)) if how != "none" else 0.0,
+            "slowdown_while_writing": statistics.median(loud) / quiet if loud else 1.0,
+        }
 
     try:
         aim(scratch / "warm", namespace, "background")  # the staging buffer, first writes: untimed
@@ -149,14 +169,22 @@ def periodic(period: float, state_mb: float, periods: int, runs: int) -> dict[st
     def ratio(how: str) -> float:
         return statistics.median(p[how]["items_per_s"] / p["none"]["items_per_s"] for p in pairs)
 
+    def median(how: str, key: str) -> float:
+        return statistics.median(p[how][key] for p in pairs)
+
     return {
         "state_bytes": state,
         "every_items": every,
         "items": items,
         "checkpoints_per_run": items // every,
-        "seconds_between_checkpoints": statistics.median(p["none"]["seconds"] for p in pairs) / items * every,
+        "seconds_between_checkpoints": median("none", "seconds") / items * every,
         "throughput_background": ratio("background"),
         "throughput_sync": ratio("sync"),
+        "in_run_background": median("background", "in_run_ratio"),
+        "in_run_sync": median("sync", "in_run_ratio"),
+        "blocked_background_s": median("background", "blocked_s"),
+        "blocked_sync_s": median("sync", "blocked_s"),
+        "slowdown_while_writing": median("background", "slowdown_while_writing"),
         "runs": pairs,
     }
 
@@ -188,7 +216,11 @@ def main() -> int:
         print(
             f"periodic       throughput with checkpoints / without: {figures['throughput_background']:.3f}x "
             f"(the loop waits for the copy), {figures['throughput_sync']:.3f}x (waiting for each commit); "
-            f"{figures['state_bytes'] / 1e6:.0f} MB every {figures['seconds_between_checkpoints']:.1f} s"
+            f"{figures['state_bytes'] / 1e6:.0f} MB every {figures['seconds_between_checkpoints']:.1f} s\n"
+            f"               against the same run's quiet steps: {figures['in_run_background']:.3f}x and "
+            f"{figures['in_run_sync']:.3f}x; the loop waits {figures['blocked_background_s']:.3f} s per checkpoint "
+            f"(synchronous: {figures['blocked_sync_s']:.3f} s); a step takes "
+            f"{figures['slowdown_while_writing']:.2f}x as long while one is written"
         )
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))

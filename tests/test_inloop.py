@@ -143,6 +143,28 @@ def test_the_next_periodic_checkpoint_waits_only_for_one_not_finished(into, monk
     assert done == [2, 4, 6]
 
 
+def test_a_pause_at_a_later_safe_point_waits_for_the_background_one_then_takes_a_whole_checkpoint(into, held_writes):
+    ns = _namespace(items=4, every=2)
+    store = into(ns)
+    taken = {}
+
+    def pause(point):  # what a Pause does at a safe point: a synchronous checkpoint of its own
+        if point.step == 3:
+            threading.Timer(0.3, held_writes.set).start()
+            taken["pause"] = jp.checkpoint(store=store, session="loop", namespace=ns, trigger="button").manifest
+            taken["periodic done"] = inloop.pending.job.done
+
+    loops.on_safe_point(pause)
+    try:
+        run_cell(LOOP, ns)
+    finally:
+        loops.remove(pause)
+    periodic = [m for m in Catalog(Store(store)).checkpoints("loop") if m.trigger == "periodic"]
+    assert taken["periodic done"]  # the pause waited for the one in flight
+    assert taken["pause"].parent == periodic[-1].id and periodic[-1].loops[0]["done"] == 2
+    assert taken["pause"].loops[0]["done"] == 3 and {"w", "a"} <= {v.name for v in taken["pause"].variables}
+
+
 def test_a_background_failure_is_reported_at_the_next_safe_point_and_the_previous_stays(into, monkeypatch, capsys):
     ns = _namespace(items=4, every=2)
     store = into(ns)
