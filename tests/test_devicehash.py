@@ -341,8 +341,9 @@ def test_cuda_in_place_writes_are_seen(kind):
     watched = {"t": ns["t"], "p": ns["p"], "w": ns["model"].weight}
     seed = "33" * 16
 
-    def prints() -> dict:
-        return devicehash.fingerprints({k: v.untyped_storage() for k, v in watched.items()}, seed)
+    def prints() -> dict:  # (size, fingerprint): what a checkpoint compares
+        found = devicehash.fingerprints({k: v.untyped_storage() for k, v in watched.items()}, seed)
+        return {k: (watched[k].untyped_storage().nbytes(), fp) for k, fp in found.items()}
 
     before = prints()
     if kind == "optimizer step":

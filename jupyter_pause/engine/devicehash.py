@@ -45,7 +45,9 @@ in-place op (``add_``, ``mul_``, ``copy_``, ``index_put_``, ``zero_``), a write 
 or slice, an optimizer step (foreach and fused kernels included), a write under
 ``torch.no_grad()``, a kernel of another library on the same memory: each changes bytes, and so
 the fingerprint. ``set_`` or a ``.data`` swap gives the tensor another storage, fingerprinted on
-its own; a storage resized in place has another size, and sizes are compared first.
+its own; a storage resized in place has another size, and sizes are compared first (they must
+be: zero words appended leave a multilinear hash as it was, so the fingerprint alone would not
+tell a storage grown with zeros from the one before).
 
 The key is not a secret from code in the kernel (it is in the manifest): this guards against
 accidents, not against a notebook crafting a collision. Signed checkpoints (sha256 blobs, chosen
