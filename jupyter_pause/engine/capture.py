@@ -218,11 +218,14 @@ def _digest(value: Any, known: Known) -> str | None:
         return None
 
 
-def describe(p: Prepared) -> None:
+def describe(p: Prepared, surroundings: bool = True) -> None:
     """Name and digest every variable, record the model checks, read the notebook.
 
     Still needs the live state (digests and model checks read it), but not the store: a
-    synchronous checkpoint runs this while the array data is being written.
+    synchronous checkpoint runs this while the array data is being written. Without
+    ``surroundings``, the notebook and the environment (which read no live state, and take a
+    tenth of a second or more) are left to ``describe_surroundings``: a background checkpoint
+    reads them in its thread.
     """
     models = p.models.result()  # first: the checks flip modules to eval mode for a moment
     for name, segment in p.dump.segments.items():
@@ -245,6 +248,13 @@ def describe(p: Prepared) -> None:
     checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
     p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
     p.small[p.checks.key] = checks
+    p.values = {}  # the live objects are not needed past this point
+    if surroundings:
+        describe_surroundings(p)
+
+
+def describe_surroundings(p: Prepared) -> None:
+    """Read the notebook as saved on disk, the package versions and the process identity."""
     notebook_bytes, note = read_notebook(p.ctx.notebook)
     p.notes.append(note)
     if notebook_bytes is not None and p.ctx.notebook:
@@ -253,7 +263,6 @@ def describe(p: Prepared) -> None:
         p.notebook = {"path": relative_path(p.ctx.notebook), "blob": nb_key, "size": len(notebook_bytes)}
     p.environment = fingerprint.environment(p.ctx.config.node)
     p.process = fingerprint.process_identity()
-    p.values = {}  # the live objects are not needed past this point
 
 
 def take_keys(p: Prepared, keys: dict[str, Future[str]]) -> None:

@@ -22,7 +22,7 @@ from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
 from . import activity, background, devicehash, ledger, lineage, probe, staging
 from .background import BackgroundCheckpoint
-from .capture import Prepared, Request, capture, describe, take_keys
+from .capture import Prepared, Request, capture, describe, describe_surroundings, take_keys
 from .packing import HASH_THREADS
 
 __all__ = ["BackgroundCheckpoint", "CheckpointResult", "checkpoint", "checkpoint_async"]
@@ -131,7 +131,8 @@ def checkpoint_async(
 
     The caller is blocked while variables are selected, pickled, hashed and the array data the
     store does not hold yet copied to host memory (so later changes cannot leak into the
-    checkpoint). The manifest is committed only after every blob is written; a kill before
+    checkpoint). The notebook and the environment are read, and the blobs written, in the
+    thread. The manifest is committed only after every blob is written; a kill before
     that leaves the previous checkpoint the newest. Another checkpoint started meanwhile waits
     for this one.
     """
@@ -143,7 +144,7 @@ def checkpoint_async(
             with _writer(prepared, step).abandoned_on_error() as writer:
                 _copy_what_is_new(prepared, writer)
                 writer.send(prepared.payloads)
-                describe(prepared)
+                describe(prepared, surroundings=False)
         return BackgroundCheckpoint(prepared, lambda p, step: _finish_and_commit(p, step, writer))
 
 
@@ -195,8 +196,10 @@ def _writer(p: Prepared, step: activity.Activity, reused_data_stays: bool = Fals
 
 
 def _finish_and_commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> CheckpointResult:
-    """The background thread's part: write the small blobs, wait for every blob, then commit."""
+    """The background thread's part: read the notebook and the environment, write the small
+    blobs, wait for every blob, then commit."""
     with writer:
+        describe_surroundings(p)
         writer.send(p.small)
     return _commit(p, step, writer)
 

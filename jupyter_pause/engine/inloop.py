@@ -13,11 +13,12 @@ everything that must see the live state, and the loop goes on when it returns:
   the store holds already, and copies the others into the kept staging buffer (``staging``):
   NumPy arrays and CPU tensors the loop mutates in place on its next step are copied here, not
   read later;
-- takes the value digests (they reuse those hashes), records the model checks (a forward pass
-  on the live modules) and reads the notebook.
+- takes the value digests (they reuse those hashes) and records the model checks (a forward
+  pass on the live modules).
 
-What goes on while the loop runs reads only those copies: writing every blob the store lacks,
-the small blobs, then the manifest last. Blobs the store holds already are not read again (a
+What goes on while the loop runs reads only those copies, or nothing of the kernel: reading the
+notebook as saved and the package versions, writing every blob the store lacks, the small
+blobs, then the manifest last. Blobs the store holds already are not read again (a
 blob deleted meanwhile fails the checkpoint rather than being rewritten from live memory).
 
 The next periodic checkpoint waits for this one only if it has not committed yet (checkpoints
