@@ -30,11 +30,11 @@ $(BROWSER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
-# Lint and format check, then front-end unit tests, then every Python test (its summary is the
-# last thing printed).
+# Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
+# then the summary, are the last thing printed).
 test: lint $(BROWSER)
 	cd labextension && npm test --silent
-	$(PY) -m pytest -p no:cacheprovider -q
+	$(PY) -m pytest -p no:cacheprovider -q --durations=12
 
 # The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
 test-fast: $(STAMP)
