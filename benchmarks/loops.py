@@ -195,8 +195,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=7)
     parser.add_argument("--period", type=float, default=3.0, help="seconds of work between checkpoints (default 3)")
     parser.add_argument("--state-mb", type=float, default=150.0, help="model + AdamW state in MB (default 150)")
-    parser.add_argument("--periods", type=int, default=3, help="checkpoints per timed loop (default 3)")
-    parser.add_argument("--runs", type=int, default=3, help="rounds of the three loops (default 3)")
+    parser.add_argument("--periods", type=int, default=1, help="checkpoints per timed loop (default 1)")
+    parser.add_argument("--runs", type=int, default=9, help="rounds of the three loops (default 9)")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "loops.json")
     args = parser.parse_args()
     results: dict[str, Any] = {"default": measure(args.items, args.pairs)}
