@@ -269,3 +269,35 @@ def test_a_kill_during_a_background_in_loop_checkpoint_leaves_the_previous_one_r
     assert len(b.value("losses")) == 5
     assert "continues where the checkpoint left it" in b.run(TRAINING).ok().stdout
     assert b.value("losses") == expected  # bit-identical, the same number of steps
+
+
+SCRIPT = """
+import time
+import numpy as np
+import jupyter_pause as jp
+from jupyter_pause.store.storage import Store
+
+_real = Store.write_many
+def _slow(self, items, progress=None):  # each blob write takes a while: still running at the end
+    time.sleep(0.5)
+    return _real(self, items, progress)
+Store.write_many = _slow
+
+a = np.zeros(100_000)
+for i in jp.steps(range(4), every=2, name="script"):
+    a += 1
+"""
+
+
+@pytest.mark.integration
+def test_a_scripts_last_in_loop_checkpoint_commits_before_it_exits(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = {**__import__("os").environ, "JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "s"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    newest = Catalog(Store(str(tmp_path / "store"))).checkpoints("s")[0]
+    assert [r["done"] for r in newest.loops] == [4]  # the one at the loop's last safe point

@@ -30,8 +30,9 @@ cell, whichever comes first; the previous checkpoint stays the newest.
 
 from __future__ import annotations
 
-import atexit
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,18 +107,36 @@ _hooked = False
 
 def _hook() -> None:
     """Report at the end of each cell in IPython, and let a script's last in-loop checkpoint
-    commit before the process exits (its writer is a daemon thread)."""
+    commit before the process exits (its writer is a daemon thread; at most ``EXIT_WAIT_S``)."""
     global _hooked
     if _hooked:
         return
     _hooked = True
-    atexit.register(_at_exit)
+    # Before the thread pools the writer uses refuse new work at exit (they stop at threading's
+    # own exit hooks, which run before ``atexit``'s): the private hook is the one that comes first.
+    threading._register_atexit(_at_exit)  # type: ignore[attr-defined]
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is not None:
         shell.events.register("post_run_cell", lambda result=None: report())
 
 
+#: Seconds a process that is exiting waits for its last in-loop checkpoint to commit.
+EXIT_WAIT_S = 600.0
+
+
 def _at_exit() -> None:
-    background.wait_for_background()
+    last = pending
+    if last is None:
+        return
+    deadline = time.monotonic() + EXIT_WAIT_S
+    while not last.job.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not last.job.done:
+        print(
+            f"jupyter-pause: the periodic checkpoint at {last.where} was still being written after "
+            f"{EXIT_WAIT_S:g} s when the process exited: not committed; the previous checkpoint stays the newest",
+            file=sys.stderr,
+        )
+        return
     report()
