@@ -14,22 +14,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-#: Every event the contract names; a record with another event is kept but has no effect.
-EVENTS = frozenset(
-    {
-        "kernel_started",
-        "activity",
-        "pause_requested",
-        "checkpoint_committed",
-        "kernel_stopped",
-        "server_started",
-        "server_stopped",
-        "resume_requested",
-        "resources_available",
-        "kernel_ready",
-        "next_cell_run",
-    }
-)
+from ..store import ledger
+
+#: Every event the ledger writes; a record with another event is kept but has no effect.
+EVENTS = frozenset(ledger.EVENTS)
 
 
 @dataclass(frozen=True)
