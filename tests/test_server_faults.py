@@ -414,11 +414,19 @@ class TestKernelDiesWhileThePauseWaitsForItsCell:
             await asyncio.sleep(0.5)
             current = manager.board.local[session]
             require(current.detail == kernelrun.NO_SAFE_POINT, f"{current}")
+            killed_at = time.time()
             os.kill(managed.provisioner.process.pid, signal.SIGKILL)  # the cell dies (the OOM killer)
             done = await wait_state(jp_fetch, path, ("paused", "failed"), timeout=30)
         finally:
             client.stop_channels()
             await manager.wait()
+        # Jupyter's restarter brings the killed kernel back; a server stopped while that restart
+        # is under way fails in jupyter_client's cleanup, so wait until the restart has settled.
+        restarter = managed._restarter
+        deadline = time.monotonic() + 60
+        while restarter._last_dead < killed_at or restarter._restarting or not managed.ready.done():
+            require(time.monotonic() < deadline, "the killed kernel was not restarted within 60 s")
+            await asyncio.sleep(0.1)
         latest = newest(store, session)
         assert latest.id == c1, f"new newest checkpoint {latest.id} holds {[v.name for v in latest.variables]}"
         assert done["state"] == "failed" and "died" in done["detail"], done
