@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
 
@@ -38,6 +39,20 @@ async def open_kernel(fetch: Any, path: str) -> str:
 async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
     """Run code in a server-managed kernel; its output."""
     return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout)
+
+
+async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
+    """Run ``code`` as a notebook's own client would (its own session id, not the server's: the
+    ledger counts its cells, and leaves the server's own calls out)."""
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=60)
+        reply = await client.execute_interactive(code, timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+    finally:
+        client.stop_channels()
 
 
 async def call(fetch: Any, verb: str, **body: Any) -> dict[str, Any]:

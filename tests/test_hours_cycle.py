@@ -5,31 +5,16 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import pytest
-from jupyter_client.session import Session
 
 from jupyter_pause.cli import main
 from jupyter_pause.hours import records, timeline, totals, whatif
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
-from tests.server_helpers import call, open_kernel, server_config, wait_state, write_notebook
+from tests.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
 
 pytestmark = pytest.mark.integration
-
-
-async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
-    """Run ``code`` as a notebook's own client would (its own session, not the server's)."""
-    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-    client.start_channels()
-    try:
-        await client.wait_for_ready(timeout=60)
-        reply = await client.execute_interactive(code, timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-    finally:
-        client.stop_channels()
 
 
 @pytest.fixture

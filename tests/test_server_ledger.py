@@ -11,12 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from jupyter_client.session import Session
 
 from jupyter_pause.server.ledger import Recorder
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
-from tests.server_helpers import call, open_kernel, server_config, wait_state, write_notebook
+from tests.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
 from tests.server_process import running_server
 
 
@@ -28,19 +27,6 @@ def store(tmp_path):
 @pytest.fixture
 def jp_server_config(store):
     return server_config(str(store), cuda_devices=2)
-
-
-async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
-    """Run ``code`` as a notebook's own client would (its own session id, not the server's)."""
-    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-    client.start_channels()
-    try:
-        await client.wait_for_ready(timeout=60)
-        reply = await client.execute_interactive(code, timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-    finally:
-        client.stop_channels()
 
 
 @pytest.mark.integration
