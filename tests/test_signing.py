@@ -111,6 +111,18 @@ def test_newest_refused_falls_back_to_older_signed(tmp_path):
     assert newer.id in result.damaged and "not signed" in result.damaged[newer.id]
 
 
+def test_the_restore_test_with_a_key_tests_against_the_newest_signed(tmp_path):
+    older = _take(tmp_path, KEY, n=1)
+    newer = _take(tmp_path, None, n=2)  # someone without the key wrote a newer one
+    another_process()
+    config = PauseConfig(signing_key=KEY)
+    verdict = jp.verify(store=str(tmp_path), session="s", namespace={}, config=config)
+    assert verdict.checkpoint == older.id and verdict.kind == "fresh"
+    with pytest.raises(CheckpointDamaged, match=f"{newer.id} .*not signed"):
+        jp.verify(newer.id, store=str(tmp_path), session="s", namespace={}, config=config)
+    assert jp.verify(store=str(tmp_path), session="s", namespace={}).checkpoint == newer.id  # no key: any
+
+
 def test_the_key_is_never_written(tmp_path):
     _take(tmp_path, KEY, n=1, w=torch.ones(10))
     _resume(tmp_path, KEY)

@@ -128,13 +128,14 @@ def _model_status(
     return results
 
 
-def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None) -> Manifest:
+def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None, key: str | None) -> Manifest:
+    """The checkpoint to test against; with a signing ``key``, only one it signed."""
     if checkpoint not in (None, "", "latest"):
-        return catalog.resolve(session, checkpoint)  # type: ignore[arg-type]
+        return catalog.resolve(session, checkpoint, key)  # type: ignore[arg-type]
     position = lineage.position(store_url, session)
     if not position.new and position.parent:
-        return catalog.resolve(session, position.parent)
-    return catalog.resolve(session, "latest")
+        return catalog.resolve(session, position.parent, key)
+    return catalog.resolve(session, "latest", key)
 
 
 def verify(
@@ -161,7 +162,8 @@ def verify(
         ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
     """
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint))
+    key = ctx.config.signing_key or None
+    return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint, key))
 
 
 def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
