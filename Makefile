@@ -30,11 +30,15 @@ $(BROWSER):
 	@if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; \
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
+# Test processes for `make test`, each taking whole test files (their servers and Hubs are
+# shared by a file's tests): `auto` is one per CPU core. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
+
 # Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
 # then the summary, are the last thing printed).
 test: lint $(BROWSER)
 	cd labextension && npm test --silent
-	$(PY) -m pytest -p no:cacheprovider -q --durations=12
+	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --durations=12
 
 # The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
 test-fast: $(STAMP)

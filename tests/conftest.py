@@ -5,10 +5,12 @@ marked ``integration``."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from jupyter_pause.engine import fingerprint
+from tests.faults.tally import TALLY
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.processes import forget_session_state
 from tests.s3_server import s3_env, s3_server  # noqa: F401
@@ -43,3 +45,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(unmarked)} test(s) start a kernel, a Jupyter server or S3 but are not marked integration; "
             f"add pytestmark = pytest.mark.integration to the module, or the mark to each test:\n  {listed}"
         )
+
+
+# -- the fault-injection counts, summed over the test workers (pytest-xdist) and printed last --
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a worker: hand its counts to the controller
+        workeroutput["fault_tally"] = TALLY.to_dict()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    counts = getattr(node, "workeroutput", {}).get("fault_tally")
+    if counts:
+        TALLY.add(counts)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if hasattr(terminalreporter.config, "workeroutput") or not TALLY.ran():
+        return  # a worker, or the fault tests did not run in this session
+    terminalreporter.section("fault injection")
+    for line in TALLY.lines():
+        terminalreporter.write_line(line)

@@ -1,4 +1,5 @@
-"""Fault-injection suite: shared helpers, and its counts printed at the end of the run."""
+"""Fault-injection suite: shared helpers (its counts are printed at the end of the run by
+tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,6 @@ from typing import Any
 from tests.faults.tally import TALLY, tally  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: Any) -> None:
-    if not (TALLY.faults or TALLY.skipped or TALLY.resumes_attempted):
-        return  # the fault tests did not run in this session
-    terminalreporter.section("fault injection")
-    for line in TALLY.lines():
-        terminalreporter.write_line(line)
 
 
 def cli_verify(

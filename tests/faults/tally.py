@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,25 @@ class Tally:
         self.committed_lost += count
         self.bytes_lost += nbytes
 
+    def ran(self) -> bool:
+        """Whether any fault test counted anything in this process."""
+        return bool(self.faults or self.skipped or self.resumes_attempted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Add another process's counts (a test worker's ``to_dict``) to these."""
+        for kind, n in other["faults"].items():
+            self.fault(kind, n)
+        for kind, n in other["outcomes"].items():
+            self.outcome(kind, n)
+        self.resumes_attempted += other["resumes_attempted"]
+        self.resumes_succeeded += other["resumes_succeeded"]
+        self.committed_checked += other["committed_checked"]
+        self.lost(other["committed_lost"], other["bytes_lost"])
+        self.skipped += other["skipped"]
+
     def lines(self) -> list[str]:
         total = sum(self.faults.values())
         out = [
@@ -51,7 +71,8 @@ class Tally:
         return out
 
 
-#: The one tally of this pytest process (the fixture hands it out; conftest prints it).
+#: The one tally of this pytest process (the fixture hands it out; tests/conftest.py gathers the
+#: test workers' and prints it).
 TALLY = Tally()
 
 
