@@ -15,6 +15,7 @@ import {
   canPullAndResume,
   formatAge,
   formatBytes,
+  formatDamage,
   formatPause,
   formatTime,
   IPullReply,
@@ -47,7 +48,8 @@ export const SESSIONS_PANEL_ID = 'jupyter-pause-sessions';
  *   </header>
  *   <div class="jp-PauseSessions-message" data-kind="empty|error|loading">...</div>
  *   <ul class="jp-PauseSessions-list">
- *     <li class="jp-PauseSessions-row" data-session="dir--nb" data-state="paused" data-release="<id>">
+ *     <li class="jp-PauseSessions-row" data-session="dir--nb" data-state="paused" data-release="<id>"
+ *         data-damaged="<how many>">
  *       <div class="jp-PauseSessions-path">dir/nb.ipynb</div>
  *       <div class="jp-PauseSessions-meta">
  *         <span class="jp-PauseSessions-node">gpu-07</span>
@@ -55,6 +57,7 @@ export const SESSIONS_PANEL_ID = 'jupyter-pause-sessions';
  *         <span class="jp-PauseSessions-size">1.2 GB</span>
  *         <span class="jp-PauseSessions-state">paused</span>
  *         <span class="jp-PauseSessions-release">paused by release</span>  (rows with data-release)
+ *         <span class="jp-PauseSessions-damaged">1 damaged checkpoint</span>  (rows with data-damaged)
  *       </div>
  *       <button class="jp-PauseSessions-pull" aria-label="Pull & resume dir/nb.ipynb">Pull & resume</button>
  *     </li>
@@ -272,6 +275,13 @@ export class PausedSessionsPanel extends Widget {
       release.title = `paused with every session of its server, by release ${row.release}`;
       meta.append(release);
     }
+    const damage = formatDamage(row);
+    if (damage) {
+      item.dataset.damaged = String(row.damaged?.length);
+      const span = Private.span('jp-PauseSessions-damaged', damage[0]);
+      span.title = damage[1];
+      meta.append(span);
+    }
 
     const pull = document.createElement('button');
     pull.type = 'button';
@@ -280,7 +290,9 @@ export class PausedSessionsPanel extends Widget {
     pull.setAttribute('aria-label', `Pull & resume ${row.path || row.session}`);
     pull.disabled = !canPullAndResume(row);
     pull.title = pull.disabled
-      ? `${row.state}: nothing to resume`
+      ? row.checkpoint
+        ? `${row.state}: nothing to resume`
+        : (damage?.[1] ?? 'no checkpoint: nothing to resume')
       : 'Copy the notebook here from the store, resume its kernel and open it';
     pull.addEventListener('click', async () => {
       pull.disabled = true;

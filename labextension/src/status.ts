@@ -43,6 +43,16 @@ export interface ISessionRow {
   paused_since?: number | null;
   /** GPU-hours its pause has given back so far: GPUs its kernel held x time paused; null: unknown. */
   gpu_hours_released?: number | null;
+  /** Its damaged checkpoints (checksum, signature, torn write...), newest first; a resume skips them. */
+  damaged?: IDamagedCheckpoint[];
+}
+
+/**
+ * A checkpoint the store holds but no resume will use, and why.
+ */
+export interface IDamagedCheckpoint {
+  checkpoint: string;
+  why: string;
 }
 
 /**
@@ -267,6 +277,25 @@ export function formatPause(row: ISessionRow, now: number = Date.now() / 1000): 
   const known = hours !== null && hours !== undefined;
   const released = known ? `${formatGpuHours(hours)} released` : formatGpuHours(hours);
   return `paused ${formatDuration(now - row.paused_since)} · ${released}`;
+}
+
+/**
+ * What the panel says of a row's damaged checkpoints: [label, tooltip], or null when it has
+ * none. The tooltip names each one and why, then which checkpoint a resume uses instead.
+ */
+export function formatDamage(row: ISessionRow): [string, string] | null {
+  const damaged = row.damaged ?? [];
+  if (!damaged.length) {
+    return null;
+  }
+  const label = row.checkpoint
+    ? `${damaged.length} damaged checkpoint${damaged.length > 1 ? 's' : ''}`
+    : 'every checkpoint damaged';
+  const named = damaged.map(d => `checkpoint ${d.checkpoint} is damaged: ${d.why}`);
+  const then = row.checkpoint
+    ? `a resume uses ${row.checkpoint}, the newest intact checkpoint`
+    : 'nothing to resume: take a new checkpoint (%checkpoint)';
+  return [label, [...named, then].join('\n')];
 }
 
 /**

@@ -59,6 +59,37 @@ describe('the Paused sessions panel shows what a pause gives back', () => {
     panel.dispose();
   });
 
+  it('names damaged checkpoints, and says when every one is', async () => {
+    const bad = { checkpoint: '20261130-170000-aaaaaa', why: 'checksum mismatch' };
+    listSessions.mockResolvedValue({
+      sessions: [
+        row({ session: 'a', damaged: [bad] }),
+        row({ session: 'b', state: 'ready', checkpoint: null, created: null, damaged: [bad] }),
+        row({ session: 'c', damaged: [] })
+      ],
+      node: 'gpu-03'
+    });
+    const panel = new PausedSessionsPanel({ docManager: {} as IDocumentManager });
+    await panel.refresh();
+    const item = (session: string) =>
+      panel.node.querySelector<HTMLLIElement>(`li[data-session="${session}"]`)!;
+    const damaged = (session: string) =>
+      item(session).querySelector<HTMLElement>('.jp-PauseSessions-damaged');
+    expect(item('a').dataset.damaged).toBe('1');
+    expect(damaged('a')?.textContent).toBe('1 damaged checkpoint');
+    expect(damaged('a')?.title).toBe(
+      'checkpoint 20261130-170000-aaaaaa is damaged: checksum mismatch\n' +
+        'a resume uses 20261130-161502-d4e5f6, the newest intact checkpoint'
+    );
+    expect(damaged('b')?.textContent).toBe('every checkpoint damaged');
+    const pullB = item('b').querySelector<HTMLButtonElement>('.jp-PauseSessions-pull')!;
+    expect(pullB.disabled).toBe(true);
+    expect(pullB.title).toContain('nothing to resume: take a new checkpoint');
+    expect(item('c').dataset.damaged).toBeUndefined();
+    expect(damaged('c')).toBeNull();
+    panel.dispose();
+  });
+
   it('formats durations and GPU-hours for a person', () => {
     expect(formatDuration(59)).toBe('0 min');
     expect(formatDuration(7200)).toBe('2 h');
