@@ -120,6 +120,30 @@ def test_a_server_counts_only_what_its_kernels_do_not():
     assert rows[timeline.server_key("u", "gpu")].held == totals.Range.exact(3.0)
 
 
+def test_two_notebooks_of_one_server_at_once_count_its_gpus_once_in_the_total():
+    on_server = {"server": "gpu"}
+    raw = [
+        rec("kernel_started", 0, session="a", **on_server),
+        rec("kernel_started", 2 * H, session="b", **on_server),
+        rec("kernel_stopped", 4 * H, session="a", **on_server),
+        rec("kernel_stopped", 6 * H, session="b", **on_server),
+        # the same hours on a kernel outside any server: nothing says it saw the same GPUs
+        rec("kernel_started", 2 * H, session="c"),
+        rec("kernel_stopped", 4 * H, session="c"),
+    ]
+    h = report(raw)
+    rows = {s.key: s for s in h.sessions}
+    assert rows["a"].held == rows["b"].held == totals.Range.exact(2 * 4.0)  # each notebook's own hours
+    assert rows["a"].shared == [] and rows["b"].shared == [(2 * H, 4 * H)]  # b started second
+    assert rows["c"].shared == []
+    assert h.shared == totals.Range.exact(2 * 2.0)
+    assert h.total("held") == totals.Range.exact(2 * 6.0 + 2 * 2.0)  # the server's 0-6 h, and c
+    assert h.per_day("held") == {0: pytest.approx(16.0)}
+    out = text.report(h)
+    assert "4.0 GPU-h of the sessions' HELD is shared" in out and "total: 16.0 GPU-h held" in out
+    assert text.to_json(h)["total"]["shared_gpu_hours"] == 4.0
+
+
 def test_money_and_storage_with_prices_and_hours_only_without():
     raw = [
         rec("kernel_started", 0, gpus=1),

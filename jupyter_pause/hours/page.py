@@ -140,7 +140,11 @@ def _summary(h: Hours) -> str:
     """The cards: totals, pauses and resumes, the resume waits."""
     waits = h.waits
     cards = [
-        _card(text.amount(h.total("held")), "GPU-hours held"),
+        _card(
+            text.amount(h.total("held")),
+            "GPU-hours held"
+            + (f" ({text.amount(h.shared)} shared by notebooks of one server)" if h.shared.high else ""),
+        ),
         _card(text.amount(h.total("active")), "GPU-hours active"),
         _card(text.amount(h.total("released")), "GPU-hours released by pauses"),
         _card(f"{sum(s.pauses for s in h.sessions)} / {sum(s.resumes for s in h.sessions)}", "pauses / resumes"),

@@ -71,6 +71,11 @@ def report(h: Hours) -> str:
         f"{sum(s.resumes for s in h.sessions)} resume(s), wait median {wait(median(waits))}, "
         f"p95 {wait(percentile(waits, 95))} ({len(waits)} measured)",
     ]
+    if h.shared.high != 0:
+        lines.append(
+            f"{amount(h.shared)} GPU-h of the sessions' HELD is shared (notebooks of one server running at once "
+            "on its GPUs): the total counts it once"
+        )
     stored = [s.store_bytes for s in h.sessions if s.store_bytes is not None]
     if sum(stored):
         lines.append(f"store: {units.size(sum(stored))} held now by these sessions")
@@ -172,6 +177,7 @@ def to_json(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> di
         "sessions": [_row(s) for s in h.sessions],
         "total": {
             "held_gpu_hours": h.total("held").to_json(),
+            "shared_gpu_hours": h.shared.to_json(),
             "active_gpu_hours": h.total("active").to_json(),
             "released_gpu_hours": h.total("released").to_json(),
             "pauses": sum(s.pauses for s in h.sessions),

@@ -108,6 +108,11 @@ class SessionHours:
     spans: dict[str, list[Interval]] = field(default_factory=dict)
     #: GPUs held at a moment (the session's count at its newest start before it).
     gpus_at: Callable[[float], int | None] | None = None
+    #: Held intervals (in the window) when another session of the same server, started
+    #: earlier, held the same GPUs: counted once, under that one, in the totals.
+    shared: list[Interval] = field(default_factory=list)
+    #: GPU-hours over ``shared``.
+    shared_hours: Range = field(default_factory=lambda: ZERO)
 
     @property
     def median_wait(self) -> float | None:
@@ -203,9 +208,21 @@ class Hours:
     storage_price: float | None = None
 
     def total(self, name: str) -> Range:
+        """``name`` summed over the rows; GPUs held by two sessions of one server at once count once."""
         out = ZERO
         for s in self.sessions:
             out = out + getattr(s, name)
+        if name == "held":
+            shared = self.shared
+            out = Range(max(0.0, out.low - (shared.high or 0.0)), None if out.high is None else out.high - shared.low)
+        return out
+
+    @property
+    def shared(self) -> Range:
+        """GPU-hours the rows count twice: sessions of one server running at once on its GPUs."""
+        out = ZERO
+        for s in self.sessions:
+            out = out + s.shared_hours
         return out
 
     @property
@@ -227,6 +244,9 @@ class Hours:
         for s in self.sessions:
             for day, seconds in intervals.per_day(s.spans[name], s.gpus_at).items():
                 days[day] = days.get(day, 0.0) + seconds / HOUR
+            if name == "held":
+                for day, seconds in intervals.per_day(s.shared, s.gpus_at).items():
+                    days[day] -= seconds / HOUR
         return days
 
 
@@ -242,6 +262,7 @@ def compute(
     (or released) GPUs that none of its kernels accounts for."""
     kernels = [t for t in timelines if t.kind == "kernel"]
     rows = [session_hours(t, window) for t in kernels]
+    _mark_shared(kernels, rows)
     for t in timelines:
         if t.kind != "server":
             continue
@@ -252,6 +273,25 @@ def compute(
             rows.append(row)
     rows = [r for r in rows if _touches(r, window)]
     return Hours(window, rows, malformed, price, storage_price)
+
+
+def _mark_shared(kernels: list[Timeline], rows: list[SessionHours]) -> None:
+    """Two notebooks' kernels on one server use the same GPUs (a server's GPUs are all its
+    kernels'): where their held times overlap, the one started first counts the GPUs and the
+    later ones' overlap is ``shared``. Kernels outside a server are never merged: nothing says
+    which GPUs each could see."""
+    groups: dict[tuple[str | None, str], list[tuple[Timeline, SessionHours]]] = {}
+    for t, row in zip(kernels, rows, strict=True):
+        if t.server is not None and t.held:
+            groups.setdefault((t.node, t.server), []).append((t, row))
+    for members in groups.values():
+        members.sort(key=lambda m: (min(a for a, _ in m[0].held), m[0].key))
+        counted: list[Interval] = []
+        for t, row in members:
+            held = row.spans["held"]
+            row.shared = intervals.subtract(held, intervals.subtract(held, counted))
+            row.shared_hours = _gpu_hours(t, row.shared) if row.shared else ZERO
+            counted = intervals.union(counted + held)
 
 
 def _touches(row: SessionHours, window: Window) -> bool:
