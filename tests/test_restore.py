@@ -387,3 +387,24 @@ def test_a_variable_that_comes_back_as_another_type_is_named(tmp_path):
     changed = [n for n in result.notes if n.startswith("changed type")]
     assert changed == [f"changed type: shape came back as list, it was {__name__}._BecomesAList"], result.notes
     assert "changed type: shape" in result.summary()
+
+
+def test_a_tensor_with_an_autograd_graph_is_named_and_comes_back_a_leaf(tmp_path):
+    w = torch.ones(3, requires_grad=True)
+    loss = (w * 2).sum()
+    ns = {"w": w, "loss": loss, "pair": (torch.zeros(2), w.exp()), "plain": torch.zeros(2)}
+    taken = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    (note,) = [n for n in taken.notes if n.startswith("autograd graphs")]
+    assert "loss (SumBackward0), pair (ExpBackward0) come(s) back as leaf tensors" in note, note
+    assert "autograd graphs are not saved" in taken.summary()
+    another_process()
+    fresh: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=fresh)
+    assert fresh["loss"].grad_fn is None and fresh["loss"].requires_grad and fresh["loss"].detach().item() == 6.0
+    assert fresh["w"].is_leaf and fresh["w"].requires_grad
+
+
+def test_no_autograd_note_without_a_graph(tmp_path):
+    ns = {"w": torch.ones(3, requires_grad=True), "t": torch.zeros(2)}
+    taken = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    assert not [n for n in taken.notes if "autograd" in n]

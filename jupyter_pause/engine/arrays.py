@@ -62,6 +62,8 @@ class ArrayCollector:
     found: dict[str, Collected] = field(default_factory=dict)
     touched: list[str] = field(default_factory=list)
     copied: int = 0  # bytes ``gather`` brought from devices to host
+    #: The autograd function of the first tensor met with a graph behind it (reset per variable).
+    graph: str | None = None
     _by_identity: dict[int, str] = field(default_factory=dict)
 
     def _key_for(self, identity: int) -> tuple[str, bool]:
@@ -176,7 +178,15 @@ class ArrayCollector:
 
             table[torch.storage.TypedStorage] = self.reduce_torch_storage
             table[torch.UntypedStorage] = self.reduce_torch_storage
+            table[torch.Tensor] = self.note_graph
         return table
+
+    def note_graph(self, tensor: Any) -> Any:
+        """Note a tensor computed with autograd (it comes back a leaf: the graph is not saved),
+        then let the tensor reduce as usual."""
+        if self.graph is None and tensor.grad_fn is not None:
+            self.graph = type(tensor.grad_fn).__name__
+        return NotImplemented
 
 
 def _host_buffer(size: int, pin: bool) -> tuple[Any, bool]:

@@ -201,12 +201,23 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         unhashed=plan.unhashed,
         loops=running.records,
         loop_state=loop_ref,
-        notes=running.notes + kept.notes,
+        notes=running.notes + kept.notes + _graph_notes(dump),
         mid_cell=safepoints.mid_cell(),
         kept=kept,
         device=seen,
         copied=dump.collector.copied,
     )
+
+
+def _graph_notes(dump: DumpResult) -> list[str]:
+    """Name the variables whose tensors were computed with autograd: they come back as leaves."""
+    held = [f"{name} ({fn})" for name, fn in dump.graphs.items() if name in dump.segments]
+    if not held:
+        return []
+    return [
+        f"autograd graphs are not saved (as with torch.save): {', '.join(held)} come(s) back as leaf "
+        "tensors; compute them again to backpropagate through them"
+    ]
 
 
 def _digest(value: Any, known: Known) -> str | None:

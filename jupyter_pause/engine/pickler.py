@@ -150,6 +150,8 @@ class DumpResult:
     segments: dict[str, Segment] = field(default_factory=dict)
     collector: ArrayCollector = field(default_factory=ArrayCollector)
     failed: dict[str, str] = field(default_factory=dict)
+    #: Variables holding a tensor with an autograd graph, and its function (``note_graph``).
+    graphs: dict[str, str] = field(default_factory=dict)
 
 
 def _reason(error: BaseException) -> str:
@@ -198,13 +200,15 @@ def _dump_pass(values: dict[str, Any], result: DumpResult, final: dict[str, str]
     for name, value in values.items():
         if name in result.failed or name in final:
             continue
-        result.collector.touched = []
+        result.collector.touched, result.collector.graph = [], None
         weakrefs.check.current = name
         try:
             pickler.dump(value)
         except Exception as e:  # any __reduce__ may raise anything; the variable is reported
             result.failed[name] = _reason(e)
             return None
+        if result.collector.graph is not None:
+            result.graphs[name] = result.collector.graph
         segments[name] = Segment(writer.take(), list(dict.fromkeys(result.collector.touched)))
     return segments
 
