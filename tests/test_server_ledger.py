@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from jupyter_client.session import Session
 
 from jupyter_pause.server.ledger import Recorder
 from jupyter_pause.store import ledger
@@ -121,6 +123,63 @@ async def test_sigterm_pauses_and_the_server_stop_is_in_the_ledger(tmp_path):
         ("kernel_stopped", "job", "sigterm"),
         ("server_stopped", None, "sigterm"),
     ]
+
+
+@pytest.mark.integration
+class TestRestarts:
+    @pytest.fixture
+    def jp_server_config(self, store):
+        config = server_config(str(store), cuda_devices=2)
+        # Jupyter restarts a dead kernel once it has run stably; a quick poll and a short "stable"
+        # time stand for its 3 s poll and a kernel that has run for a while.
+        config["KernelRestarter"] = {"time_to_dead": 0.2, "stable_start_time": 1}
+        return config
+
+    async def test_restarts_keep_the_kernel_and_a_kernel_that_died_ends_its_cell(
+        self, jp_fetch, jp_serverapp, jp_root_dir, store
+    ):
+        path = write_notebook(jp_root_dir, "oom.ipynb", "x = 1")
+        kernel = await open_kernel(jp_fetch, path)
+        manager = jp_serverapp.web_app.settings["jupyter_pause"]
+        managed = jp_serverapp.kernel_manager.get_kernel(kernel)
+        while managed._restarter._initial_startup:  # the kernel counts as stably started
+            await asyncio.sleep(0.05)
+        client = managed.client(session=Session(key=managed.session.key))
+        client.start_channels()
+        try:
+            client.execute("import time\ntime.sleep(600)")
+            await _until(lambda: kernel in manager.recorder.busy, "the server never saw the cell start")
+            pid = managed.provisioner.process.pid
+            os.kill(pid, signal.SIGKILL)  # the cell dies with its kernel (the OOM killer, say)
+            await _until(lambda: _events(store, "kernel_restarted"), "no kernel_restarted after the kernel died")
+            await _until(lambda: managed.provisioner.process.pid != pid, "the kernel was not restarted")
+        finally:
+            client.stop_channels()
+        await jp_fetch("api", "kernels", kernel, "restart", method="POST", body="{}")
+        await jp_fetch("api", "kernels", kernel, method="DELETE")
+        await manager.wait()
+        events = [e for e in ledger.read(Store(str(store)))[0] if e.session == "oom"]
+        assert [(e.event, e.extra.get("reason")) for e in events] == [
+            ("kernel_started", None),
+            ("activity", None),
+            ("kernel_restarted", "died"),
+            ("kernel_restarted", "user"),
+            ("kernel_stopped", None),
+        ]
+        activity, died = events[1], events[2]
+        ((start, end),) = activity.spans  # the cell ran until the kernel died, not until its stop
+        assert start < end == died.at < events[3].at
+
+
+async def _until(check: Any, why: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, why
+        await asyncio.sleep(0.05)
+
+
+def _events(store: Any, name: str) -> list[ledger.Event]:
+    return [e for e in ledger.read(Store(str(store)))[0] if e.event == name]
 
 
 class _Manager:

@@ -27,6 +27,7 @@ KERNEL_EVENTS = frozenset(
     {
         "kernel_started",
         "activity",
+        "kernel_restarted",
         "pause_requested",
         "checkpoint_committed",
         "kernel_stopped",
@@ -155,6 +156,8 @@ class _Kernel:
         elif r.event == "kernel_stopped":
             self.evidence(r.at)
             self.stop(r)
+        elif r.event == "kernel_restarted":
+            self.evidence(r.at)  # the same kernel, its GPUs held through the restart
         elif r.event == "pause_requested":
             self.evidence(r.at)
             self.pause_asked, self.pause_trigger = True, r.trigger

@@ -12,6 +12,10 @@ the server itself runs to checkpoint or restore is left out). Spans are written 
 ``activity`` record per kernel every ``FLUSH_SECONDS`` (a cell still running is cut there, so a
 week-long cell shows as work all week), and when the kernel stops.
 
+A restart (the user's, or Jupyter's after the kernel died: an out-of-memory kill, say) keeps the
+kernel and its GPUs: it writes ``kernel_restarted`` with the reason, and ends the cell that was
+running then (it died with the process; no ``idle`` will ever close it).
+
 The orchestrator adds ``pause_requested`` and the trigger of the ``kernel_stopped`` it causes;
 a release or SIGTERM adds ``server_stopped``. Nothing here can fail a pause: ledger writes never
 raise, and they run off the event loop.
@@ -89,6 +93,7 @@ class Recorder:
         kernels = serverapp.kernel_manager
         root = os.path.abspath(os.path.expanduser(serverapp.root_dir))
         start, shutdown, stop_all = kernels.start_kernel, kernels.shutdown_kernel, kernels.shutdown_all
+        restart = kernels.restart_kernel
 
         async def start_kernel(*args: Any, **kwargs: Any) -> str:
             known = kwargs.get("kernel_id") in self.sessions
@@ -111,8 +116,12 @@ class Recorder:
             await self.server_stopping(None)
             return out
 
+        async def restart_kernel(kernel_id: str, *args: Any, **kwargs: Any) -> Any:
+            self.restarted(kernel_id, "user")
+            return await restart(kernel_id, *args, **kwargs)
+
         kernels.start_kernel, kernels.shutdown_kernel = start_kernel, shutdown_kernel
-        kernels.shutdown_all = shutdown_all
+        kernels.shutdown_all, kernels.restart_kernel = shutdown_all, restart_kernel
         self.flusher = PeriodicCallback(self.flush, FLUSH_SECONDS * 1000)
         self.flusher.start()
 
@@ -122,8 +131,22 @@ class Recorder:
         self.emit(self.event("kernel_started", session))
         try:
             self.watch(kernels.get_kernel(kernel_id), kernel_id)
+            kernels.add_restart_callback(kernel_id, lambda: self.restarted(kernel_id, "died"), "restart")
         except Exception as e:  # activity is lost for this kernel; its start and stop are still recorded
             log.warning("jupyter-pause ledger: cannot watch kernel %s for activity: %s", kernel_id, e)
+
+    def restarted(self, kernel_id: str, reason: str) -> None:
+        """The kernel restarts (``user``: asked to; ``died``: Jupyter brings it back): the running
+        cell ended now, then ``kernel_restarted``."""
+        if kernel_id not in self.sessions:
+            return
+        now = time.time()
+        if kernel_id in self.busy:
+            self.spans.setdefault(kernel_id, []).append([self.busy.pop(kernel_id), now])
+        activity = self._activity(kernel_id, now)
+        if activity is not None:
+            self.emit(activity)
+        self.emit(self.event("kernel_restarted", self.sessions[kernel_id], at=now, extra={"reason": reason}))
 
     def watch(self, kernel: Any, kernel_id: str) -> None:
         """Follow the kernel's IOPub status messages: busy/idle around each cell."""

@@ -33,6 +33,7 @@ EVENTS = (
     "server_started",
     "kernel_started",
     "activity",
+    "kernel_restarted",
     "pause_requested",
     "checkpoint_committed",
     "kernel_stopped",
