@@ -294,6 +294,89 @@ def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
     return out
 
 
+def table(out: dict[str, Any]) -> str:
+    """Every figure in one table: what was measured, beside what it is compared with."""
+    gib = out["bytes"] / (1 << 30)
+    f = out["frozen"]
+    on_gpu = out["device"] != "cpu"
+    yes = {True: "yes", False: "NO"}
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.3f}" if b > 0 else "-"
+
+    rows = [
+        ("checkpoint", f"{out['checkpoint_s']:.2f} s", "", "", ""),
+        (
+            "--async checkpoint: kernel blocked",
+            f"{out['async_blocked_s']:.2f} s",
+            f"sync checkpoint {out['checkpoint_s']:.2f} s",
+            ratio(out["async_blocked_s"], out["checkpoint_s"]),
+            "",
+        ),
+        (
+            "in-loop periodic checkpoint: loop blocked (median of 3)",
+            f"{out['in_loop_blocked_s']:.2f} s",
+            f"sync checkpoint {out['checkpoint_s']:.2f} s",
+            ratio(out["in_loop_blocked_s"], out["checkpoint_s"]),
+            f"committed: {yes[out['in_loop_committed']]}",
+        ),
+    ]
+    if on_gpu:
+        d2h, h2d = out["d2h_gbps"], out["h2d_gbps"]
+        rows += [
+            (
+                "device -> host, checkpoint's pinned copy",
+                f"{d2h['checkpoint']:.1f} GB/s",
+                f"torch.cuda pinned copy {d2h['plain pinned copy']:.1f} GB/s",
+                ratio(d2h["checkpoint"], d2h["plain pinned copy"]),
+                "",
+            ),
+            (
+                "host -> device, resume",
+                f"{h2d['resume']:.1f} GB/s",
+                f"torch.cuda pinned copy {h2d['plain pinned copy']:.1f} GB/s",
+                ratio(h2d["resume"], h2d["plain pinned copy"]),
+                "",
+            ),
+        ]
+    rows += [
+        (
+            "resume + verify, in a new process",
+            f"{out['resume_s']:.2f} s",
+            f"verdict {out['verdict']}",
+            "",
+            f"bit-identical {yes[out['bit_identical']]}, optimizer shares parameters "
+            f"{yes[out['optimizer_shares_parameters']]}, map_location=cpu {yes[out['map_location_cpu']]}",
+        ),
+        (
+            f"frozen backbone {f['frozen_bytes'] / (1 << 30):.2f} GiB + {f['trainable_bytes'] / 1e6:.1f} MB: "
+            "periodic checkpoint after a step",
+            f"{f['periodic_s']:.2f} s",
+            f"first checkpoint {f['first_s']:.2f} s",
+            f"{f['ratio']:.3f}",
+            "target <= 0.05",
+        ),
+        (
+            "frozen backbone: bytes copied to host / kept on the device",
+            f"{f['copied'] / 1e6:.1f} MB",
+            f"{f['kept_on_device'] / 1e6:.0f} MB kept",
+            "",
+            f"only the trainable part copied: {yes[f['only_trainable_copied']]}, resumed bit-identical "
+            f"{yes[f['bit_identical']]}",
+        ),
+        ("frozen backbone: fingerprinting", f"{f['fingerprint_s']:.3f} s", "", "", ""),
+    ]
+    head = ("measure", "jupyter-pause", "beside it", "ratio", "note")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        f"{gib:.2f} GiB of model + AdamW state on {out['device']} ({out.get('gpu', 'no GPU')}), torch {out['torch']}",
+        " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
+        "-+-".join("-" * w for w in widths),
+    ]
+    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N, or cpu for a smoke test")
@@ -308,27 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(resume_in_child(*args.resume_in_child)))
         return 0
     out = check(args)
-    gib = out["bytes"] / (1 << 30)
-    print(f"{gib:.2f} GiB of model + AdamW state on {out['device']} ({out.get('gpu', 'no GPU')}), torch {out['torch']}")
-    print(
-        f"  checkpoint {out['checkpoint_s']:.2f} s (--async blocks {out['async_blocked_s']:.2f} s); "
-        f"resume + verify {out['resume_s']:.2f} s"
-    )
-    print(
-        f"  in-loop periodic checkpoint blocks the training loop {out['in_loop_blocked_s']:.2f} s "
-        f"(median of 3; written in the background, committed: {out['in_loop_committed']})"
-    )
-    for name in ("d2h_gbps", "h2d_gbps") if out["device"] != "cpu" else ():
-        label = "device -> host" if name == "d2h_gbps" else "host -> device"
-        figures = ", ".join(f"{k} {v:.1f} GB/s" for k, v in out[name].items())
-        print(f"  {label}: {figures}")
+    print(table(out))
     f = out["frozen"]
-    print(
-        f"  frozen backbone {f['frozen_bytes'] / (1 << 30):.2f} GiB + {f['trainable_bytes'] / 1e6:.1f} MB trainable: "
-        f"first checkpoint {f['first_s']:.2f} s, periodic after a step {f['periodic_s']:.2f} s "
-        f"(ratio {f['ratio']:.3f}, target <= 0.05); copied {f['copied'] / 1e6:.1f} MB, kept "
-        f"{f['kept_on_device'] / 1e6:.0f} MB on the device; fingerprints {f['fingerprint_s']:.3f} s"
-    )
     ok = (
         out["in_loop_committed"]
         and out["verdict"] == "restored"
@@ -338,12 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         and f["only_trainable_copied"]
         and f["bit_identical"]
     )
-    print(
-        f"  verdict {out['verdict']}; bit-identical {out['bit_identical']}; optimizer shares parameters "
-        f"{out['optimizer_shares_parameters']}; map_location=cpu {out['map_location_cpu']}"
-    )
     if out["verdict"] != "restored":
-        print("  restore test: " + "; ".join(out.get("verdict_details", [])))
+        print("restore test: " + "; ".join(out.get("verdict_details", [])))
     print("PASS" if ok else "FAIL")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))

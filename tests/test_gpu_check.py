@@ -37,6 +37,10 @@ def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip().endswith("PASS")
+    table = done.stdout.splitlines()
+    assert [c.strip() for c in table[1].split("|")] == ["measure", "jupyter-pause", "beside it", "ratio", "note"]
+    for row in ("--async checkpoint: kernel blocked", "in-loop periodic checkpoint: loop blocked", "frozen backbone"):
+        assert any(line.startswith(row) for line in table), (row, done.stdout)
     out = json.loads(figures.read_text())
     assert out["verdict"] == "restored"  # resumed in a new process, told apart from this one
     assert out["bit_identical"] and out["optimizer_shares_parameters"] and out["map_location_cpu"]
