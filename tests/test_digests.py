@@ -774,3 +774,31 @@ def test_the_fidelity_registry_comes_back_matching_its_digests(batch: str, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     differs = json.loads(next(x for x in done.stdout.splitlines() if x.startswith("REPORT "))[len("REPORT ") :])
     assert set(differs) <= REOPENED_ARCHIVES, differs
+
+
+def test_an_archive_reader_is_digested_by_what_reopens_it(tmp_path: Path) -> None:
+    import tarfile
+    import zipfile
+
+    member = tmp_path / "member.txt"
+    member.write_text("inside")
+    for name in ("a", "b"):
+        with tarfile.open(tmp_path / f"{name}.tar", "w") as tar:
+            tar.add(member, arcname="member.txt")
+        with zipfile.ZipFile(tmp_path / f"{name}.zip", "w") as archive:
+            archive.write(member, arcname="member.txt")
+    opened = [tarfile.open(tmp_path / "a.tar"), zipfile.ZipFile(tmp_path / "a.zip")]
+    try:
+        taken = [value_digest(x) for x in opened]
+        opened[0].getmembers()  # a reader that has loaded its member list: the same archive
+        reopened = [tarfile.open(tmp_path / "a.tar"), zipfile.ZipFile(tmp_path / "a.zip")]
+        others = [tarfile.open(tmp_path / "b.tar"), zipfile.ZipFile(tmp_path / "b.zip")]
+        try:
+            assert [value_digest(x) for x in opened] == taken == [value_digest(x) for x in reopened]
+            assert all(value_digest(x) != d for x, d in zip(others, taken, strict=True))
+        finally:
+            for x in reopened + others:
+                x.close()
+    finally:
+        for x in opened:
+            x.close()

@@ -23,6 +23,8 @@ What a digest covers, kind by kind:
   included); a ``warnings.WarningMessage`` by its attributes (message, category, filename,
   line number...). Not the traceback, ``__cause__`` or ``__context__``: pickle does not carry
   them, so no restored exception has them;
+- tar and zip archives: what the checkpoint keeps of them (the path a reader is reopened from;
+  a closed archive's members), not the reader's state;
 - any other object: the state pickle saves of it (copyreg's table, then ``__reduce_ex__(2)``),
   attributes in name order, where an empty attribute dictionary is no state (an exception's
   dictionary exists once something looks at it, and pickle does not bring an empty one back),
@@ -49,13 +51,17 @@ import copyreg
 import math
 import struct
 import sys
+import tarfile
 import threading
 import types
 import warnings
 import weakref
+import zipfile
 from typing import Any
 
 import xxhash
+
+from . import openfiles
 
 #: Objects visited per variable before giving up (the checkpoint's checksums still cover it).
 DEFAULT_BUDGET = 200_000
@@ -320,10 +326,13 @@ class _Digester:
             return self._combine(name, (self.digest(obj.__func__),))
         if isinstance(obj, property):
             return self._combine(name, (self.digest(obj.fget), self.digest(obj.fset)))
-        # As pickle does: copyreg's table first (where ``re.Pattern`` is), then ``__reduce_ex__``.
-        registered = copyreg.dispatch_table.get(type(obj)) if self.version >= 2 else None
+        # As the checkpoint does: an archive by how it is reopened (``openfiles``), then as pickle
+        # does: copyreg's table first (where ``re.Pattern`` is), then ``__reduce_ex__``.
+        registered = (_ARCHIVES.get(type(obj)) or copyreg.dispatch_table.get(type(obj))) if self.version >= 2 else None
         try:
-            reduced = registered(obj) if registered is not None else obj.__reduce_ex__(2)
+            reduced = registered(obj) if registered is not None else NotImplemented
+            if reduced is NotImplemented:
+                reduced = obj.__reduce_ex__(2)
         except Exception:  # an object pickle cannot describe: known only by its type
             return self._leaf(f"opaque:{name}".encode())
         if isinstance(reduced, str):
@@ -347,6 +356,10 @@ class _Digester:
             return self._leaf(f"{getattr(func, '__module__', None)}.{qualname}".encode())
         return self._combine("maker", (self.digest(func),))  # a functools.partial, a callable object
 
+
+#: Archives go by what the checkpoint keeps of them (the path they are reopened from, or a closed
+#: one's members), not their reader's state: a reopened reader has loaded fewer members yet.
+_ARCHIVES: dict[type, Any] = {tarfile.TarFile: openfiles.reduce_tarfile, zipfile.ZipFile: openfiles.reduce_zipfile}
 
 #: ``Py_TPFLAGS_HEAPTYPE``: set on classes made by Python code.
 _HEAPTYPE = 1 << 9
