@@ -304,40 +304,31 @@ def table(out: dict[str, Any]) -> str:
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.3f}" if b > 0 else "-"
 
+    def beside(label: str, ours: float, base: float, unit: str, what: str, note: str = "") -> tuple[str, ...]:
+        """A row of ``ours`` measured beside ``base`` (``what``), in ``unit``."""
+        digits = 1 if unit == "GB/s" else 2
+        return (label, f"{ours:.{digits}f} {unit}", f"{what} {base:.{digits}f} {unit}", ratio(ours, base), note)
+
+    sync = out["checkpoint_s"]
     rows = [
-        ("checkpoint", f"{out['checkpoint_s']:.2f} s", "", "", ""),
-        (
-            "--async checkpoint: kernel blocked",
-            f"{out['async_blocked_s']:.2f} s",
-            f"sync checkpoint {out['checkpoint_s']:.2f} s",
-            ratio(out["async_blocked_s"], out["checkpoint_s"]),
-            "",
-        ),
-        (
+        ("checkpoint", f"{sync:.2f} s", "", "", ""),
+        beside("--async checkpoint: kernel blocked", out["async_blocked_s"], sync, "s", "sync checkpoint"),
+        beside(
             "in-loop periodic checkpoint: loop blocked (median of 3)",
-            f"{out['in_loop_blocked_s']:.2f} s",
-            f"sync checkpoint {out['checkpoint_s']:.2f} s",
-            ratio(out["in_loop_blocked_s"], out["checkpoint_s"]),
+            out["in_loop_blocked_s"],
+            sync,
+            "s",
+            "sync checkpoint",
             f"committed: {yes[out['in_loop_committed']]}",
         ),
     ]
     if on_gpu:
-        d2h, h2d = out["d2h_gbps"], out["h2d_gbps"]
+        d2h, h2d, plain = out["d2h_gbps"], out["h2d_gbps"], "plain pinned copy"
         rows += [
-            (
-                "device -> host, checkpoint's pinned copy",
-                f"{d2h['checkpoint']:.1f} GB/s",
-                f"torch.cuda pinned copy {d2h['plain pinned copy']:.1f} GB/s",
-                ratio(d2h["checkpoint"], d2h["plain pinned copy"]),
-                "",
+            beside(
+                "device -> host, checkpoint's pinned copy", d2h["checkpoint"], d2h[plain], "GB/s", "torch.cuda " + plain
             ),
-            (
-                "host -> device, resume",
-                f"{h2d['resume']:.1f} GB/s",
-                f"torch.cuda pinned copy {h2d['plain pinned copy']:.1f} GB/s",
-                ratio(h2d["resume"], h2d["plain pinned copy"]),
-                "",
-            ),
+            beside("host -> device, resume", h2d["resume"], h2d[plain], "GB/s", "torch.cuda " + plain),
         ]
     rows += [
         (
