@@ -4,39 +4,31 @@
  * Only @lumino imports here: the view renders it, the notebook controller acts on it, and the
  * unit tests drive it with a fake fetch.
  */
-import { PromiseDelegate } from '@lumino/coreutils';
-import { IDisposable } from '@lumino/disposable';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { PolledStatus } from './polled';
 import {
   describeStatus,
   formatError,
   formatStatus,
   IPauseStatus,
-  MAX_INTERVAL,
   pollInterval
 } from './status';
 
 /**
  * A notebook session's pause state, polled from the server.
  */
-export class PauseStatusModel implements IDisposable {
+export class PauseStatusModel extends PolledStatus<IPauseStatus> {
   constructor(options: PauseStatusModel.IOptions) {
+    super({
+      name: 'jupyter-pause:status',
+      interval: pollInterval(null),
+      auto: options.auto,
+      standby: options.standby
+    });
     this._path = options.path;
     this._fetch = options.fetch;
     this._onError = options.onError;
-    this._poll = new Poll<IPauseStatus | null, Error, 'standby'>({
-      auto: options.auto ?? true,
-      factory: () => this._tick(),
-      frequency: {
-        interval: pollInterval(null),
-        backoff: true,
-        max: MAX_INTERVAL
-      },
-      name: 'jupyter-pause:status',
-      standby: options.standby ?? 'when-hidden'
-    });
   }
 
   /**
@@ -96,95 +88,28 @@ export class PauseStatusModel implements IDisposable {
   }
 
   /**
-   * The poll interval now in force (ms).
-   */
-  get interval(): number {
-    return this._poll.frequency.interval;
-  }
-
-  /**
-   * Settles once the first answer (or failure) has come back.
-   */
-  get ready(): Promise<void> {
-    return this._ready.promise;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /**
-   * Ask the server now; resolves once the answer is applied.
-   */
-  async refresh(): Promise<void> {
-    if (this._isDisposed) {
-      return;
-    }
-    // An answer already on its way was asked before whatever made us refresh: drop it.
-    this._generation++;
-    await this._poll.refresh();
-    try {
-      await this._poll.tick;
-    } catch (error) {
-      // The tick of a poll disposed meanwhile (the notebook closed) rejects; nothing waits for it.
-      if (!this._isDisposed) {
-        throw error;
-      }
-    }
-  }
-
-  /**
    * Apply a status the server returned some other way (the reply of POST /pause or /resume).
    */
   update(status: IPauseStatus): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._generation++;
-    this._apply(status);
+    this.answered(status);
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._poll.dispose();
-    this._ready.resolve();
-    Signal.clearData(this);
+  protected ask(): Promise<IPauseStatus> {
+    return this._fetch(this._path());
   }
 
-  private async _tick(): Promise<IPauseStatus | null> {
-    const generation = this._generation;
-    try {
-      const status = await this._fetch(this._path());
-      if (generation === this._generation && !this._isDisposed) {
-        this._apply(status);
-      }
-      return status;
-    } catch (reason) {
-      if (generation === this._generation && !this._isDisposed) {
-        this._fail(reason);
-      }
-      // Rejecting lets the poll back off.
-      throw reason;
-    } finally {
-      this._ready.resolve();
-    }
-  }
-
-  private _apply(status: IPauseStatus): void {
+  protected apply(status: IPauseStatus): void {
     const previous = this._status;
     const hadError = this._error !== null;
     this._status = status;
     this._error = null;
-    this._setInterval(pollInterval(status.state));
+    this.setInterval(pollInterval(status.state));
     if (hadError || !previous || Private.differs(previous, status)) {
       this._stateChanged.emit({ previous, current: status });
     }
   }
 
-  private _fail(reason: unknown): void {
+  protected fail(reason: unknown): void {
     const message =
       reason instanceof Error ? reason.message : String(reason ?? 'unknown error');
     if (message === this._error) {
@@ -195,27 +120,16 @@ export class PauseStatusModel implements IDisposable {
     this._onError?.(message);
   }
 
-  private _setInterval(interval: number): void {
-    const frequency = this._poll.frequency;
-    if (frequency.interval !== interval) {
-      this._poll.frequency = { ...frequency, interval };
-    }
-  }
-
   private _error: string | null = null;
   private _fetch: (path: string) => Promise<IPauseStatus>;
-  private _generation = 0;
-  private _isDisposed = false;
   private _onError?: (message: string) => void;
   private _path: () => string;
-  private _poll: Poll<IPauseStatus | null, Error, 'standby'>;
-  private _ready = new PromiseDelegate<void>();
   private _stateChanged = new Signal<this, PauseStatusModel.IChange>(this);
   private _status: IPauseStatus | null = null;
 }
 
 export namespace PauseStatusModel {
-  export interface IOptions {
+  export interface IOptions extends Pick<PolledStatus.IOptions, 'auto' | 'standby'> {
     /**
      * The notebook's path now (it changes when the notebook is renamed).
      */
@@ -228,14 +142,6 @@ export namespace PauseStatusModel {
      * Called when polling starts failing, once per distinct message.
      */
     onError?: (message: string) => void;
-    /**
-     * Start polling at once (default true).
-     */
-    auto?: boolean;
-    /**
-     * When to stop polling (default: while the browser tab is hidden).
-     */
-    standby?: Poll.Standby | (() => boolean | Poll.Standby);
   }
 
   export interface IChange {

@@ -5,10 +5,10 @@
  * Only @lumino imports here: the release command, the status indicators and the notebook
  * controllers read it, and the unit tests drive it with a fake fetch.
  */
-import { PromiseDelegate, Token } from '@lumino/coreutils';
-import { IDisposable } from '@lumino/disposable';
-import { Poll } from '@lumino/polling';
+import { Token } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
+
+import { PolledStatus } from './polled';
 
 import {
   IPageHub,
@@ -18,7 +18,7 @@ import {
   isUnderHub,
   lostRelease
 } from './release';
-import { FAST_INTERVAL, MAX_INTERVAL } from './status';
+import { FAST_INTERVAL } from './status';
 
 /**
  * How often the server's status is asked for while no release runs (ms).
@@ -33,17 +33,16 @@ export const IServerStatusModel = new Token<ServerStatusModel>(
   "The server's pause status: Hub, resume_on_open, sessions, release progress."
 );
 
-export class ServerStatusModel implements IDisposable {
+export class ServerStatusModel extends PolledStatus<IServerStatus> {
   constructor(options: ServerStatusModel.IOptions) {
+    super({
+      name: 'jupyter-pause:server-status',
+      interval: SERVER_INTERVAL,
+      auto: options.auto,
+      standby: options.standby
+    });
     this._fetch = options.fetch;
     this._page = options.page ?? {};
-    this._poll = new Poll<IServerStatus | null, Error, 'standby'>({
-      auto: options.auto ?? true,
-      factory: () => this._tick(),
-      frequency: { interval: SERVER_INTERVAL, backoff: true, max: MAX_INTERVAL },
-      name: 'jupyter-pause:server-status',
-      standby: options.standby ?? 'when-hidden'
-    });
   }
 
   /**
@@ -99,94 +98,39 @@ export class ServerStatusModel implements IDisposable {
   }
 
   /**
-   * Settles once the first answer (or failure) has come back.
-   */
-  get ready(): Promise<void> {
-    return this._ready.promise;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /**
-   * Ask the server now; resolves once the answer is applied.
-   */
-  async refresh(): Promise<void> {
-    if (this._isDisposed || this._status?.release?.state === 'stopped') {
-      return;
-    }
-    this._generation++;
-    await this._poll.refresh();
-    try {
-      await this._poll.tick;
-    } catch (error) {
-      // The tick of a poll disposed meanwhile rejects; nothing is waiting for its answer.
-      if (!this._isDisposed) {
-        throw error;
-      }
-    }
-  }
-
-  /**
    * Take a release the server returned some other way (the reply of POST /release).
    */
   updateRelease(release: IRelease): void {
-    if (this._isDisposed || !this._status) {
-      return;
-    }
-    this._generation++;
-    this._apply({ ...this._status, release });
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._poll.dispose();
-    this._ready.resolve();
-    Signal.clearData(this);
-  }
-
-  private async _tick(): Promise<IServerStatus | null> {
-    const generation = this._generation;
-    try {
-      const status = await this._fetch();
-      if (generation === this._generation && !this._isDisposed) {
-        this._lost = false;
-        this._apply(status);
-      }
-      return status;
-    } catch (reason) {
-      if (
-        generation === this._generation &&
-        !this._isDisposed &&
-        !this._lost &&
-        isReleaseActive(this._status?.release)
-      ) {
-        // Gone mid-release: most likely stopped by the Hub before a poll saw "stopped". The
-        // poll goes on (backing off) in case it was only a blip.
-        this._lost = true;
-        this._changed.emit();
-      }
-      throw reason;
-    } finally {
-      this._ready.resolve();
+    if (this._status) {
+      this.answered({ ...this._status, release });
     }
   }
 
-  private _apply(status: IServerStatus): void {
+  protected canRefresh(): boolean {
+    return this._status?.release?.state !== 'stopped'; // the server is gone
+  }
+
+  protected ask(): Promise<IServerStatus> {
+    return this._fetch();
+  }
+
+  protected fail(): void {
+    if (!this._lost && isReleaseActive(this._status?.release)) {
+      // Gone mid-release: most likely stopped by the Hub before a poll saw "stopped". The
+      // poll goes on (backing off) in case it was only a blip.
+      this._lost = true;
+      this._changed.emit();
+    }
+  }
+
+  protected apply(status: IServerStatus): void {
     const same = JSON.stringify(status) === JSON.stringify(this._status);
+    this._lost = false; // it answered
     this._status = status;
-    const interval = isReleaseActive(status.release) ? FAST_INTERVAL : SERVER_INTERVAL;
-    const frequency = this._poll.frequency;
-    if (frequency.interval !== interval) {
-      this._poll.frequency = { ...frequency, interval };
-    }
+    this.setInterval(isReleaseActive(status.release) ? FAST_INTERVAL : SERVER_INTERVAL);
     if (this.stopping) {
       // The server is going away: asking it again only fails.
-      void this._poll.stop();
+      this.stopPolling();
     }
     if (!same) {
       this._changed.emit();
@@ -195,17 +139,13 @@ export class ServerStatusModel implements IDisposable {
 
   private _changed = new Signal<this, void>(this);
   private _fetch: () => Promise<IServerStatus>;
-  private _generation = 0;
-  private _isDisposed = false;
   private _lost = false;
   private _page: IPageHub;
-  private _poll: Poll<IServerStatus | null, Error, 'standby'>;
-  private _ready = new PromiseDelegate<void>();
   private _status: IServerStatus | null = null;
 }
 
 export namespace ServerStatusModel {
-  export interface IOptions {
+  export interface IOptions extends Pick<PolledStatus.IOptions, 'auto' | 'standby'> {
     /**
      * Ask the server for its status (GET /jupyter-pause/api/status without a path).
      */
@@ -214,13 +154,5 @@ export namespace ServerStatusModel {
      * What the page config says about a Hub, used until the server answers.
      */
     page?: IPageHub;
-    /**
-     * Start polling at once (default true).
-     */
-    auto?: boolean;
-    /**
-     * When to stop polling (default: while the browser tab is hidden).
-     */
-    standby?: Poll.Standby | (() => boolean | Poll.Standby);
   }
 }
