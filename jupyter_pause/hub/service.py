@@ -86,7 +86,8 @@ from urllib.parse import urlparse
 from .. import units
 from ..config import ENV_VARS, parse_storage_options
 from ..errors import PauseError
-from ..store.storage import Store, redact
+from ..store.credentials import redact
+from ..store.storage import Store
 from . import policy, release
 from .hubapi import HubClient, HubError, ServerClient
 from .ledger import ServerLedger, parse_profile_gpus

@@ -5,9 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import secrets
-import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +17,8 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import StoreError
-from . import layout, mapping
+from . import conditions, credentials, layout, mapping
+from .credentials import redact
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
@@ -34,80 +33,6 @@ ALIGNMENT = 64
 #: twice in memory: each blob in flight costs at most about one part and one chunk extra.
 REMOTE_CHUNK = 8 << 20
 REMOTE_BLOCK = 16 << 20  # S3 parts must be at least 5 MiB
-
-_CREDENTIALS_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
-
-
-def redact(url: str) -> str:
-    """A URL fit for printing: user and password parts replaced by ``***``."""
-    return _CREDENTIALS_IN_URL.sub(r"\g<scheme>***@", url)
-
-
-def _secrets(url: str, options: dict[str, Any]) -> list[str]:
-    """Strings that must never be printed: URL credentials and secret-looking option values."""
-    found = []
-    match = re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*://(?P<userinfo>[^/@\s]+)@", url)
-    if match:
-        userinfo = match.group("userinfo")
-        found += [userinfo, *userinfo.split(":", 1)]
-    stack: list[Any] = [options]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for name, value in item.items():
-                if isinstance(value, (dict, list)):
-                    stack.append(value)
-                elif isinstance(value, str) and re.search(r"key|secret|token|password|credential", str(name), re.I):
-                    found.append(value)
-        elif isinstance(item, list):
-            stack.extend(item)
-    return sorted({s for s in found if len(s) >= 3}, key=len, reverse=True)
-
-
-def _storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
-    """fsspec options, plus the S3 endpoint from ``AWS_ENDPOINT_URL`` when none is given."""
-    options = dict(options)
-    protocol = url.split("://", 1)[0] if "://" in url else "file"
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    if protocol in ("s3", "s3a") and endpoint:
-        client_kwargs = options.get("client_kwargs", {})
-        if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
-            options["endpoint_url"] = endpoint
-    return options
-
-
-#: fsspec backends whose exclusive mode is a condition the server checks (S3 ``If-None-Match: *``,
-#: GCS ``ifGenerationMatch=0``), by module and class. Others emulate it by looking first (fsspec's
-#: default ``pipe_file``) or ignore it, and a probe cannot tell a look-first from a real condition.
-CONDITIONAL_BACKENDS = (("s3fs", "S3FileSystem"), ("gcsfs", "GCSFileSystem"))
-
-
-def _sends_conditions(fs: Any) -> bool:
-    """Whether ``fs`` is one of ``CONDITIONAL_BACKENDS`` (each imported already if ``fs`` is one)."""
-    for module, name in CONDITIONAL_BACKENDS:
-        cls = getattr(sys.modules.get(module), name, None)
-        if cls is not None and isinstance(fs, cls):
-            return True
-    return False
-
-
-def _precondition_failed(error: BaseException) -> bool:
-    """Whether ``error`` is a server's 412 to a conditional put: the key was there already.
-
-    s3fs raises ``FileExistsError`` only when the reply names the ``If-None-Match`` condition;
-    servers that leave it out (SeaweedFS) come back as ``OSError(EINVAL)`` caused by the 412.
-    """
-    seen: BaseException | None = error
-    while seen is not None:
-        response = getattr(seen, "response", None)
-        if isinstance(response, dict):
-            code = response.get("Error", {}).get("Code")
-            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if code == "PreconditionFailed" or status == 412:
-                return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
 
 Progress = Callable[[int], None]
 
@@ -193,8 +118,8 @@ class Store:
             raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
         self.url = url
         self.display_url = redact(url)
-        self._secrets = _secrets(url, storage_options or {})
-        options = _storage_options(url, storage_options or {})
+        self._secrets = credentials.secrets(url, storage_options or {})
+        options = credentials.storage_options(url, storage_options or {})
         if "://" in url and not url.startswith(("file://", "local://")):
             # A new client per store, so credentials changed in the environment take effect.
             options.setdefault("skip_instance_cache", True)
@@ -296,7 +221,7 @@ class Store:
         except FileExistsError:
             return False
         except OSError as e:
-            if _precondition_failed(e):
+            if conditions.precondition_failed(e):
                 return False
             raise
 
@@ -304,7 +229,7 @@ class Store:
     def atomic_create(self) -> bool:
         """Whether ``create`` is a true create-if-absent here: of two racing creates, one fails.
 
-        True for a local folder (``os.link``). For S3 and GCS (``CONDITIONAL_BACKENDS``) a probe
+        True for a local folder (``os.link``). For S3 and GCS (``conditions.CONDITIONAL_BACKENDS``) a probe
         decides, once per ``Store``: a private key is created twice and the second create must
         be refused by the server itself, not by looking first; a server that ignores the
         condition overwrites, and a server that rejects conditional puts fails the first. False
@@ -312,7 +237,7 @@ class Store:
         """
         if self.local:
             return True
-        if not _sends_conditions(self.fs):
+        if not conditions.sends_conditions(self.fs):
             return False
         key = layout.probe_key(secrets.token_hex(16))
         try:
