@@ -413,6 +413,63 @@ def second_vs_first(i: int, pair: dict[str, Any], detail: str) -> dict[str, Any]
     return pair
 
 
+Where = tuple[Path, str]  # a store, and a session in it
+
+
+def first_then_next(
+    case: str,
+    cfg: dict[str, Any],
+    scratch: Scratch,
+    ns: dict[str, Any],
+    change: Callable[[int], dict[str, Any] | None],
+    detail: Callable[[dict[str, Any]], str],
+    trigger: str = "manual",
+) -> list[dict[str, Any]]:
+    """Pairs of a first checkpoint of ``ns`` into a fresh store and the next one (after
+    ``change(i)``) into a store holding one: alternately first then next, or the next into the
+    previous pair's store then a first into a fresh one. Each pair gets its ratio (next / first)
+    and a log line with ``detail`` of the next one; every store is removed afterwards."""
+    prev: Where | None = None
+
+    def first() -> tuple[dict[str, Any], Where]:
+        store, session = scratch.fresh(f"c{case}"), session_name(f"c{case}")
+        seconds, res = ours_checkpoint(ns, store, session)
+        return {"seconds": seconds, **res.manifest.stats}, (store, session)
+
+    def following(where: Where, i: int) -> dict[str, Any]:
+        noted = change(i) or {}
+        seconds, res = timed(
+            lambda: jupyter_pause.checkpoint(store=str(where[0]), session=where[1], namespace=ns, trigger=trigger)
+        )
+        return {"seconds": seconds, **noted, **res.manifest.stats}
+
+    def one_pair(i: int) -> dict[str, Any]:
+        nonlocal prev
+        pair: dict[str, Any] = {}
+        if i % 2 == 0 or prev is None:
+            pair["order"] = ["first", "second"]
+            pair["first"], where = first()
+            settle()
+            pair["second"] = following(where, i)
+            if prev is not None:
+                scratch.remove(prev[0])
+        else:
+            pair["order"] = ["second", "first"]
+            pair["second"] = following(prev, i)
+            settle()
+            scratch.remove(prev[0])
+            pair["first"], where = first()
+        settle()
+        prev = where
+        return second_vs_first(i, pair, detail(pair["second"]))
+
+    try:
+        return pair_loop(case, cfg, one_pair)
+    finally:
+        if prev is not None:
+            scratch.remove(prev[0])
+
+
 def case_incremental(
     model: torch.nn.Module, opt: torch.optim.Optimizer, scratch: Scratch, cfg: dict[str, Any]
 ) -> dict[str, Any]:
@@ -425,42 +482,21 @@ def case_incremental(
     ns = {"model": model, "opt": opt}
     params = list(model.parameters())
     changed_bytes = params[0].nbytes
-    prev: tuple[Path, str] | None = None
 
-    def first() -> tuple[dict[str, Any], tuple[Path, str]]:
-        store, session = scratch.fresh("c3"), session_name("c3")
-        seconds, res = ours_checkpoint(ns, store, session)
-        return {"seconds": seconds, **res.manifest.stats}, (store, session)
-
-    def second(where: tuple[Path, str], k: int) -> dict[str, Any]:
+    def change(i: int) -> dict[str, Any]:
+        k = (7 * i + 3) % len(params)
         with torch.no_grad():
-            params[k % len(params)].mul_(1.001).add_(1e-4)  # every element of one tensor changes
-        seconds, res = ours_checkpoint(ns, where[0], where[1], new_lineage=False)
-        return {"seconds": seconds, "tensor": k % len(params), **res.manifest.stats}
+            params[k].mul_(1.001).add_(1e-4)  # every element of one tensor changes
+        return {"tensor": k}
 
-    def one_pair(i: int) -> dict[str, Any]:
-        nonlocal prev
-        pair: dict[str, Any] = {}
-        if i % 2 == 0 or prev is None:
-            pair["order"] = ["first", "second"]
-            pair["first"], where = first()
-            settle()
-            pair["second"] = second(where, 7 * i + 3)
-            if prev is not None:
-                scratch.remove(prev[0])
-        else:
-            pair["order"] = ["second", "first"]
-            pair["second"] = second(prev, 7 * i + 3)
-            settle()
-            scratch.remove(prev[0])
-            pair["first"], where = first()
-        settle()
-        prev = where
-        s = pair["second"]
-        return second_vs_first(i, pair, f"wrote {s['bytes_written'] / 1e6:.1f} of {s['bytes_total'] / 1e6:.0f} MB")
-
-    runs = pair_loop("3", cfg, one_pair)
-    assert prev is not None
+    runs = first_then_next(
+        "3",
+        cfg,
+        scratch,
+        ns,
+        change,
+        lambda s: f"wrote {s['bytes_written'] / 1e6:.1f} of {s['bytes_total'] / 1e6:.0f} MB",
+    )
     ratios = [p["ratio"] for p in runs]
     total = runs[0]["first"]["bytes_total"]
     written = statistics.median(p["second"]["bytes_written"] for p in runs)
@@ -475,7 +511,6 @@ def case_incremental(
         "n": len(runs),
         "pairs": runs,
     }
-    scratch.remove(prev[0])
     return result
 
 
@@ -792,49 +827,18 @@ def case_frozen_backbone(scratch: Scratch, cfg: dict[str, Any]) -> dict[str, Any
     ns = build_frozen(cfg)
     frozen = sum(p.nbytes for p in ns["backbone"].parameters())
     trainable = sum(p.nbytes for p in ns["head"].parameters())
-    prev: tuple[Path, str] | None = None
-
-    def first() -> tuple[dict[str, Any], tuple[Path, str]]:
-        store, session = scratch.fresh("c7"), session_name("c7")
-        seconds, res = ours_checkpoint(ns, store, session)
-        return {"seconds": seconds, **res.manifest.stats}, (store, session)
-
-    def periodic(where: tuple[Path, str]) -> dict[str, Any]:
-        frozen_step(ns)
-        seconds, res = timed(
-            lambda: jupyter_pause.checkpoint(store=str(where[0]), session=where[1], namespace=ns, trigger="periodic")
-        )
-        return {"seconds": seconds, **res.manifest.stats}
-
-    def one_pair(i: int) -> dict[str, Any]:
-        nonlocal prev
-        pair: dict[str, Any] = {}
-        if i % 2 == 0 or prev is None:
-            pair["order"] = ["first", "second"]
-            pair["first"], where = first()
-            settle()
-            pair["second"] = periodic(where)
-            if prev is not None:
-                scratch.remove(prev[0])
-        else:
-            pair["order"] = ["second", "first"]
-            pair["second"] = periodic(prev)
-            settle()
-            scratch.remove(prev[0])
-            pair["first"], where = first()
-        settle()
-        prev = where
-        s = pair["second"]
-        return second_vs_first(
-            i,
-            pair,
+    runs = first_then_next(
+        "7",
+        cfg,
+        scratch,
+        ns,
+        lambda i: frozen_step(ns),
+        lambda s: (
             f"copied {s['bytes_copied'] / 1e6:.0f} MB, kept {s['bytes_kept_on_device'] / 1e6:.0f} MB on the "
-            f"device, wrote {s['bytes_written'] / 1e6:.1f} MB",
-        )
-
-    runs = pair_loop("7", cfg, one_pair)
-    assert prev is not None
-    scratch.remove(prev[0])
+            f"device, wrote {s['bytes_written'] / 1e6:.1f} MB"
+        ),
+        trigger="periodic",
+    )
     second = runs[-1]["second"]
     kept, written = second["bytes_kept_on_device"], statistics.median(p["second"]["bytes_written"] for p in runs)
     how = f"kept {kept / 1e6:.0f} MB unchanged on the device" if kept else "CPU tensors: unchanged ones hashed (xxh3)"
