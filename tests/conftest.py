@@ -1,5 +1,5 @@
-"""Shared fixtures: real kernels (tests/kernels.py), a real S3 server (tests/s3_server.py), and a
-clean slate of this process's session state (``new_process``); tests that start processes must be
+"""Shared fixtures: real kernels (tests/kernels.py), a real S3 server (tests/s3_server.py), a store
+URL on every backend (tests/stores.py), and a clean slate of this process's session state (``new_process``); tests that start processes must be
 marked ``integration``."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tests.faults.tally import TALLY
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.processes import forget_session_state
 from tests.s3_server import s3_env, s3_server  # noqa: F401
+from tests.stores import no_pause_env, store_url  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 

@@ -9,39 +9,18 @@ import multiprocessing
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import fsspec
 import pytest
 
-from jupyter_pause.config import ENV_VARS
 from jupyter_pause.store import layout, ledger
 from jupyter_pause.store.storage import Store
 
+# store_url (every backend) and no_pause_env: tests/stores.py, through conftest.py
+pytestmark = pytest.mark.usefixtures("no_pause_env")
+
 #: Events each writer process appends in the concurrency test.
 PER_WRITER = 500
-BACKENDS = ["memory", "local", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.integration])]
-
-
-@pytest.fixture(autouse=True)
-def _no_pause_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ENV_VARS.values():
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    if request.param == "memory":
-        url = f"memory://ledger-{uuid.uuid4().hex}"
-        yield url
-        fs = fsspec.filesystem("memory")
-        if fs.exists(url[len("memory:/") :]):
-            fs.rm(url[len("memory:/") :], recursive=True)
-    elif request.param == "local":
-        yield str(tmp_path / "store")
-    else:
-        yield request.getfixturevalue("s3_env")
 
 
 def test_key_is_day_folder_then_time_then_tag() -> None:

@@ -10,16 +10,13 @@ from __future__ import annotations
 import os
 import socket
 import time
-import uuid
 from collections.abc import Iterator
 
-import fsspec
 import numpy as np
 import pytest
 import torch
 
 import jupyter_pause
-from jupyter_pause.config import ENV_VARS
 from jupyter_pause.engine import lineage
 from jupyter_pause.errors import StoreError
 from jupyter_pause.store import layout
@@ -27,36 +24,15 @@ from jupyter_pause.store.storage import Store
 from tests.lax_s3 import lax_store
 from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
-BACKENDS = ["memory", "local", pytest.param("s3", marks=[pytest.mark.s3, pytest.mark.integration])]
+# store_url (every backend) and no_pause_env: tests/stores.py, through conftest.py
+pytestmark = pytest.mark.usefixtures("no_pause_env")
+
 #: A payload above the 5 MiB multipart threshold of most S3 clients.
 BIG = os.urandom(5 * 1024 * 1024 + 17)
 #: Storage options that make an unreachable S3 endpoint fail fast.
 FAST_FAIL = {"config_kwargs": {"connect_timeout": 1, "read_timeout": 2, "retries": {"max_attempts": 1}}}
 #: Seconds within which an unreachable store must be reported.
 FAIL_WITHIN = 20.0
-
-
-@pytest.fixture(autouse=True)
-def _no_pause_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep a developer's JUPYTER_PAUSE_* settings out of these tests."""
-    for var in ENV_VARS.values():
-        monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """A fresh, empty store URL on each backend."""
-    if request.param == "memory":
-        url = f"memory://pause-{uuid.uuid4().hex}"
-        yield url
-        fs = fsspec.filesystem("memory")
-        root = url[len("memory:/") :]
-        if fs.exists(root):
-            fs.rm(root, recursive=True)
-    elif request.param == "local":
-        yield str(tmp_path / "store")
-    else:
-        yield request.getfixturevalue("s3_env")
 
 
 @pytest.fixture
