@@ -1,6 +1,6 @@
 """Shared fixtures: real kernels (tests/kernels.py), a real S3 server (tests/s3_server.py), a store
-URL on every backend (tests/stores.py), and a clean slate of this process's session state (``new_process``); tests that start processes must be
-marked ``integration``."""
+URL on every backend (tests/stores.py), and a clean slate of this process's session state
+(``new_process``); tests that start processes must be marked ``integration``."""
 
 from __future__ import annotations
 
