@@ -9,9 +9,8 @@ it over.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import ledger
@@ -39,47 +38,29 @@ class Record:
     spans: tuple[tuple[float, float], ...] = field(default_factory=tuple)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _text(value: Any) -> bool:
-    return value is None or isinstance(value, str)
-
-
-def _count(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-
-
 def parse(raw: Any) -> Record | None:
-    """The record in ``raw`` (a dict or an ``Event`` dataclass), or None if it is malformed."""
-    if is_dataclass(raw) and not isinstance(raw, type):
-        raw = asdict(raw)
-    if not isinstance(raw, dict):
+    """The record in ``raw`` (a dict or an ``Event``), or None if it is malformed (the ledger's
+    own check: ``Event.from_dict``)."""
+    if isinstance(raw, ledger.Event):
+        raw = raw.to_dict()
+    try:
+        event = ledger.Event.from_dict(raw)
+    except ValueError:
         return None
-    event, at = raw.get("event"), raw.get("at")
-    if not isinstance(event, str) or not _number(at):
-        return None
-    texts = ("session", "user", "node", "server", "gpu_model", "trigger", "checkpoint")
-    if not all(_text(raw.get(name)) for name in texts):
-        return None
-    if not all(_count(raw.get(name)) for name in ("gpus", "bytes", "bytes_total")):
-        return None
-    spans = raw.get("spans") or ()
-    if not isinstance(spans, list | tuple):
-        return None
-    pairs = []
-    for span in spans:
-        if not (isinstance(span, list | tuple) and len(span) == 2 and all(_number(x) for x in span)):
-            return None
-        if span[1] < span[0]:
-            return None
-        pairs.append((float(span[0]), float(span[1])))
     return Record(
-        event=event,
-        at=float(at),
-        spans=tuple(pairs),
-        **{name: raw.get(name) for name in (*texts, "gpus", "bytes", "bytes_total")},
+        event=event.event,
+        at=event.at,
+        session=event.session,
+        user=event.user,
+        node=event.node,
+        server=event.server,
+        gpu_model=event.gpu_model,
+        gpus=raw.get("gpus"),  # None: not recorded (the event's own default is 0)
+        trigger=event.trigger,
+        checkpoint=event.checkpoint,
+        bytes=event.bytes,
+        bytes_total=event.bytes_total,
+        spans=tuple((a, b) for a, b in event.spans or ()),
     )
 
 

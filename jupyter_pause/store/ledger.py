@@ -123,7 +123,9 @@ def _spans_ok(spans: Any) -> bool:
     for span in spans:
         if not isinstance(span, list) or len(span) != 2:
             return False
-        if any(isinstance(t, bool) or not isinstance(t, (int, float)) for t in span) or span[0] > span[1]:
+        if any(isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) for t in span):
+            return False
+        if span[0] > span[1]:
             return False
     return True
 
