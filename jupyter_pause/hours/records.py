@@ -10,7 +10,7 @@ it over.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..store import ledger
@@ -47,21 +47,9 @@ def parse(raw: Any) -> Record | None:
         event = ledger.Event.from_dict(raw)
     except ValueError:
         return None
-    return Record(
-        event=event.event,
-        at=event.at,
-        session=event.session,
-        user=event.user,
-        node=event.node,
-        server=event.server,
-        gpu_model=event.gpu_model,
-        gpus=raw.get("gpus"),  # None: not recorded (the event's own default is 0)
-        trigger=event.trigger,
-        checkpoint=event.checkpoint,
-        bytes=event.bytes,
-        bytes_total=event.bytes_total,
-        spans=tuple((a, b) for a, b in event.spans or ()),
-    )
+    same = {f.name: getattr(event, f.name) for f in fields(Record) if f.name not in ("gpus", "spans")}
+    # gpus None: not recorded (the event's own default is 0)
+    return Record(**same, gpus=raw.get("gpus"), spans=tuple((a, b) for a, b in event.spans or ()))
 
 
 def parse_all(raws: Iterable[Any]) -> tuple[list[Record], int]:
