@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import secrets
@@ -43,7 +44,10 @@ def process_identity() -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=None)
 def _version(package: str) -> str | None:
+    """The installed version of ``package`` (looked up once per process: reading package
+    metadata takes milliseconds, and every checkpoint records it)."""
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
