@@ -237,14 +237,9 @@ Store.write_many = _held
 
 @pytest.mark.integration
 def test_a_kill_during_a_background_in_loop_checkpoint_leaves_the_previous_one_resumable(start_kernel, tmp_path):
-    from tests.test_loops import TRAINING, TRAINING_SETUP
+    from tests.test_loops import TRAINING, TRAINING_SETUP, uninterrupted_losses
 
-    for name in ("whole", "a", "b"):
-        (tmp_path / name).mkdir()
-    whole = start_kernel(tmp_path / "whole", JUPYTER_PAUSE_STORE=str(tmp_path / "other"), JUPYTER_PAUSE_SESSION="w")
-    whole.run(TRAINING_SETUP + "pace = 0.0").ok()
-    whole.run(TRAINING).ok()
-    expected = whole.value("losses")
+    expected = uninterrupted_losses(start_kernel, tmp_path)
 
     store, env = tmp_path / "store", {"JUPYTER_PAUSE_SESSION": "train"}
     a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), **env)

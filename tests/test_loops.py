@@ -497,6 +497,17 @@ for epoch in jp.steps(range(3)):
 """
 
 
+def uninterrupted_losses(start_kernel, tmp_path) -> list:
+    """The losses of TRAINING run to its end without a pause, in a kernel (and store) of its own;
+    makes the folders ``whole``, ``a`` and ``b`` under ``tmp_path`` for the kernels of a test."""
+    for name in ("whole", "a", "b"):
+        (tmp_path / name).mkdir()
+    whole = start_kernel(tmp_path / "whole", JUPYTER_PAUSE_STORE=str(tmp_path / "other"), JUPYTER_PAUSE_SESSION="w")
+    whole.run(TRAINING_SETUP + "pace = 0.0").ok()
+    whole.run(TRAINING).ok()
+    return whole.value("losses")
+
+
 def _periodic_checkpoints(store, session):
     try:
         return [m for m in Catalog(Store(str(store))).checkpoints(session) if m.trigger == "periodic"]
@@ -506,12 +517,7 @@ def _periodic_checkpoints(store, session):
 
 @pytest.mark.integration
 def test_training_killed_after_a_periodic_checkpoint_continues_bit_identical(start_kernel, tmp_path):
-    for name in ("whole", "a", "b"):
-        (tmp_path / name).mkdir()
-    whole = start_kernel(tmp_path / "whole", JUPYTER_PAUSE_STORE=str(tmp_path / "other"), JUPYTER_PAUSE_SESSION="w")
-    whole.run(TRAINING_SETUP + "pace = 0.0").ok()
-    whole.run(TRAINING).ok()
-    expected = whole.value("losses")
+    expected = uninterrupted_losses(start_kernel, tmp_path)
     assert len(expected) == 36
 
     store, env = tmp_path / "store", {"JUPYTER_PAUSE_SESSION": "train"}
