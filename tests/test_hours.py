@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from jupyter_pause.hours import records, text, timeline, totals, whatif
+from jupyter_pause.hours import page, records, text, timeline, totals, whatif
 from tests.ledger_history import week
 
 H = 3600.0
@@ -142,6 +142,24 @@ def test_two_notebooks_of_one_server_at_once_count_its_gpus_once_in_the_total():
     out = text.report(h)
     assert "4.0 GPU-h of the sessions' HELD is shared" in out and "total: 16.0 GPU-h held" in out
     assert text.to_json(h)["total"]["shared_gpu_hours"] == 4.0
+
+
+def test_kernels_that_died_are_counted_and_a_restart_keeps_the_gpus_held():
+    raw = [
+        rec("kernel_started", 0),
+        rec("kernel_restarted", H, reason="died"),
+        rec("kernel_restarted", 2 * H, reason="user"),
+        rec("kernel_restarted", 3 * H, reason="died"),
+        rec("kernel_stopped", 4 * H),
+    ]
+    h = report(raw)
+    (s,) = h.sessions
+    assert s.deaths == 2 and s.held == totals.Range.exact(2 * 4.0)  # held through every restart
+    assert "kernels that died and were restarted by Jupyter (out of memory, say): s 2" in text.report(h)
+    out = text.to_json(h)
+    assert out["sessions"][0]["kernel_deaths"] == 2 and out["total"]["kernel_deaths"] == 2
+    assert "kernels that died" not in text.report(report(cycle()))
+    assert "Kernels that died and were restarted by Jupyter: s 2" in page.html(h)
 
 
 def test_money_and_storage_with_prices_and_hours_only_without():

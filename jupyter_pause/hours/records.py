@@ -36,6 +36,8 @@ class Record:
     bytes: int | None = None
     bytes_total: int | None = None
     spans: tuple[tuple[float, float], ...] = field(default_factory=tuple)
+    #: Why a kernel restarted (``kernel_restarted``): ``user``, or ``died`` (Jupyter brought it back).
+    reason: str | None = None
 
 
 def parse(raw: Any) -> Record | None:
@@ -47,9 +49,14 @@ def parse(raw: Any) -> Record | None:
         event = ledger.Event.from_dict(raw)
     except ValueError:
         return None
-    same = {f.name: getattr(event, f.name) for f in fields(Record) if f.name not in ("gpus", "spans")}
-    # gpus None: not recorded (the event's own default is 0)
-    return Record(**same, gpus=raw.get("gpus"), spans=tuple((a, b) for a, b in event.spans or ()))
+    same = {f.name: getattr(event, f.name) for f in fields(Record) if f.name not in ("gpus", "spans", "reason")}
+    reason = event.extra.get("reason")
+    return Record(
+        **same,
+        gpus=raw.get("gpus"),  # None: not recorded (the event's own default is 0)
+        spans=tuple((a, b) for a, b in event.spans or ()),
+        reason=reason if isinstance(reason, str) else None,
+    )
 
 
 def parse_all(raws: Iterable[Any]) -> tuple[list[Record], int]:

@@ -71,6 +71,9 @@ def report(h: Hours) -> str:
         f"{sum(s.resumes for s in h.sessions)} resume(s), wait median {wait(median(waits))}, "
         f"p95 {wait(percentile(waits, 95))} ({len(waits)} measured)",
     ]
+    died = [f"{s.key} {s.deaths}" for s in h.sessions if s.deaths]
+    if died:
+        lines.append(f"kernels that died and were restarted by Jupyter (out of memory, say): {', '.join(died)}")
     if h.shared.high != 0:
         lines.append(
             f"{amount(h.shared)} GPU-h of the sessions' HELD is shared (notebooks of one server running at once "
@@ -150,6 +153,7 @@ def _row(s: SessionHours) -> dict[str, Any]:
             "count": len(s.waits),
             "unfinished": s.unfinished_resumes,
         },
+        "kernel_deaths": s.deaths,
         "snapshot_bytes": s.snapshot_bytes,
         "bytes_written": s.written_bytes,
         "store_bytes": s.store_bytes,
@@ -182,6 +186,7 @@ def to_json(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> di
             "released_gpu_hours": h.total("released").to_json(),
             "pauses": sum(s.pauses for s in h.sessions),
             "resumes": sum(s.resumes for s in h.sessions),
+            "kernel_deaths": sum(s.deaths for s in h.sessions),
             "resume_wait_seconds": {"median": median(waits), "p95": percentile(waits, 95), "count": len(waits)},
             "storage_gb_months": h.total("storage_gb_months").to_json(),
         },

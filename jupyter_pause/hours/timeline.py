@@ -69,6 +69,8 @@ class Timeline:
     checkpoints: list[tuple[float, int | None, int | None]] = field(default_factory=list)
     #: (resume_requested, bytes restored) of each resume with a measured wait, for the wait model.
     restored: list[tuple[float, int | None]] = field(default_factory=list)
+    #: When its kernel died and Jupyter restarted it (an out-of-memory kill, say).
+    deaths: list[float] = field(default_factory=list)
     #: (at, GPUs) of each start: a session resumed on another node may hold another number.
     counts: list[tuple[float, int | None]] = field(default_factory=list)
 
@@ -158,6 +160,8 @@ class _Kernel:
             self.stop(r)
         elif r.event == "kernel_restarted":
             self.evidence(r.at)  # the same kernel, its GPUs held through the restart
+            if r.reason == "died":
+                t.deaths.append(r.at)
         elif r.event == "pause_requested":
             self.evidence(r.at)
             self.pause_asked, self.pause_trigger = True, r.trigger

@@ -113,6 +113,8 @@ class SessionHours:
     shared: list[Interval] = field(default_factory=list)
     #: GPU-hours over ``shared``.
     shared_hours: Range = field(default_factory=lambda: ZERO)
+    #: Times its kernel died and Jupyter restarted it.
+    deaths: int = 0
 
     @property
     def median_wait(self) -> float | None:
@@ -194,6 +196,7 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
         storage_gb_months=_storage(t, window),
         spans={"held": held, "active": active, "released": paused},
         gpus_at=t.gpus_at,
+        deaths=sum(window.has(at) for at in t.deaths),
     )
 
 
