@@ -261,3 +261,12 @@ def test_a_resume_inside_a_running_kernel_is_a_resume_with_a_wait_and_nothing_re
     (s,) = report(raw).sessions
     assert (s.resumes, s.pauses, s.waits) == (1, 0, [12.0])
     assert s.held == totals.Range.exact(2 * 2.0) and s.released == totals.Range.exact(0)
+
+
+def test_intersect_and_a_range_less_a_part_of_it():
+    from jupyter_pause.hours import intervals
+
+    assert intervals.intersect([(0, 4), (6, 10)], [(2, 7), (9, 20)]) == [(2, 4), (6, 7), (9, 10)]
+    assert intervals.intersect([(0, 4)], []) == []
+    assert totals.Range(10.0, 12.0).minus(totals.Range(1.0, 3.0)) == totals.Range(7.0, 11.0)
+    assert totals.Range(10.0, None).minus(totals.Range(0.0, None)) == totals.Range(0.0, None)  # unknown part

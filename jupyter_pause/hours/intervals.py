@@ -1,4 +1,5 @@
-"""Closed-open time intervals ``(start, end)`` in epoch seconds: union, clip, subtract, length."""
+"""Closed-open time intervals ``(start, end)`` in epoch seconds: union, clip, subtract, intersect,
+length."""
 
 from __future__ import annotations
 
@@ -40,6 +41,12 @@ def subtract(intervals: Iterable[Interval], holes: Iterable[Interval]) -> list[I
         if cursor < end:
             out.append((cursor, end))
     return out
+
+
+def intersect(intervals: Iterable[Interval], others: Iterable[Interval]) -> list[Interval]:
+    """The parts of ``intervals`` that ``others`` also cover."""
+    mine = union(intervals)
+    return subtract(mine, subtract(mine, others))
 
 
 def length(intervals: Iterable[Interval]) -> float:

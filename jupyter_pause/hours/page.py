@@ -215,11 +215,8 @@ def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
     if h.sessions:
         parts += ["<h2>Timeline per session</h2>", timeline_chart(h), "<h2>GPU-hours per day</h2>", daily_chart(h)]
     parts += ["<h2>Sessions (GPU-hours)</h2>", _sessions(h)]
-    died = [f"{s.key} {s.deaths}" for s in h.sessions if s.deaths]
-    if died:
-        parts.append(
-            f'<p class="note">Kernels that died and were restarted by Jupyter: {escape.escape(", ".join(died))}</p>'
-        )
+    if died := text.deaths(h):
+        parts.append(f'<p class="note">Kernels that died and were restarted by Jupyter: {escape.escape(died)}</p>')
     if what is not None:
         parts += _what_if(*what)
     parts.append("</body></html>")

@@ -71,9 +71,8 @@ def report(h: Hours) -> str:
         f"{sum(s.resumes for s in h.sessions)} resume(s), wait median {wait(median(waits))}, "
         f"p95 {wait(percentile(waits, 95))} ({len(waits)} measured)",
     ]
-    died = [f"{s.key} {s.deaths}" for s in h.sessions if s.deaths]
-    if died:
-        lines.append(f"kernels that died and were restarted by Jupyter (out of memory, say): {', '.join(died)}")
+    if died := deaths(h):
+        lines.append(f"kernels that died and were restarted by Jupyter (out of memory, say): {died}")
     if h.shared.high != 0:
         lines.append(
             f"{amount(h.shared)} GPU-h of the sessions' HELD is shared (notebooks of one server running at once "
@@ -86,6 +85,11 @@ def report(h: Hours) -> str:
         lines.append("a range (a..b, >= a) is a session whose records begin mid-way: its state before is unknown")
     lines.append(money(h))
     return "\n".join(lines)
+
+
+def deaths(h: Hours) -> str:
+    """The sessions whose kernel died (and Jupyter restarted it), with how often: "a 2, b 1"; "" for none."""
+    return ", ".join(f"{s.key} {s.deaths}" for s in h.sessions if s.deaths)
 
 
 def money(h: Hours) -> str:

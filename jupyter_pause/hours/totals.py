@@ -41,6 +41,11 @@ class Range:
         high = None if self.high is None or other.high is None else self.high + other.high
         return Range(self.low + other.low, high)
 
+    def minus(self, other: Range) -> Range:
+        """This range less ``other`` (a part of it), never below zero."""
+        low = 0.0 if other.high is None else max(0.0, self.low - other.high)
+        return Range(low, None if self.high is None else self.high - other.low)
+
     def times(self, factor: float | None) -> Range:
         """This range times ``factor`` (None: an unknown factor, so 0 or more)."""
         if factor is None:
@@ -215,10 +220,7 @@ class Hours:
         out = ZERO
         for s in self.sessions:
             out = out + getattr(s, name)
-        if name == "held":
-            shared = self.shared
-            out = Range(max(0.0, out.low - (shared.high or 0.0)), None if out.high is None else out.high - shared.low)
-        return out
+        return out.minus(self.shared) if name == "held" else out
 
     @property
     def shared(self) -> Range:
@@ -292,7 +294,7 @@ def _mark_shared(kernels: list[Timeline], rows: list[SessionHours]) -> None:
         counted: list[Interval] = []
         for t, row in members:
             held = row.spans["held"]
-            row.shared = intervals.subtract(held, intervals.subtract(held, counted))
+            row.shared = intervals.intersect(held, counted)
             row.shared_hours = _gpu_hours(t, row.shared) if row.shared else ZERO
             counted = intervals.union(counted + held)
 
