@@ -9,7 +9,7 @@ side by side in one process:
 - checkpoint and resume times, and how long ``--async`` blocks the kernel;
 - a frozen-backbone fine-tune (``--frozen-gb`` frozen + 1% trainable, AdamW on the trainable
   part): a periodic checkpoint after one training step against the first, with the bytes it
-  copied and those it kept on the device by their fingerprint (``engine.devicehash``).
+  copied and those it kept on the device by their fingerprint (``serialize.devicehash``).
 
 Every tensor is then compared bit for bit, the restore test must say ``restored``, and a resume
 with ``map_location="cpu"`` must bring the same values to host memory. Exit status 1 on any
@@ -33,7 +33,8 @@ from typing import Any
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import arrays, devicehash, lineage
+from jupyter_pause.serialize import arrays, devicehash
+from jupyter_pause.session import lineage
 
 
 def build(size_bytes: int, device: str, layers: int = 24) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
@@ -231,7 +232,8 @@ def in_loop(
 ) -> tuple[float, bool]:
     """Train a few steps in ``steps(..., every=2)``: the median seconds a periodic checkpoint
     held the loop at its safe point, and whether the last one committed with its position."""
-    from jupyter_pause.engine import background, checkpoint, loops
+    from jupyter_pause.loops import steps as loops
+    from jupyter_pause.session import background, checkpoint
     from jupyter_pause.store.catalog import Catalog
     from jupyter_pause.store.storage import Store
 

@@ -42,8 +42,9 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 
 import jupyter_pause as jp  # noqa: E402
-from jupyter_pause.engine import background, checkpoint, lineage, loops  # noqa: E402
 from jupyter_pause.kernel.autocheckpoint import Periodic  # noqa: E402
+from jupyter_pause.loops import steps as loops  # noqa: E402
+from jupyter_pause.session import background, checkpoint, lineage  # noqa: E402
 
 
 def timed(iterable: Any) -> float:

@@ -51,7 +51,7 @@ import torch  # noqa: E402
 
 import jupyter_pause  # noqa: E402
 from jupyter_pause.config import default_store_url  # noqa: E402
-from jupyter_pause.engine import lineage, staging  # noqa: E402
+from jupyter_pause.session import lineage, staging  # noqa: E402
 
 GIB = 1 << 30
 
@@ -857,7 +857,7 @@ def case_frozen_backbone(scratch: Scratch, cfg: dict[str, Any]) -> dict[str, Any
 def case_detection_cost(cfg: dict[str, Any]) -> dict[str, Any]:
     """Change detection on the CPU: the device fingerprint (torch int64 ops, ``devicehash``) of
     a storage vs xxh3 of the same bytes (what CPU storages use), in seconds per GiB."""
-    from jupyter_pause.engine import devicehash
+    from jupyter_pause.serialize import devicehash
     from jupyter_pause.store import signing
 
     size = cfg["detect_bytes"]

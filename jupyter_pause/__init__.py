@@ -26,35 +26,30 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .engine.checkpoint import (
-        BackgroundCheckpoint,
-        CheckpointResult,
-        checkpoint,
-        checkpoint_async,
-    )
-    from .engine.cycle import Cycle, resume_and_verify
-    from .engine.journal import journal
-    from .engine.loops import steps
-    from .engine.restore import ResumeResult, resume
-    from .engine.verdict import Verdict, verify
+    from .journal.journal import journal
     from .kernel.widget import status
+    from .loops.steps import steps
+    from .proof.verdict import Verdict
+    from .session.checkpoint import BackgroundCheckpoint, CheckpointResult, checkpoint, checkpoint_async
+    from .session.cycle import Cycle, resume_and_verify, verify
+    from .session.restore import ResumeResult, resume
 
 __version__ = "0.1.0"
 
 # Public name -> the module that defines it, imported when the name is first used.
 _LAZY = {
-    "BackgroundCheckpoint": ".engine.checkpoint",
-    "CheckpointResult": ".engine.checkpoint",
-    "checkpoint": ".engine.checkpoint",
-    "checkpoint_async": ".engine.checkpoint",
-    "Cycle": ".engine.cycle",
-    "resume_and_verify": ".engine.cycle",
-    "journal": ".engine.journal",
-    "steps": ".engine.loops",
-    "ResumeResult": ".engine.restore",
-    "resume": ".engine.restore",
-    "Verdict": ".engine.verdict",
-    "verify": ".engine.verdict",
+    "BackgroundCheckpoint": ".session.checkpoint",
+    "CheckpointResult": ".session.checkpoint",
+    "checkpoint": ".session.checkpoint",
+    "checkpoint_async": ".session.checkpoint",
+    "Cycle": ".session.cycle",
+    "resume_and_verify": ".session.cycle",
+    "journal": ".journal.journal",
+    "steps": ".loops.steps",
+    "ResumeResult": ".session.restore",
+    "resume": ".session.restore",
+    "Verdict": ".proof.verdict",
+    "verify": ".session.cycle",
     "status": ".kernel.widget",
 }
 

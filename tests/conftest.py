@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_pause.engine import fingerprint
+from jupyter_pause.proof import fingerprint
 from tests.faults.tally import TALLY
 from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.processes import forget_session_state

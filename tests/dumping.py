@@ -6,7 +6,7 @@ from typing import Any
 
 import xxhash
 
-from jupyter_pause.engine.pickler import DumpResult, dump_variables
+from jupyter_pause.serialize.pickler import DumpResult, dump_variables
 from jupyter_pause.store.manifest import ArrayRecord
 
 

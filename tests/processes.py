@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import secrets
 
-from jupyter_pause.engine import devicehash, fingerprint, lineage, probe
+from jupyter_pause.proof import fingerprint, probe
+from jupyter_pause.serialize import devicehash
+from jupyter_pause.session import lineage
 
 
 def forget_session_state() -> None:

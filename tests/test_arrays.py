@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.arrays: NumPy arrays and torch storages saved as raw bytes, and put back."""
+"""jupyter_pause.serialize.arrays: NumPy arrays and torch storages saved as raw bytes, and put back."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jupyter_pause.engine.arrays import (
+from jupyter_pause.errors import RestoreError
+from jupyter_pause.serialize.arrays import (
     NUMPY_OUT_OF_BAND_BYTES,
     ArrayLoader,
     target_device,
 )
-from jupyter_pause.engine.pickler import DumpResult, dump_variables, load_variables
-from jupyter_pause.errors import RestoreError
+from jupyter_pause.serialize.pickler import DumpResult, dump_variables, load_variables
 from tests.dumping import dump
 
 torch = pytest.importorskip("torch")

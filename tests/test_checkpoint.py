@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine.digests import value_digest
+from jupyter_pause.serialize.digests import value_digest
 from tests.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import activity
-from jupyter_pause.engine.checkpoint import checkpoint_async
 from jupyter_pause.errors import StoreError
+from jupyter_pause.session import activity
+from jupyter_pause.session.checkpoint import checkpoint_async
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
@@ -156,7 +156,7 @@ def test_only_data_the_store_lacks_is_copied_and_later_changes_never_leak(tmp_pa
 
 
 def test_the_staging_buffer_is_kept_for_the_next_background_checkpoint(tmp_path):
-    from jupyter_pause.engine import staging
+    from jupyter_pause.session import staging
 
     staging.release()
     ns = {"w": torch.randn(1_000_000)}
@@ -180,8 +180,8 @@ def test_the_staging_buffer_is_kept_for_the_next_background_checkpoint(tmp_path)
 
 
 def test_too_little_memory_for_the_copy_says_what_to_do_and_writes_nothing(tmp_path, monkeypatch):
-    from jupyter_pause.engine import staging
     from jupyter_pause.errors import SerializationError
+    from jupyter_pause.session import staging
 
     ns = {"w": torch.randn(1_000_000)}
     earlier = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest

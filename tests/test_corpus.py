@@ -41,8 +41,8 @@ NOT_COMPARED = {
 #: Prints ``{name: digest}`` of the variables a checkpoint selects, binding no name of its own.
 DIGEST_ALL = """\
 print("__digests__", __import__("json").dumps({
-    name: __import__("jupyter_pause.engine.digests", fromlist=["x"]).value_digest(value)
-    for name, value in __import__("jupyter_pause.engine.selection", fromlist=["x"]).select(
+    name: __import__("jupyter_pause.serialize.digests", fromlist=["x"]).value_digest(value)
+    for name, value in __import__("jupyter_pause.session.selection", fromlist=["x"]).select(
         get_ipython().user_ns, hidden=get_ipython().user_ns_hidden
     ).values.items()
 }))

@@ -13,9 +13,9 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.engine import devicehash
-from jupyter_pause.engine.arrays import ArrayCollector
-from jupyter_pause.engine.context import make_context
+from jupyter_pause.serialize import devicehash
+from jupyter_pause.serialize.arrays import ArrayCollector
+from jupyter_pause.session.context import make_context
 from jupyter_pause.store.layout import blob_key
 from tests.processes import another_process
 

@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.digests.value_digest: the fingerprint the restore test compares values by."""
+"""jupyter_pause.serialize.digests.value_digest: the fingerprint the restore test compares values by."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine.arrays import ArrayLoader
-from jupyter_pause.engine.digests import format_of, value_digest
-from jupyter_pause.engine.pickler import load_variables
+from jupyter_pause.serialize.arrays import ArrayLoader
+from jupyter_pause.serialize.digests import format_of, value_digest
+from jupyter_pause.serialize.pickler import load_variables
 from tests.dumping import dump
 from tests.processes import another_process
 
@@ -64,7 +64,7 @@ def test_different_values_digest_differently() -> None:
 
 
 _SET_SCRIPT = (
-    "from jupyter_pause.engine.digests import value_digest; "
+    "from jupyter_pause.serialize.digests import value_digest; "
     "print(value_digest({'alpha', 'beta', 'gamma', 'delta', 'epsilon'}), "
     "value_digest(frozenset({'x', 'y', 'zz', 'www'})), value_digest({'k': {'p', 'q', 'r'}}))"
 )
@@ -661,7 +661,7 @@ print(len(result.manifest.variables))
 _RESUME_KINDS = """
 import json, sys
 import jupyter_pause as jp
-from jupyter_pause.engine.digests import format_of, value_digest
+from jupyter_pause.serialize.digests import format_of, value_digest
 from tests.test_digests import kinds
 ns = {}
 cycle = jp.resume_and_verify(store=sys.argv[1], session="kinds", namespace=ns)

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.engine import ledger as kernel_ledger
+from jupyter_pause.session import ledger as kernel_ledger
 from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
@@ -51,7 +51,7 @@ KERNEL = """
 import sys, time
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.engine import ledger
+from jupyter_pause.session import ledger
 shell = InteractiveShell.instance()
 print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
 print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))

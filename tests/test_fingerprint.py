@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.fingerprint: what changed since the checkpoint, and which process took it."""
+"""jupyter_pause.proof.fingerprint: what changed since the checkpoint, and which process took it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy
 
-from jupyter_pause.engine import fingerprint
+from jupyter_pause.proof import fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,9 +76,7 @@ def test_process_identity_has_pid_and_token() -> None:
 
 
 def test_another_process_has_another_identity() -> None:
-    code = (
-        "import json; from jupyter_pause.engine import fingerprint; print(json.dumps(fingerprint.process_identity()))"
-    )
+    code = "import json; from jupyter_pause.proof import fingerprint; print(json.dumps(fingerprint.process_identity()))"
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import lineage
+from jupyter_pause.session import lineage
 
 pytestmark = [
     pytest.mark.gpu,
@@ -38,7 +38,7 @@ def test_cuda_state_goes_back_to_the_gpu(tmp_path):
 
 
 def test_device_storages_come_to_host_in_one_pinned_batch():
-    from jupyter_pause.engine.arrays import ArrayCollector
+    from jupyter_pause.serialize.arrays import ArrayCollector
 
     collector = ArrayCollector()
     tensors = [torch.randn(1000, device="cuda"), torch.arange(10, device="cuda")]
@@ -52,7 +52,7 @@ def test_device_storages_come_to_host_in_one_pinned_batch():
 
 
 def test_cuda_value_digests_reuse_blob_hashes_and_match_from_scratch(tmp_path):
-    from jupyter_pause.engine.digests import value_digest
+    from jupyter_pause.serialize.digests import value_digest
 
     lineage.forget()
     model = torch.nn.Linear(1024, 1024).cuda()

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.store.layout import release_key
 from jupyter_pause.store.storage import Store

@@ -1,4 +1,4 @@
-"""In-loop periodic checkpoints (``engine/inloop.py``): the loop waits only for the copy, the
+"""In-loop periodic checkpoints (``loops/inloop.py``): the loop waits only for the copy, the
 checkpoint commits the state of its safe point, the next one waits only for an unfinished one,
 a background failure is reported, a kill mid-write leaves the previous checkpoint resumable."""
 
@@ -12,8 +12,10 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import background, checkpoint, inloop, loops, positions
 from jupyter_pause.errors import StoreError
+from jupyter_pause.loops import inloop
+from jupyter_pause.loops import steps as loops
+from jupyter_pause.session import background, checkpoint, positions
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
@@ -195,7 +197,7 @@ def test_a_background_failure_is_reported_at_the_next_safe_point_and_the_previou
 
 
 def test_too_little_memory_to_copy_takes_the_checkpoint_before_the_loop_goes_on(into, monkeypatch, capsys):
-    from jupyter_pause.engine import staging
+    from jupyter_pause.session import staging
 
     def no_memory(nbytes):
         raise MemoryError
@@ -221,7 +223,7 @@ def test_too_little_memory_to_copy_takes_the_checkpoint_before_the_loop_goes_on(
 HOLD_SECOND = """
 import threading
 from pathlib import Path
-from jupyter_pause.engine import loops
+from jupyter_pause.loops import steps as loops
 loops.on_safe_point(lambda point: Path('steps-done').write_text(str(len(losses))))
 from jupyter_pause.store.storage import Store
 _real_write, _writes = Store.write_many, []

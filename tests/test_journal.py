@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.journal: a queue's done items and results, kept in the store.
+"""jupyter_pause.journal.journal: a queue's done items and results, kept in the store.
 
 Unit tests run on ``memory://`` and a local folder; one runs on a real S3 server; the acceptance
 test SIGKILLs real kernels while they record results and lets a kernel in another folder go on.
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_pause.cli import main
-from jupyter_pause.engine.journal import AlreadyDone, Journal, journal
 from jupyter_pause.errors import IntegrityError, PauseError, SerializationError
+from jupyter_pause.journal.journal import AlreadyDone, Journal, journal
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 

@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.kinds and weakrefs: iterators, super, loggers, handlers and weak references
+"""jupyter_pause.serialize.kinds and weakrefs: iterators, super, loggers, handlers and weak references
 come back as what they were, in a new process, or are named."""
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_store_never_imports_the_server():
 
 def test_public_names_load_on_first_use():
     loaded = _imported_after("import jupyter_pause\nassert callable(jupyter_pause.checkpoint)")
-    assert loaded["torch"] is False  # torch is imported where a value needs it, not by the engine's import
+    assert loaded["torch"] is False  # torch is imported where a value needs it, not by the package's import
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         import jupyter_pause
 
@@ -54,11 +54,11 @@ def test_public_names_load_on_first_use():
 
 
 def test_only_the_hub_service_imports_jupyterhub():
-    """The server extension, the engine and the command line never load the Hub service (nor
+    """The server extension, the kernel-side packages and the command line never load the Hub service (nor
     JupyterHub): it runs beside the Hub, where jupyter-pause[hub] is installed."""
     loaded = _imported_after(
         "import jupyter_pause.server, jupyter_pause.server.extension, jupyter_pause.server.handlers, "
-        "jupyter_pause.engine, jupyter_pause.cli\n"
+        "jupyter_pause.session, jupyter_pause.loops, jupyter_pause.proof, jupyter_pause.cli\n"
         "hub = [m for m in sys.modules if m.split('.')[0] == 'jupyterhub' or m.startswith('jupyter_pause.hub')]\n"
         "assert not hub, f'imported {sorted(hub)}'"
     )

@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.localmodules: the notebook's own .py files come back with a resume on a node
+"""jupyter_pause.session.localmodules: the notebook's own .py files come back with a resume on a node
 that lacks them; a different file there is named, and replaced only with ``--overwrite``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.engine import localmodules
+from jupyter_pause.session import localmodules
 from jupyter_pause.store.manifest import BlobRef, LocalModuleRecord, Manifest
 from jupyter_pause.store.storage import Store
 

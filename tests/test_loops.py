@@ -20,9 +20,10 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import jupyter_pause as jp
-from jupyter_pause.engine import loops, positions, resumable, rng
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel.autocheckpoint import Periodic
+from jupyter_pause.loops import steps as loops
+from jupyter_pause.session import positions, resumable, rng
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.manifest import Manifest
@@ -373,7 +374,7 @@ def test_every_n_items_checkpoints_at_safe_points_across_passes(monkeypatch):
         taken.append(kw["trigger"])
         return types.SimpleNamespace(done=True, error=None)
 
-    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint_async", copied)
+    monkeypatch.setattr("jupyter_pause.session.checkpoint.checkpoint_async", copied)
     out = []
     run_cell(
         "for epoch in jp.steps(range(3)):\n    for i in jp.steps(range(4), every=3):\n        out.append(len(taken))\n",
@@ -387,7 +388,7 @@ def test_a_periodic_checkpoint_that_fails_is_reported_and_the_loop_goes_on(monke
     def fail(**kw):
         raise jp.StoreError("the store at s3://gone cannot be reached")
 
-    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint_async", fail)
+    monkeypatch.setattr("jupyter_pause.session.checkpoint.checkpoint_async", fail)
     out = []
     run_cell("for i in jp.steps(range(4), every=2):\n    out.append(i)\n", {"jp": jp, "out": out})
     assert out == [0, 1, 2, 3]
@@ -556,7 +557,7 @@ def test_checkpoint_every_minutes_fires_inside_a_running_loop(start_kernel, tmp_
     out = a.run("for i in jp.steps(range(40)):\n    done.append(i)\n    time.sleep(0.05)").ok().stdout
     assert "periodic" not in out  # quiet inside the cell: the status widget shows them
     # --async: the loop went on while each was written; the last one commits after the cell.
-    a.run("from jupyter_pause.engine import background\nbackground.wait_for_background()").ok()
+    a.run("from jupyter_pause.session import background\nbackground.wait_for_background()").ok()
     assert a.run("print(done == list(range(40)))").ok().stdout.strip() == "True"
     inside = [m for m in _periodic_checkpoints(store, "every") if m.loops]
     assert len(inside) >= 2

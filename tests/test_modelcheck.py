@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.modelcheck: a fixed probe through a module, recorded at checkpoint, reproduced after."""
+"""jupyter_pause.proof.modelcheck: a fixed probe through a module, recorded at checkpoint, reproduced after."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from jupyter_pause.engine import modelcheck
-from jupyter_pause.engine.modelcheck import ModelCheck, is_module, record, reproduce
+from jupyter_pause.proof import modelcheck
+from jupyter_pause.proof.modelcheck import ModelCheck, is_module, record, reproduce
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.notebook: the session name a notebook gets, and the notebook file itself."""
+"""jupyter_pause.notebook: the session name a notebook gets, and the notebook file itself."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_pause.engine.notebook import (
+from jupyter_pause.notebook import (
     DEFAULT_SESSION,
     default_session,
     read_notebook,

@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.openfiles: buffers by value, files reopened where they were, never truncated."""
+"""jupyter_pause.serialize.openfiles: buffers by value, files reopened where they were, never truncated."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ def test_reopening_never_truncates_what_was_written_after_the_checkpoint(tmp_pat
         handle.flush()
         _, segments, records, blobs = __import__("tests.dumping").dumping.dump({"handle": handle})
         handle.write("b\n")  # after the checkpoint, before the kill
-    from jupyter_pause.engine.arrays import ArrayLoader
-    from jupyter_pause.engine.pickler import load_variables
+    from jupyter_pause.serialize.arrays import ArrayLoader
+    from jupyter_pause.serialize.pickler import load_variables
 
     loaded, failed = load_variables(segments, ArrayLoader(records, blobs), {})
     assert failed == {} and path.read_text() == "a\nb\n"  # reopening wrote nothing
@@ -186,8 +186,8 @@ def test_closed_archives_come_back_closed_with_their_members(tmp_path: Path) -> 
 
 
 def test_a_file_under_a_moved_working_directory_is_found_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_pause.engine.arrays import ArrayLoader
-    from jupyter_pause.engine.pickler import load_variables
+    from jupyter_pause.serialize.arrays import ArrayLoader
+    from jupyter_pause.serialize.pickler import load_variables
     from tests.dumping import dump
 
     (tmp_path / "old" / "data").mkdir(parents=True)

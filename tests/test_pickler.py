@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.pickler + reducers: what a notebook's variables look like after a round trip.
+"""jupyter_pause.serialize.pickler + reducers: what a notebook's variables look like after a round trip.
 
 Notebook code is simulated by exec'ing it in a ``{"__name__": "__main__"}`` dict, so its functions
 and classes have ``__module__ == "__main__"`` and exist nowhere else. The load side of those cases
@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 import pytest
 
-from jupyter_pause.engine.arrays import ArrayLoader
-from jupyter_pause.engine.pickler import DumpResult, load_variables
+from jupyter_pause.serialize.arrays import ArrayLoader
+from jupyter_pause.serialize.pickler import DumpResult, load_variables
 from tests.dumping import dump
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +55,8 @@ def roundtrip(values: dict[str, Any]) -> tuple[DumpResult, dict[str, Any], dict[
 
 RUNNER = r"""
 import builtins, json, pickle, sys
-from jupyter_pause.engine.arrays import ArrayLoader
-from jupyter_pause.engine.pickler import load_variables
+from jupyter_pause.serialize.arrays import ArrayLoader
+from jupyter_pause.serialize.pickler import load_variables
 
 with open(sys.argv[1], "rb") as f:
     payload = pickle.load(f)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_pause.engine.digests import value_digest
+from jupyter_pause.serialize.digests import value_digest
 from tests.test_pickler import notebook, pick, resume_elsewhere
 
 
@@ -337,7 +337,9 @@ def test_methods_sharing_constants_digest_the_same_after_a_restore(tmp_path: Pat
     ns = notebook(code)
     before = value_digest(ns["Stats"])
     out = resume_elsewhere(
-        pick(ns, "Stats"), "from jupyter_pause.engine.digests import value_digest\nout = value_digest(Stats)", tmp_path
+        pick(ns, "Stats"),
+        "from jupyter_pause.serialize.digests import value_digest\nout = value_digest(Stats)",
+        tmp_path,
     )
     assert out == before
 

@@ -81,7 +81,7 @@ def test_importing_the_protocol_loads_neither_ipython_nor_torch():
     probe = (
         "import sys, jupyter_pause.kernel.remote as r\n"
         "r.call_source('resume', checkpoint='c', session='s', moments={'kernel_ready': 1.5})\n"
-        "print(sorted(m for m in ('IPython', 'torch', 'ipykernel', 'jupyter_pause.engine') if m in sys.modules))"
+        "print(sorted(m for m in ('IPython', 'torch', 'ipykernel', 'jupyter_pause.session') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"

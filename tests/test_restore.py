@@ -192,8 +192,8 @@ def test_variable_sharing_lost_data_is_not_restored(tmp_path):
 
 def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
     """Resume digests whole arrays from their verified blob keys; a fresh digest must agree."""
-    from jupyter_pause.engine import probe
-    from jupyter_pause.engine.digests import value_digest
+    from jupyter_pause.proof import probe
+    from jupyter_pause.serialize.digests import value_digest
 
     model = torch.nn.Linear(700, 700)
     ns = {
@@ -215,7 +215,7 @@ def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
 
 def _place_on_cpu_as_if_a_device(monkeypatch):
     """Stand in for a GPU: every torch-only blob is 'moved' (copied) as it is read and verified."""
-    from jupyter_pause.engine import restore
+    from jupyter_pause.session import restore
 
     moved: list[int] = []
     real = restore.to_device
@@ -236,7 +236,7 @@ def _place_on_cpu_as_if_a_device(monkeypatch):
 
 
 def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, monkeypatch):
-    from jupyter_pause.engine import probe
+    from jupyter_pause.proof import probe
 
     torch.manual_seed(0)
     model = torch.nn.Linear(600, 600)
@@ -291,7 +291,7 @@ def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
 
 
 def test_placements_only_for_tensor_blobs_bound_for_a_usable_device(tmp_path):
-    from jupyter_pause.engine.restore import _placements
+    from jupyter_pause.session.restore import _placements
     from jupyter_pause.store.manifest import ArrayRecord
 
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace={"w": torch.ones(3)}).manifest

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 
 from jupyter_pause.config import ENV_VARS, PauseConfig
-from jupyter_pause.engine import background, interrupt, safepoints
-from jupyter_pause.engine.loops import SafePoint
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel import remote
+from jupyter_pause.loops import safepoints
+from jupyter_pause.loops.steps import SafePoint
+from jupyter_pause.protocol import channel as interrupt
 from jupyter_pause.server import kernelrun
+from jupyter_pause.session import background, capture
 from jupyter_pause.store.manifest import Manifest
 
 
@@ -70,7 +72,7 @@ def fake_checkpoint(monkeypatch: pytest.MonkeyPatch, fail: Exception | None = No
             raise fail
         return Taken(manifest=type("M", (), {"id": f"ck{len(calls)}"})())
 
-    monkeypatch.setattr("jupyter_pause.engine.checkpoint.checkpoint", checkpoint)
+    monkeypatch.setattr("jupyter_pause.session.checkpoint.checkpoint", checkpoint)
     return calls
 
 
@@ -256,12 +258,12 @@ def test_zero_grace_never_waits(kernel_side):
 
 
 def test_mid_cell_is_marked_only_inside_its_block():
-    assert not safepoints.mid_cell()
-    with safepoints.capturing_mid_cell():
-        assert safepoints.mid_cell()
-        with safepoints.capturing_mid_cell(False):
-            assert not safepoints.mid_cell()
-    assert not safepoints.mid_cell()
+    assert not capture.mid_cell()
+    with capture.capturing_mid_cell():
+        assert capture.mid_cell()
+        with capture.capturing_mid_cell(False):
+            assert not capture.mid_cell()
+    assert not capture.mid_cell()
 
 
 # -- manifest and configuration --------------------------------------------------------------

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_pause.engine import interrupt
+from jupyter_pause.protocol import channel as interrupt
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.training import LOSSES, SETUP, STEPS, TRAIN

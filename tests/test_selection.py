@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.selection: which variables a checkpoint saves, and what it says about the rest."""
+"""jupyter_pause.session.selection: which variables a checkpoint saves, and what it says about the rest."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy
 import numpy.linalg
 import pytest
 
-from jupyter_pause.engine.selection import looks_secret, select
 from jupyter_pause.errors import SelectionError
+from jupyter_pause.session.selection import looks_secret, select
 
 SECRET_NAMES = ["api_token", "db_password", "MY_SECRET", "aws_credentials", "openai_api_key"]
 

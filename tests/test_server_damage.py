@@ -13,7 +13,7 @@ from tornado.httpclient import HTTPClientError
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.notebook import session_from_path
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
 from tests.server_helpers import call, server_config, wait_state, write_notebook

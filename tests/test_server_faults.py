@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server import kernelrun, lease
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import manifest_key

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server import lease
 from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.store import layout

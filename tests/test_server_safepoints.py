@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_pause.engine import interrupt
-from jupyter_pause.engine.notebook import session_from_path
+from jupyter_pause.notebook import session_from_path
+from jupyter_pause.protocol import channel as interrupt
 from jupyter_pause.server import kernelrun, watchers
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store

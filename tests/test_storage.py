@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import jupyter_pause
-from jupyter_pause.engine import lineage
 from jupyter_pause.errors import StoreError
+from jupyter_pause.session import lineage
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 from tests.lax_s3 import lax_store

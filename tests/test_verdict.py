@@ -1,4 +1,4 @@
-"""jupyter_pause.engine.verdict in one process: "another process" is a new process token and forgotten state.
+"""jupyter_pause.proof.verdict in one process: "another process" is a new process token and forgotten state.
 
 The same verdicts with real kernels are in tests/test_verdict_kernels.py.
 """
@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.engine import probe
-from jupyter_pause.engine.context import make_context
-from jupyter_pause.engine.digests import value_digest
-from jupyter_pause.engine.verdict import UNKNOWN_FORMAT, verify_manifest
 from jupyter_pause.errors import CheckpointNotFound
+from jupyter_pause.proof import probe
+from jupyter_pause.proof.verdict import UNKNOWN_FORMAT, verify_manifest
+from jupyter_pause.serialize.digests import value_digest
+from jupyter_pause.session.context import make_context
 from jupyter_pause.store import report as reports
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
@@ -201,7 +201,7 @@ def test_resume_and_verify_leaves_a_report(tmp_path) -> None:
 
 def _digest_free_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A checkpoint whose variables are all too large to digest, resumed in a new process."""
-    monkeypatch.setattr(sys.modules["jupyter_pause.engine.capture"], "DIGEST_MAX_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(sys.modules["jupyter_pause.session.capture"], "DIGEST_MAX_SEGMENT_BYTES", 0)
     result = jp.checkpoint(store=str(tmp_path), session=SESSION, namespace={"big": list(range(100)), "other": "x"})
     assert all(v.digest is None for v in result.manifest.variables)
     another_process()

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from jupyter_pause import units
-from jupyter_pause.engine import activity
-from jupyter_pause.engine.activity import Activity
 from jupyter_pause.kernel.widget import status
+from jupyter_pause.session import activity
+from jupyter_pause.session.activity import Activity
 
 
 def test_activity_transitions_and_text():
@@ -41,7 +41,7 @@ def test_status_outside_a_kernel_is_text():
 
 WIDGET_PROBE = r"""
 import json, jupyter_pause
-from jupyter_pause.engine import activity
+from jupyter_pause.session import activity
 w = jupyter_pause.status()
 states = []
 activity.current.observers.append(

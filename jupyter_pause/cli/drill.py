@@ -20,9 +20,9 @@ from queue import Empty
 from typing import Any
 
 from .. import units
-from ..engine.notebook import session_from_path
 from ..errors import PauseError
 from ..kernel import remote
+from ..notebook import session_from_path
 
 
 class DrillError(PauseError):

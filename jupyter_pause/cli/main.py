@@ -11,8 +11,8 @@ from typing import Any
 
 from .. import units
 from ..config import PauseConfig
-from ..engine.journal import Journal
 from ..errors import CheckpointNotFound, PauseError
+from ..journal.journal import Journal
 from ..store import report as reports
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe

@@ -13,13 +13,13 @@ from IPython.display import display
 
 from .. import units
 from ..config import PauseConfig
-from ..engine import ledger
-from ..engine.checkpoint import checkpoint, checkpoint_async
-from ..engine.cycle import resume_and_verify
-from ..engine.restore import MAP_LOCATIONS
-from ..engine.verdict import verify
 from ..errors import PauseError
-from .autocheckpoint import PeriodicRegistry, install_sigterm_checkpoint
+from ..loops.safepoints import install_sigterm_checkpoint
+from ..session import ledger
+from ..session.checkpoint import checkpoint, checkpoint_async
+from ..session.cycle import resume_and_verify, verify
+from ..session.restore import MAP_LOCATIONS
+from .autocheckpoint import PeriodicRegistry
 from .widget import status, widgets_available
 
 

@@ -129,7 +129,7 @@ def _from_dict(cls: type[Reply], data: dict[str, Any]) -> Reply:
 
 
 def _pause(session: str, trigger: str = "button") -> PauseReply:
-    from ..engine.checkpoint import checkpoint
+    from ..session.checkpoint import checkpoint
 
     result = checkpoint(session=session, trigger=trigger)
     return PauseReply(result.manifest.id, result.summary(), [r.name for r in result.skipped])
@@ -138,7 +138,7 @@ def _pause(session: str, trigger: str = "button") -> PauseReply:
 def _resume(
     checkpoint: str, session: str, map_location: str = "auto", moments: dict[str, float] | None = None
 ) -> ResumeReply:
-    from ..engine.cycle import resume_and_verify
+    from ..session.cycle import resume_and_verify
 
     cycle = resume_and_verify(checkpoint, session=session, map_location=map_location, moments=dict(moments or {}))
     verdict = cycle.verdict

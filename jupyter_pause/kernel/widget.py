@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from .. import units
-from ..engine import activity
-from ..engine.activity import Activity
+from ..session import activity
+from ..session.activity import Activity
 
 _COLOURS = {
     "ready": "#2e7d32",

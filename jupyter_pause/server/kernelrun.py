@@ -15,8 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..engine import interrupt
 from ..errors import PauseError
+from ..protocol import channel as interrupt
 
 #: Client session ids of the code this server runs in kernels now (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()

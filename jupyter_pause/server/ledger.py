@@ -33,7 +33,7 @@ from jupyter_client.session import Session
 from tornado.ioloop import PeriodicCallback
 
 from .. import gpus
-from ..engine.notebook import relative_path, session_from_path
+from ..notebook import relative_path, session_from_path
 from ..store import ledger as records
 from . import kernelrun
 

@@ -16,10 +16,10 @@ from typing import Any
 from tornado import web
 
 from ..config import PauseConfig
-from ..engine import interrupt
-from ..engine.notebook import session_from_path
 from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..kernel import remote
+from ..notebook import session_from_path
+from ..protocol import channel as interrupt
 from ..store import ledger
 from ..store.catalog import Catalog
 from ..store.storage import Store

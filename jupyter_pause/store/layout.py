@@ -16,7 +16,7 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
         lease/<epoch>.json           the same, where the store has create-if-absent: one record
                                      per taking of the lease, <epoch> counting up from 1
         lease/<epoch>.released       the holder of <epoch> gave the lease back
-        journals/<journal>/<version>/     a work journal (engine/journal.py), one per processing version
+        journals/<journal>/<version>/     a work journal (journal/journal.py), one per processing version
             done/<xx>/<item>              one item's result and done mark, in one object
             failed/<xx>/<item>/<run>-<n>  the n-th failed attempt at an item during run <run>
             runs/<run>.json               one pass over the items: when, where, newest checkpoint

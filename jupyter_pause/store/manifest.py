@@ -107,12 +107,12 @@ class Manifest:
     #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
     mid_cell: bool = False
     #: Process settings that change results (torch numerics and threads, scikit-learn's config,
-    #: matplotlib's rcParams, working directory, added ``sys.path`` entries): see ``engine.settings``.
+    #: matplotlib's rcParams, working directory, added ``sys.path`` entries): see ``session.settings``.
     #: Empty for older checkpoints, which lack the field.
     settings: dict[str, Any] = field(default_factory=dict)
-    #: The notebook's own modules (see ``engine.localmodules``); empty for older checkpoints.
+    #: The notebook's own modules (see ``session.localmodules``); empty for older checkpoints.
     local_modules: list[LocalModuleRecord] = field(default_factory=list)
-    #: Fingerprints of device storages (see ``engine.devicehash``): ``scheme``, ``seed`` (the
+    #: Fingerprints of device storages (see ``serialize.devicehash``): ``scheme``, ``seed`` (the
     #: lineage's key) and ``blobs`` (blob key -> fingerprint), so the next checkpoint keeps the
     #: unchanged ones without copying them. Empty for older checkpoints and those without any.
     fingerprints: dict[str, Any] = field(default_factory=dict)

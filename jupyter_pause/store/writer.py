@@ -38,7 +38,7 @@ Progress = Callable[[int, int], None]
 
 class Stored:
     """A blob a checkpoint keeps from the one before without holding its bytes (a storage left
-    on its device, unchanged: ``engine.devicehash``): the store must still have it."""
+    on its device, unchanged: ``serialize.devicehash``): the store must still have it."""
 
     def __init__(self, size: int) -> None:
         self.size = size

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jupyter_pause
-from jupyter_pause.engine import lineage
+from jupyter_pause.session import lineage
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key, manifest_key
 from jupyter_pause.store.storage import Store

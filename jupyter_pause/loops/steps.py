@@ -31,8 +31,9 @@ import xxhash
 
 from .. import units
 from ..errors import PauseError
-from . import activity, inloop, positions, resumable
-from .positions import Loop
+from ..session import activity, positions, resumable
+from ..session.positions import Loop
+from . import inloop
 
 __all__ = ["SafePoint", "Steps", "on_safe_point", "remove", "steps"]
 

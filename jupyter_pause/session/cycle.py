@@ -1,4 +1,5 @@
-"""One resume as a whole: restore, run the restore test, write the run report."""
+"""One resume as a whole (restore, run the restore test, write the run report), and the restore
+test run on demand against the checkpoint this kernel continues (``verify``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import PauseConfig
+from ..proof import probe
+from ..proof.verdict import Verdict, verify_manifest
 from ..store import report as reports
+from ..store.catalog import Catalog
+from ..store.manifest import Manifest
 from ..store.report import RunReport
-from . import activity, ledger, probe
+from . import activity, ledger, lineage
 from .context import make_context
 from .restore import ResumeResult, resume_in
-from .verdict import Verdict, verify_manifest
 
 
 @dataclass
@@ -79,3 +83,41 @@ def resume_and_verify(
     key = reports.write(ctx.store, run) if write_report else None
     ledger.resumed(ctx.store, run, ctx.config.node)
     return Cycle(result, verdict, run, key)
+
+
+def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None, key: str | None) -> Manifest:
+    """The checkpoint to test against; with a signing ``key``, only one it signed."""
+    if checkpoint not in (None, "", "latest"):
+        return catalog.resolve(session, checkpoint, key)  # type: ignore[arg-type]
+    position = lineage.position(store_url, session)
+    if not position.new and position.parent:
+        return catalog.resolve(session, position.parent, key)
+    return catalog.resolve(session, "latest", key)
+
+
+def verify(
+    checkpoint: str | None = None,
+    *,
+    store: str | None = None,
+    session: str | None = None,
+    namespace: dict[str, Any] | None = None,
+    config: PauseConfig | None = None,
+) -> Verdict:
+    """Tell whether this kernel holds a checkpoint's state.
+
+    Parameters
+    ----------
+    checkpoint
+        The checkpoint to test against; default: the one this process took or resumed last,
+        else the session's newest.
+    store, session
+        Override the configured store URL and session name.
+
+    Returns
+    -------
+    Verdict
+        ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
+    """
+    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
+    key = ctx.config.signing_key or None
+    return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint, key))

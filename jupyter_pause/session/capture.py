@@ -4,9 +4,10 @@ model checks (``describe``). What it produces, ``Prepared``, is all that writing
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -14,16 +15,38 @@ from typing import Any
 
 from ..config import PauseConfig
 from ..errors import SelectionError, SerializationError
+from ..notebook import read_notebook, relative_path
+from ..proof import fingerprint, modelcheck, probe
+from ..serialize import devicehash
+from ..serialize.digests import Known, remember, value_digest
+from ..serialize.packing import plan_arrays
+from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import devicehash, fingerprint, lineage, modelcheck, positions, probe, rng, safepoints, settings
+from . import lineage, positions, rng, settings
 from .context import make_context
-from .digests import Known, remember, value_digest
-from .notebook import read_notebook, relative_path
-from .packing import plan_arrays
-from .pickler import DumpResult, dump_variables
 from .selection import select, type_name
+
+_mid_cell = False  # a checkpoint being captured now is outside any safe point of a running cell
+
+
+@contextlib.contextmanager
+def capturing_mid_cell(yes: bool = True) -> Iterator[None]:
+    """Mark the checkpoints captured inside this block as taken mid-cell (see ``mid_cell``)."""
+    global _mid_cell
+    before, _mid_cell = _mid_cell, yes
+    try:
+        yield
+    finally:
+        _mid_cell = before
+
+
+def mid_cell() -> bool:
+    """Whether the checkpoint being captured now was taken inside a running cell, outside any safe
+    point (so variables that cell was changing may be halfway updated)."""
+    return _mid_cell
+
 
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
@@ -202,7 +225,7 @@ def capture(request: Request, *, defer_hashing: bool) -> Prepared:
         loops=running.records,
         loop_state=loop_ref,
         notes=running.notes + kept.notes + _graph_notes(dump),
-        mid_cell=safepoints.mid_cell(),
+        mid_cell=mid_cell(),
         kept=kept,
         device=seen,
         copied=dump.collector.copied,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PauseError, SerializationError
-from . import background
+from ..session import background
 
 __all__ = ["Pending", "pending", "report", "take"]
 
@@ -58,7 +58,7 @@ def take(where: str, config: Any) -> None:
     """A periodic checkpoint at the safe point ``where`` (``"step 10 of epoch 2"``): copy now,
     write in the background. A failure to copy is reported here, and the loop goes on."""
     global pending
-    from .checkpoint import checkpoint, checkpoint_async
+    from ..session.checkpoint import checkpoint, checkpoint_async
 
     report()  # the previous one's failure is said before this one starts
     try:

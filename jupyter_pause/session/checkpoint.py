@@ -17,13 +17,15 @@ import numpy as np
 from .. import units
 from ..config import PauseConfig
 from ..errors import SerializationError
+from ..proof import probe
+from ..serialize import devicehash
+from ..serialize.packing import HASH_THREADS
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
-from . import activity, background, devicehash, ledger, lineage, probe, staging
+from . import activity, background, ledger, lineage, staging
 from .background import BackgroundCheckpoint
 from .capture import Prepared, Request, capture, describe, describe_surroundings, take_keys
-from .packing import HASH_THREADS
 
 __all__ = ["BackgroundCheckpoint", "CheckpointResult", "checkpoint", "checkpoint_async"]
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import pickle
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from ..config import PauseConfig
 from ..errors import IntegrityError
-from ..store.catalog import Catalog
+from ..serialize.digests import comparable, format_of, value_digest
 from ..store.integrity import fetch
 from ..store.manifest import Manifest
-from . import fingerprint, lineage, modelcheck, probe
-from .context import Context, make_context
-from .digests import comparable, format_of, value_digest
+from ..store.storage import Store
+from . import fingerprint, modelcheck, probe
 
 KINDS = ("restored", "partial", "fresh", "live")
 
@@ -66,6 +64,14 @@ class Verdict:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+class Target(Protocol):
+    """What a restore test looks at: a session of a store, and the namespace that should hold it."""
+
+    store: Store
+    session: str
+    namespace: dict[str, Any]
 
 
 def _same_process(manifest: Manifest) -> bool:
@@ -128,46 +134,9 @@ def _model_status(
     return results
 
 
-def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None, key: str | None) -> Manifest:
-    """The checkpoint to test against; with a signing ``key``, only one it signed."""
-    if checkpoint not in (None, "", "latest"):
-        return catalog.resolve(session, checkpoint, key)  # type: ignore[arg-type]
-    position = lineage.position(store_url, session)
-    if not position.new and position.parent:
-        return catalog.resolve(session, position.parent, key)
-    return catalog.resolve(session, "latest", key)
-
-
-def verify(
-    checkpoint: str | None = None,
-    *,
-    store: str | None = None,
-    session: str | None = None,
-    namespace: dict[str, Any] | None = None,
-    config: PauseConfig | None = None,
-) -> Verdict:
-    """Tell whether this kernel holds a checkpoint's state.
-
-    Parameters
-    ----------
-    checkpoint
-        The checkpoint to test against; default: the one this process took or resumed last,
-        else the session's newest.
-    store, session
-        Override the configured store URL and session name.
-
-    Returns
-    -------
-    Verdict
-        ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
-    """
-    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    key = ctx.config.signing_key or None
-    return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint, key))
-
-
-def verify_manifest(ctx: Context, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
-    """``verify`` against a known checkpoint; ``taken``: digests of the namespace just taken."""
+def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
+    """The restore test of ``ctx.namespace`` against a known checkpoint; ``taken``: digests of the
+    namespace just taken."""
     verdict = Verdict(kind="fresh", checkpoint=manifest.id, session=ctx.session)
     if _same_process(manifest):
         verdict.kind = "live"

@@ -2,7 +2,7 @@
 
 - ``checkpoint_committed`` when a manifest is committed (any trigger: a pause, ``%checkpoint``,
   a periodic or SIGTERM checkpoint), with the bytes written and the checkpoint's size;
-- the moments of a resume, as its run report has them (``engine/cycle.py`` measures them once):
+- the moments of a resume, as its run report has them (``session/cycle.py`` measures them once):
   ``resume_requested``, ``resources_available`` and ``kernel_ready`` where known (a server's
   resume knows all three; ``%resume`` in a running kernel only the first), and
   ``next_cell_run``: the restore test passed and the notebook's next cell can run, the end of
@@ -24,9 +24,9 @@ from typing import Any
 
 from .. import gpus
 from ..errors import StoreError
+from ..notebook import default_session
 from ..store import ledger as records
 from ..store.storage import Store
-from .notebook import default_session
 
 #: Set in the environment of kernels a jupyter-pause server starts: the server records their lives.
 SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"

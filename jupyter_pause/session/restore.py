@@ -14,16 +14,17 @@ from typing import Any
 from .. import units
 from ..config import PauseConfig
 from ..errors import RestoreError, SelectionError
+from ..proof import fingerprint, probe
+from ..serialize.arrays import ArrayLoader, target_device, to_device
+from ..serialize.digests import value_digest
+from ..serialize.pickler import load_variables
 from ..store import signing
 from ..store.catalog import Catalog
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.storage import Buffer
-from . import activity, fingerprint, lineage, positions, probe, rng, settings
-from .arrays import ArrayLoader, target_device, to_device
+from . import activity, lineage, positions, rng, settings
 from .context import Context, make_context
-from .digests import value_digest
-from .pickler import load_variables
 from .selection import type_name
 
 MAP_LOCATIONS = ("auto", "cpu")

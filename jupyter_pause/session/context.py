@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import PauseConfig
+from ..notebook import default_session, notebook_path
 from ..store.layout import check_session
 from ..store.storage import Store
-from .notebook import default_session, notebook_path
 
 
 @dataclass

@@ -387,7 +387,7 @@ def journal(name: str, version: str | int = "1", *, store: str | None = None, se
         Where it lives (default: the configured store and this notebook's session).
     """
     from ..config import PauseConfig
-    from .notebook import default_session
+    from ..notebook import default_session
 
     if isinstance(version, int) and not isinstance(version, bool):
         version = str(version)

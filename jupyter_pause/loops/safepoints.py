@@ -10,24 +10,23 @@ While a cell runs a ``steps`` loop, this module, registered with ``loops.on_safe
   if none comes within the grace budget, the SIGTERM handler checkpoints mid-cell instead.
 
 It also knows whether a cell is running, so a checkpoint taken outside any safe point can be
-marked ``mid_cell`` in its manifest.
+marked ``mid_cell`` in its manifest (``capture.capturing_mid_cell``).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import background, interrupt
-from .loops import SafePoint, on_safe_point
+from ..protocol import channel as interrupt
+from ..session import background, capture
+from .steps import SafePoint, on_safe_point
 
 
 class CellPaused(BaseException):
@@ -53,7 +52,6 @@ class _State:
     requested: bool = False  # the pause signal came since the last safe point
     sigterm: Callable[[], object] | None = None  # takes the checkpoint and ends the process
     sigterm_deadline: float = 0.0
-    mid_cell: bool = False  # a checkpoint being captured now is outside any safe point
 
 
 _state = _State()
@@ -92,22 +90,6 @@ def cell_running() -> bool:
     return _state.cell_running
 
 
-@contextlib.contextmanager
-def capturing_mid_cell(yes: bool = True) -> Iterator[None]:
-    """Mark the checkpoints captured inside this block as taken mid-cell (see ``mid_cell``)."""
-    before, _state.mid_cell = _state.mid_cell, yes
-    try:
-        yield
-    finally:
-        _state.mid_cell = before
-
-
-def mid_cell() -> bool:
-    """Whether the checkpoint being captured now was taken inside a running cell, outside any safe
-    point (so variables that cell was changing may be halfway updated)."""
-    return _state.mid_cell
-
-
 def defer_sigterm(act: Callable[[], object], grace: float) -> bool:
     """After SIGTERM: if a ``steps`` loop runs (or a checkpoint is being taken), have ``act``
     (checkpoint, then end the process) run at the next safe point, or when the cell ends; True
@@ -126,6 +108,56 @@ def defer_sigterm(act: Callable[[], object], grace: float) -> bool:
     timer = threading.Timer(grace, os.kill, (os.getpid(), signal.SIGTERM))
     timer.daemon = True
     timer.start()
+    return True
+
+
+# -- SIGTERM ---------------------------------------------------------------------------------
+
+_sigterm_installed = False
+_in_progress = threading.Lock()
+
+
+def _say(text: str) -> None:
+    print(f"jupyter-pause: {text}", file=sys.__stderr__, flush=True)
+
+
+def install_sigterm_checkpoint(take: Callable[[], Any], grace: float = 0.0) -> bool:
+    """On SIGTERM, call ``take()`` (a checkpoint), then end the process as SIGTERM would.
+
+    While a ``jupyter_pause.steps`` loop runs, the checkpoint waits up to ``grace`` seconds for
+    the loop's next safe point (or the cell's end); past that, or without a loop, it is taken at
+    once, and marked mid-cell in its manifest when a cell is running. Returns False when it
+    cannot be installed here (not the main thread).
+    """
+    global _sigterm_installed
+    if _sigterm_installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    install()
+
+    def finish(mid_cell: bool = False) -> None:
+        if not _in_progress.acquire(blocking=False):
+            return  # a second SIGTERM while saving: the first one finishes the job
+        try:
+            with capture.capturing_mid_cell(mid_cell):
+                take()
+            where = " mid-cell (no safe point came)" if mid_cell else ""
+            _say(f"checkpoint on SIGTERM committed{where}")
+        except Exception as e:  # the previous checkpoint stays the newest; say why, then go
+            _say(f"checkpoint on SIGTERM failed: {e}; the previous checkpoint stays the newest")
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if defer_sigterm(finish, grace):
+            _say(f"SIGTERM: checkpointing at the next safe point (waiting at most {grace:g} s)")
+            return
+        finish(mid_cell=cell_running())
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_installed = True
     return True
 
 
@@ -175,8 +207,7 @@ def _install_sigterm() -> None:
     if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
         return  # ours (installed by %load_ext) or the user's
     from ..config import PauseConfig
-    from ..kernel.autocheckpoint import install_sigterm_checkpoint
-    from .checkpoint import checkpoint
+    from ..session.checkpoint import checkpoint
 
     config = PauseConfig(parent=_shell())
     if config.checkpoint_on_sigterm:
