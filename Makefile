@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 PROXY_VERSION ?= 5
 # The JupyterLab front end: `pip install -e` builds it (npm) when any of these is newer.
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
-	labextension/src/*.ts labextension/schema/*.json labextension/style/*)
+	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
 
 .PHONY: lab lint test test-fast test-js bench clean
 

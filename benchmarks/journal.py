@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # run from a checkout even where the package is not installed
     sys.path.insert(0, str(HERE.parent))
 
-from jupyter_pause.journal.journal import Journal, encode_done, item_name  # noqa: E402
+from jupyter_pause.journal.journal import Journal  # noqa: E402
+from jupyter_pause.journal.records import encode_done, item_name  # noqa: E402
 from jupyter_pause.store import layout  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .proof.verdict import Verdict
     from .session.checkpoint import BackgroundCheckpoint, CheckpointResult, checkpoint, checkpoint_async
     from .session.cycle import Cycle, resume_and_verify, verify
+    from .session.options import CheckpointOptions, ResumeOptions
     from .session.restore import ResumeResult, resume
 
 __version__ = "0.1.0"
@@ -40,6 +41,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "BackgroundCheckpoint": ".session.checkpoint",
     "CheckpointResult": ".session.checkpoint",
+    "CheckpointOptions": ".session.options",
+    "ResumeOptions": ".session.options",
     "checkpoint": ".session.checkpoint",
     "checkpoint_async": ".session.checkpoint",
     "Cycle": ".session.cycle",
@@ -57,11 +60,13 @@ __all__ = [
     "BackgroundCheckpoint",
     "CheckpointDamaged",
     "CheckpointNotFound",
+    "CheckpointOptions",
     "CheckpointResult",
     "Cycle",
     "IntegrityError",
     "PauseError",
     "RestoreError",
+    "ResumeOptions",
     "ResumeResult",
     "SelectionError",
     "SerializationError",

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from jupyter_pause.cli.drill import load_notebook
-from jupyter_pause.kernel import remote
+from jupyter_pause.protocol import PauseReply, PauseRequest, ResumeReply, ResumeRequest, call_source, parse_reply
 from tests.kernels import Kernel
 
 pytestmark = pytest.mark.integration
@@ -86,9 +86,7 @@ def test_notebook_continues_identically_after_sigkill_and_resume(start_kernel, t
     try:
         first = start_kernel(tmp_path / "first", JUPYTER_PAUSE_STORE=store, JPY_SESSION_NAME=str(path))
         _run_cells(first, cells, path.name)
-        paused = remote.parse_reply(
-            first.run(remote.call_source("pause", session=session, trigger="drill")).ok().stdout, remote.PauseReply
-        )
+        paused = parse_reply(first.run(call_source(PauseRequest(session, "drill"))).ok().stdout, PauseReply)
         first.kill()
     finally:
         thread.join()
@@ -97,10 +95,7 @@ def test_notebook_continues_identically_after_sigkill_and_resume(start_kernel, t
     assert paused.skipped == [], paused.summary
 
     second = start_kernel(tmp_path / "second", JUPYTER_PAUSE_STORE=store)
-    resumed = remote.parse_reply(
-        second.run(remote.call_source("resume", checkpoint=paused.checkpoint, session=session)).ok().stdout,
-        remote.ResumeReply,
-    )
+    resumed = parse_reply(second.run(call_source(ResumeRequest(paused.checkpoint, session))).ok().stdout, ResumeReply)
     assert resumed.verdict == "restored", resumed.summary
     _run_cells(second, [cells[-1]], f"{path.name} (resumed)")
     got = _digests(second)

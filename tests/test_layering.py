@@ -1,13 +1,169 @@
-"""The layers the file tree shows are the layers the imports keep: the store, the server and the
-command line load without torch or IPython, and ``import jupyter_pause`` stays cheap."""
+"""The layers the file tree shows are the layers the imports keep.
+
+Every import statement of the package, function-local ones included, goes only where
+``jupyter_pause.layers`` allows, and no modules import each other in a cycle; the store, the
+server and the command line load without torch or IPython, and ``import jupyter_pause`` stays
+cheap."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+import jupyter_pause
+from jupyter_pause.layers import ALLOWED, FACADE, RULE
+
+PACKAGE = Path(jupyter_pause.__file__).parent
+
+
+# -- the import graph, read from the source --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Import:
+    """One module naming another of the package in an import statement."""
+
+    path: Path
+    line: int
+    source: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+
+
+def _module_of(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    return {_module_of(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def _imports(root: Path) -> Iterator[Import]:
+    """Every import of a module of the package, anywhere in any module (relative imports resolved;
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module)."""
+    modules = _modules(root)
+    for source, path in modules.items():
+        package = source if path.name == "__init__.py" else source.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in dict.fromkeys(targets):
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]  # a name inside a module: the module
+                if target and target != source:
+                    yield Import(path, node.lineno, source, target)
+
+
+def _part(module: str) -> str:
+    """``jupyter_pause.store.catalog`` -> ``store``; ``jupyter_pause`` -> the facade."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else FACADE
+
+
+def forbidden(root: Path, allowed: dict[str, frozenset[str]]) -> list[str]:
+    """Each import between two parts that ``allowed`` does not list, as ``file:line: why``."""
+    found = []
+    for imp in _imports(root):
+        source, target = _part(imp.source), _part(imp.target)
+        if source == target or source == FACADE:
+            continue
+        if target not in allowed.get(source, frozenset()):
+            may = ", ".join(sorted(allowed.get(source, ()))) or "nothing"
+            found.append(
+                f"{imp.path.relative_to(root.parent)}:{imp.line}: {source} -> {target} "
+                f"(imports {imp.target}); {source} may import {may}"
+            )
+    return found
+
+
+def cycle(graph: dict[str, set[str]] | dict[str, frozenset[str]]) -> list[str]:
+    """One cycle of ``graph`` as a path (first node repeated at the end), or [] when it has none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_every_import_between_parts_is_one_the_table_allows():
+    wrong = forbidden(PACKAGE, ALLOWED)
+    assert not wrong, "imports that jupyter_pause/layers.py does not allow:\n" + "\n".join(wrong)
+
+
+def test_the_table_has_no_cycle_and_names_every_part():
+    assert cycle(ALLOWED) == []
+    assert all(target in ALLOWED for targets in ALLOWED.values() for target in targets)
+    parts = {_part(m) for m in _modules(PACKAGE)} - {FACADE, RULE}
+    assert parts == set(ALLOWED), f"parts missing from the table: {sorted(parts - set(ALLOWED))}"
+
+
+def test_no_modules_import_each_other_in_a_cycle():
+    graph: dict[str, set[str]] = {}
+    for imp in _imports(PACKAGE):
+        graph.setdefault(imp.source, set()).add(imp.target)
+    assert cycle(graph) == []
+
+
+def test_a_forbidden_import_inside_a_function_is_named_with_its_file_and_line(tmp_path):
+    root = tmp_path / "jupyter_pause"
+    for folder in ("store", "kernel"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "kernel" / "magics.py").write_text("from ..store import catalog\n")
+    (root / "store" / "catalog.py").write_text(
+        "def find():\n    return 1\n\n\ndef later():\n"
+        "    from jupyter_pause.kernel import magics\n\n    return magics\n"
+    )
+    (root / "store" / "mapping.py").write_text("def f():\n    from ..kernel.magics import x  # noqa\n")
+    allowed = {"store": frozenset(), "kernel": frozenset({"store"})}
+
+    why = "store -> kernel (imports jupyter_pause.kernel.magics); store may import nothing"
+    assert forbidden(root, allowed) == [
+        f"jupyter_pause/store/catalog.py:6: {why}",
+        f"jupyter_pause/store/mapping.py:2: {why}",
+    ]
+    graph: dict[str, set[str]] = {}
+    for imp in _imports(root):
+        graph.setdefault(imp.source, set()).add(imp.target)
+    assert cycle(graph) == ["jupyter_pause.kernel.magics", "jupyter_pause.store.catalog", "jupyter_pause.kernel.magics"]
+
+
+def test_a_cycle_in_the_table_is_found():
+    assert cycle({"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"})}) == ["a", "b", "c", "a"]
+    assert cycle({"a": frozenset({"b"}), "b": frozenset()}) == []
+
+
+# -- what each layer loads ---------------------------------------------------------------------------
 
 HEAVY = ("torch", "IPython", "ipywidgets", "ipykernel")
 

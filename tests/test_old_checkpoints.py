@@ -1,5 +1,6 @@
-"""Checkpoints written by an earlier release keep resuming: their pickle streams name module paths
-of that release (``jupyter_pause.arrays``, ``jupyter_pause.reducers``), which must keep resolving."""
+"""Checkpoints written by an earlier layout of the package keep resuming: their pickle streams name
+module paths of that layout (``jupyter_pause.arrays``, ``jupyter_pause.engine.resumable``), which
+must keep resolving. Each store under ``tests/data`` was written by ``make_release_checkpoint.py``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 import jupyter_pause as jp
@@ -14,20 +16,21 @@ import jupyter_pause as jp
 RELEASES = Path(__file__).parent / "data"
 
 
-def _resume_release(tmp_path: Path, release: str) -> tuple[dict, jp.Cycle]:
+def _resume_release(tmp_path: Path, release: str, session: str = "release") -> tuple[dict, jp.Cycle]:
     store = tmp_path / release
     shutil.copytree(RELEASES / release, store)  # a resume writes its run report beside the checkpoint
     namespace: dict = {}
-    cycle = jp.resume_and_verify(store=str(store), session="release", namespace=namespace)
+    cycle = jp.resume_and_verify(store=str(store), session=session, namespace=namespace)
     return namespace, cycle
 
 
-def test_release_0_1_0_checkpoint_resumes_and_proves_itself(tmp_path, new_process):
-    ns, cycle = _resume_release(tmp_path, "release-0.1.0")
+@pytest.mark.parametrize(("release", "tag"), [("release-0.1.0", "release 0.1.0"), ("engine-layout", "engine layout")])
+def test_an_older_layouts_checkpoint_resumes_and_proves_itself(tmp_path, new_process, release, tag):
+    ns, cycle = _resume_release(tmp_path, release)
 
     assert cycle.result.complete, cycle.result.summary()
     assert cycle.verdict.kind == "restored", cycle.verdict.summary()
-    assert cycle.result.manifest.tag == "release 0.1.0"
+    assert cycle.result.manifest.tag == tag
     assert ns["count"] == 42 and ns["words"] == ["pause", "resume"]
     assert ns["table"] == {"a": 1.5, "b": (2, 3)}
     np.testing.assert_array_equal(ns["grid"], np.arange(12, dtype=np.float32).reshape(3, 4))
@@ -42,3 +45,20 @@ def test_release_0_1_0_checkpoint_resumes_and_proves_itself(tmp_path, new_proces
     model(torch.ones(3, 4)).sum().backward()
     opt.step()
     assert not torch.equal(before, model.weight.detach())
+
+
+def test_a_loop_checkpointed_by_the_engine_layout_continues_at_its_batch(tmp_path, new_process):
+    """Its loop positions (the shuffled loader's state, pickled by ``engine/resumable.py``) come
+    back: the loop run again yields, from the batch the checkpoint was taken in (its body had not
+    finished), the batches an uninterrupted run would have yielded."""
+    torch.manual_seed(11)
+    uninterrupted = [b.tolist() for b in torch.utils.data.DataLoader(torch.arange(10), batch_size=2, shuffle=True)]
+
+    ns, cycle = _resume_release(tmp_path, "engine-layout", session="loop")
+
+    assert cycle.verdict.kind == "restored", cycle.verdict.summary()
+    assert ns["seen"] == uninterrupted[:3]
+    assert "loops were at batches 2" in cycle.result.summary()
+    loader = torch.utils.data.DataLoader(torch.arange(10), batch_size=2, shuffle=True)
+    rest = [b.tolist() for b in jp.steps(loader, name="batches")]
+    assert rest == uninterrupted[2:]

@@ -14,10 +14,9 @@ import pytest
 
 from jupyter_pause.config import ENV_VARS, PauseConfig
 from jupyter_pause.errors import PauseError
-from jupyter_pause.kernel import remote
 from jupyter_pause.loops import safepoints
 from jupyter_pause.loops.steps import SafePoint
-from jupyter_pause.protocol import channel as interrupt
+from jupyter_pause.protocol import PauseReply, RemoteError, SafePointRequest, channel, parse_reply
 from jupyter_pause.server import kernelrun
 from jupyter_pause.session import background, capture
 from jupyter_pause.store.manifest import Manifest
@@ -38,10 +37,10 @@ def kernel_side(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(safepoints, "_install_sigterm", lambda: None)  # never in the test process
     timers: list[float] = []
     monkeypatch.setattr(safepoints.threading, "Timer", lambda grace, *a: FakeTimer(grace, timers))
-    before = signal.getsignal(interrupt.SIGNAL)
+    before = signal.getsignal(channel.SIGNAL)
     yield timers
-    signal.signal(interrupt.SIGNAL, before)
-    interrupt.remove_marker(os.getpid())
+    signal.signal(channel.SIGNAL, before)
+    channel.remove_marker(os.getpid())
 
 
 class FakeTimer:
@@ -92,13 +91,13 @@ class SelfProcess:
 
 
 def test_a_marker_is_read_only_for_the_kernel_that_wrote_it():
-    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 3, "step 3", 1.0))
-    assert interrupt.read_marker(4242, "/run/jupyter/kernel-abc.json").description == "step 3"
-    assert interrupt.read_marker(4242, "/run/jupyter/kernel-other.json") is None  # the pid was reused
-    assert interrupt.read_marker(4242, "") is None
-    assert interrupt.read_marker(4243, "kernel-abc.json") is None
-    interrupt.remove_marker(4242)
-    assert interrupt.read_marker(4242, "kernel-abc.json") is None
+    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 3, "step 3", 1.0))
+    assert channel.read_marker(4242, "/run/jupyter/kernel-abc.json").description == "step 3"
+    assert channel.read_marker(4242, "/run/jupyter/kernel-other.json") is None  # the pid was reused
+    assert channel.read_marker(4242, "") is None
+    assert channel.read_marker(4243, "kernel-abc.json") is None
+    channel.remove_marker(4242)
+    assert channel.read_marker(4242, "kernel-abc.json") is None
 
 
 def test_files_of_kernels_that_are_gone_are_swept_and_the_living_keep_theirs(runtime):
@@ -107,37 +106,44 @@ def test_files_of_kernels_that_are_gone_are_swept_and_the_living_keep_theirs(run
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid no process has now (as a SIGKILLed kernel's)
-    interrupt.write_marker(interrupt.Marker(gone.pid, "kernel-gone.json", 7, "step 7", 1.0))
-    interrupt.write_reply(gone.pid, "line")
-    interrupt.write_marker(interrupt.Marker(os.getpid(), "kernel-me.json", 1, "step 1", 1.0))
+    channel.write_marker(channel.Marker(gone.pid, "kernel-gone.json", 7, "step 7", 1.0))
+    channel.write_reply(gone.pid, PauseReply("ck"))
+    channel.write_marker(channel.Marker(os.getpid(), "kernel-me.json", 1, "step 1", 1.0))
     (runtime / "kernel-me.json").write_text("{}")  # not ours to touch
-    removed = interrupt.sweep()
+    removed = channel.sweep()
     assert sorted(p.name for p in removed) == sorted(
-        [interrupt.marker_path(gone.pid).name, interrupt.reply_path(gone.pid).name]
+        [channel.marker_path(gone.pid).name, channel.reply_path(gone.pid).name]
     )
-    assert interrupt.read_marker(os.getpid(), "kernel-me.json") is not None
+    assert channel.read_marker(os.getpid(), "kernel-me.json") is not None
     assert (runtime / "kernel-me.json").exists()
-    interrupt.remove_marker(os.getpid())
+    channel.remove_marker(os.getpid())
 
 
 def test_a_request_is_claimed_once_and_then_cannot_be_withdrawn():
     sent: list[int] = []
     process = type("P", (), {"pid": 4242, "send_signal": lambda self, s: sent.append(s)})()
-    interrupt.send_request(process, interrupt.PauseRequest("s", "button", 1.0))
+    channel.send_request(process, SafePointRequest("s", "button", requested=1.0))
     assert sent == [signal.SIGUSR1]  # to that process alone (its children never get it)
-    assert interrupt.claim_request(4242) == interrupt.PauseRequest("s", "button", 1.0)
-    assert interrupt.claim_request(4242) is None
-    assert interrupt.withdraw_request(4242) is False  # the kernel owns it: its answer is due
-    interrupt.write_reply(4242, "line")
-    assert interrupt.take_reply(4242) == "line"
-    assert interrupt.take_reply(4242) is None
+    assert channel.claim_request(4242) == SafePointRequest("s", "button", requested=1.0)
+    assert channel.claim_request(4242) is None
+    assert channel.withdraw_request(4242) is False  # the kernel owns it: its answer is due
+    channel.write_reply(4242, PauseReply("ck"))
+    assert parse_reply(channel.take_reply(4242), PauseReply) == PauseReply("ck")
+    assert channel.take_reply(4242) is None
 
 
 def test_a_withdrawn_request_is_not_acted_on():
     process = type("P", (), {"pid": 4242, "send_signal": lambda self, s: None})()
-    interrupt.send_request(process, interrupt.PauseRequest("s", "button", 1.0))
-    assert interrupt.withdraw_request(4242) is True
-    assert interrupt.claim_request(4242) is None
+    channel.send_request(process, SafePointRequest("s", "button", requested=1.0))
+    assert channel.withdraw_request(4242) is True
+    assert channel.claim_request(4242) is None
+
+
+def test_a_request_file_of_the_wrong_shape_is_not_acted_on():
+    channel.request_path(4242).parent.mkdir(parents=True, exist_ok=True)
+    channel.request_path(4242).write_text('{"session": 5, "trigger": "button", "requested": 1.0}')
+    assert channel.claim_request(4242) is None
+    assert not channel.request_path(4242).exists()  # claimed, so no one acts on it later
 
 
 # -- the kernel at safe points ---------------------------------------------------------------
@@ -145,11 +151,11 @@ def test_a_withdrawn_request_is_not_acted_on():
 
 def test_a_safe_point_declares_the_handler_and_where_the_loop_is(kernel_side):
     safepoints._at_safe_point(POINT)
-    assert signal.getsignal(interrupt.SIGNAL) is safepoints._on_signal
-    marker = interrupt.read_marker(os.getpid(), "kernel-abc.json")
+    assert signal.getsignal(channel.SIGNAL) is safepoints._on_signal
+    marker = channel.read_marker(os.getpid(), "kernel-abc.json")
     assert marker is not None and marker.step == 137 and marker.description == "step 137 of epoch 3"
     safepoints._cell_ended()
-    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None and not safepoints.in_loop()
+    assert channel.read_marker(os.getpid(), "kernel-abc.json") is None and not safepoints.in_loop()
 
 
 def test_a_kernel_loop_installs_the_sigterm_checkpoint_once(kernel_side, monkeypatch):
@@ -165,22 +171,22 @@ def test_outside_a_kernel_a_loop_installs_nothing(kernel_side, monkeypatch):
     monkeypatch.setattr(safepoints, "_install_sigterm", lambda: installed.append(True))
     monkeypatch.setattr(safepoints, "_connection_file", lambda: "")
     safepoints._at_safe_point(POINT)
-    assert installed == [] and signal.getsignal(interrupt.SIGNAL) is not safepoints._on_signal
-    assert interrupt.read_marker(os.getpid(), "") is None
+    assert installed == [] and signal.getsignal(channel.SIGNAL) is not safepoints._on_signal
+    assert channel.read_marker(os.getpid(), "") is None
 
 
 def test_a_signal_handler_of_the_users_is_left_alone_and_nothing_is_declared(kernel_side):
-    mine = signal.signal(interrupt.SIGNAL, lambda *a: None)
+    mine = signal.signal(channel.SIGNAL, lambda *a: None)
     safepoints._at_safe_point(POINT)
-    assert signal.getsignal(interrupt.SIGNAL) is not safepoints._on_signal
-    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None
-    signal.signal(interrupt.SIGNAL, mine)
+    assert signal.getsignal(channel.SIGNAL) is not safepoints._on_signal
+    assert channel.read_marker(os.getpid(), "kernel-abc.json") is None
+    signal.signal(channel.SIGNAL, mine)
 
 
 def test_a_request_checkpoints_at_the_next_safe_point_answers_and_stops_the_cell(kernel_side, monkeypatch):
     calls = fake_checkpoint(monkeypatch)
     safepoints._at_safe_point(POINT)
-    interrupt.send_request(SelfProcess(), interrupt.PauseRequest("train", "button", 1.0))
+    channel.send_request(SelfProcess(), SafePointRequest("train", "button", requested=1.0))
     assert safepoints._state.requested
     with pytest.raises(safepoints.CellPaused) as stopped:
         try:
@@ -192,24 +198,24 @@ def test_a_request_checkpoints_at_the_next_safe_point_answers_and_stops_the_cell
         "paused at step 137 of epoch 3 (checkpoint ck1); resume, then run this cell again to continue"
     )
     assert stopped.value._render_traceback_() == [f"CellPaused: {stopped.value}"]
-    reply = remote.parse_reply(interrupt.take_reply(os.getpid()), remote.PauseReply)
+    reply = parse_reply(channel.take_reply(os.getpid()), PauseReply)
     assert reply.checkpoint == "ck1"
-    assert interrupt.read_marker(os.getpid(), "kernel-abc.json") is None
+    assert channel.read_marker(os.getpid(), "kernel-abc.json") is None
 
 
 def test_a_failed_checkpoint_is_answered_and_the_loop_goes_on(kernel_side, monkeypatch):
     fake_checkpoint(monkeypatch, fail=PauseError("store unreachable"))
     safepoints._at_safe_point(POINT)
-    interrupt.send_request(SelfProcess(), interrupt.PauseRequest("train", "button", 1.0))
+    channel.send_request(SelfProcess(), SafePointRequest("train", "button", requested=1.0))
     safepoints._at_safe_point(POINT)  # no CellPaused: the cell keeps running
-    with pytest.raises(remote.RemoteError, match="store unreachable"):
-        remote.parse_reply(interrupt.take_reply(os.getpid()), remote.PauseReply)
+    with pytest.raises(RemoteError, match="store unreachable"):
+        parse_reply(channel.take_reply(os.getpid()), PauseReply)
 
 
 def test_a_signal_without_a_request_does_nothing(kernel_side, monkeypatch):
     calls = fake_checkpoint(monkeypatch)
     safepoints._at_safe_point(POINT)
-    os.kill(os.getpid(), interrupt.SIGNAL)
+    os.kill(os.getpid(), channel.SIGNAL)
     safepoints._at_safe_point(POINT)
     assert calls == [] and not safepoints._state.requested
 
@@ -304,8 +310,8 @@ class FakeKernel:
     def send_signal(self, signum: int) -> None:
         self.signals.append(signum)
         if self.answers:
-            request = interrupt.claim_request(self.pid)
-            interrupt.write_reply(self.pid, remote.PauseReply(f"ck-{request.trigger}").to_line())
+            request = channel.claim_request(self.pid)
+            channel.write_reply(self.pid, PauseReply(f"ck-{request.trigger}"))
 
     def is_alive(self) -> bool:
         return True
@@ -330,7 +336,7 @@ def wait(kernel: FakeKernel, timeout: float = 5.0, idle_after: int | None = None
 
     async def go() -> str | None:
         process = kernelrun.process_of(manager, "k")
-        request = interrupt.PauseRequest("train", "button", 1.0)
+        request = SafePointRequest("train", "button", requested=1.0)
         return await kernelrun.wait_for_cell(manager, "k", timeout, process, request, tell)
 
     return asyncio.run(go()), told
@@ -350,32 +356,32 @@ def test_a_busy_cell_without_a_marker_is_waited_for_and_never_signalled():
 
 def test_a_loop_is_asked_to_pause_and_its_answer_returned():
     kernel = FakeKernel()
-    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 137, "step 137 of epoch 3", 1.0))
+    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 137, "step 137 of epoch 3", 1.0))
     line, told = wait(kernel)
-    assert remote.parse_reply(line, remote.PauseReply).checkpoint == "ck-button"
+    assert parse_reply(line, PauseReply).checkpoint == "ck-button"
     assert told == ["checkpointing at a safe point"]  # this kernel took the request up at once
     assert kernel.signals == [signal.SIGUSR1]
 
 
 def test_a_marker_of_another_kernel_gets_no_signal():
     kernel = FakeKernel()
-    interrupt.write_marker(interrupt.Marker(4242, "kernel-other.json", 1, "step 1", 1.0))
+    channel.write_marker(channel.Marker(4242, "kernel-other.json", 1, "step 1", 1.0))
     line, told = wait(kernel, idle_after=1)
     assert line is None and kernel.signals == []
 
 
 def test_no_safe_point_in_time_withdraws_the_request_and_fails():
     kernel = FakeKernel(answers=False)
-    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
+    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
     with pytest.raises(kernelrun.KernelCodeError, match="its loop reached no safe point"):
         wait(kernel, timeout=0.5)
-    assert interrupt.claim_request(4242) is None  # withdrawn: a later safe point will not act
+    assert channel.claim_request(4242) is None  # withdrawn: a later safe point will not act
 
 
 def test_a_cell_that_ends_before_its_safe_point_is_paused_the_usual_way():
     kernel = FakeKernel(answers=False)
-    interrupt.write_marker(interrupt.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
+    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
     line, told = wait(kernel, idle_after=1)
     assert line is None and kernel.signals == [signal.SIGUSR1]
     assert told == ["waiting for the next safe point (step 1)"]
-    assert interrupt.claim_request(4242) is None
+    assert channel.claim_request(4242) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_pause.protocol import channel as interrupt
+from jupyter_pause.protocol import channel
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.training import LOSSES, SETUP, STEPS, TRAIN
@@ -33,7 +33,7 @@ def wait_for(check, timeout: float, what: str):
 
 def marker_of(kernel, runtime: str) -> Path:
     """The kernel's marker: it exists once the kernel's loop has reached a safe point."""
-    return Path(runtime) / interrupt.marker_path(kernel.pid).name
+    return Path(runtime) / channel.marker_path(kernel.pid).name
 
 
 def terminate(kernel) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_pause.notebook import session_from_path
-from jupyter_pause.protocol import channel as interrupt
+from jupyter_pause.protocol import channel
 from jupyter_pause.server import kernelrun, watchers
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
@@ -51,7 +51,7 @@ async def detail_is(fetch: Any, path: str, detail: str) -> dict[str, Any]:
 
 def marker(serverapp: Any, kernel_id: str) -> Path:
     """Where the kernel declares its loop: there once its loop reached a safe point."""
-    return interrupt.marker_path(serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid)
+    return channel.marker_path(serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid)
 
 
 async def training_started(fetch: Any, serverapp: Any, path: str, pace: float) -> tuple[str, asyncio.Task]:

@@ -3,10 +3,14 @@
 Start a kernel, run every cell, plant a probe value that exists only in that kernel's memory,
 checkpoint, stop the kernel (SIGKILL with ``kill``), start a new kernel in another working
 directory, resume, run the restore test and a check cell, and write the run report.
+
+``jupyter pause drill``'s arguments are parsed once into the options of its two operations
+(``drill_options``), which ``run_drill`` hands to the kernels as the protocol's requests.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import secrets
@@ -14,15 +18,17 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from queue import Empty
 from typing import Any
 
 from .. import units
 from ..errors import PauseError
-from ..kernel import remote
 from ..notebook import session_from_path
+from ..protocol import PauseReply, PauseRequest, ResumeReply, ResumeRequest, call_source, parse_reply
+from ..session.options import CheckpointOptions, ResumeOptions
+from ..vocabulary import Trigger
 
 
 class DrillError(PauseError):
@@ -118,41 +124,60 @@ def _check_cell(cells: list[str]) -> str | None:
     return None
 
 
+def drill_options(args: argparse.Namespace) -> tuple[CheckpointOptions, ResumeOptions]:
+    """The options of the drill's checkpoint and resume, from ``jupyter pause drill``'s parsed arguments."""
+    return (
+        CheckpointOptions(store=args.store, session=args.session, trigger=Trigger.DRILL),
+        ResumeOptions(store=args.store, session=args.session),
+    )
+
+
+def _kernel_env(store: str | None, session: str | None) -> dict[str, str]:
+    """The environment of a drill kernel: this one's, pointed at ``store`` and ``session``."""
+    env = {**os.environ, "JUPYTER_PAUSE_STORE": store or "", "JUPYTER_PAUSE_SESSION": session or ""}
+    env.pop("JPY_SESSION_NAME", None)
+    return env
+
+
 def run_drill(
     notebook: str | Path,
+    pause: CheckpointOptions,
+    resume: ResumeOptions,
     *,
-    store: str | None = None,
-    session: str | None = None,
     kill: bool = False,
     report_file: str | Path | None = None,
     timeout: float = 600,
     echo: Any = print,
 ) -> DrillResult:
-    """Run the pause/resume drill on ``notebook``; see the module docstring for the steps."""
+    """Run the pause/resume drill on ``notebook``; see the module docstring for the steps.
+
+    Of ``pause``, the store, session and trigger reach the first kernel; of ``resume``, the
+    store, session and map location reach the second, which resumes the checkpoint the first
+    took. An unset store is the configured one; an unset session is ``drill-<notebook>``.
+    """
     from ..config import PauseConfig
 
     path = Path(notebook).resolve()
     cells = load_notebook(path)
-    config = PauseConfig()
-    store_url = store or config.store
-    session = session or f"drill-{session_from_path(path.name)}"[:128]
-    env = {**os.environ, "JUPYTER_PAUSE_STORE": store_url, "JUPYTER_PAUSE_SESSION": session}
-    env.pop("JPY_SESSION_NAME", None)
-    moments: dict[str, float | None] = {}
+    pause = replace(
+        pause,
+        store=pause.store or PauseConfig().store,
+        session=pause.session or f"drill-{session_from_path(path.name)}"[:128],
+    )
+    resume = replace(resume, store=resume.store or pause.store, session=resume.session or pause.session)
+    moments: dict[str, float] = {}
     token = secrets.token_hex(16)
 
-    echo(f"drill: {path.name} -> session {session!r}")
-    first = _Kernel(path.parent, {**env, "JPY_SESSION_NAME": str(path)}, timeout)
+    echo(f"drill: {path.name} -> session {pause.session!r}")
+    first = _Kernel(path.parent, {**_kernel_env(pause.store, pause.session), "JPY_SESSION_NAME": str(path)}, timeout)
     try:
         for index, cell in enumerate(cells, 1):
             first.run(cell, f"cell {index} ({cell.strip().splitlines()[0][:60]!r})")
         echo(f"  ran {len(cells)} cell(s)")
         first.run(f"pause_drill_probe = {token!r}", "planting the probe")
         moments["checkpoint_requested"] = time.time()
-        paused = remote.parse_reply(
-            first.run(remote.call_source("pause", session=session, trigger="drill"), "the checkpoint"),
-            remote.PauseReply,
-        )
+        request = PauseRequest(pause.session or "", pause.trigger)
+        paused = parse_reply(first.run(call_source(request), "the checkpoint"), PauseReply)
         checkpoint = paused.checkpoint
         echo("  " + "\n  ".join(paused.summary.splitlines()))
     finally:
@@ -163,15 +188,11 @@ def run_drill(
     moments["resume_requested"] = time.time()
     moments["resources_available"] = moments["resume_requested"]
     with tempfile.TemporaryDirectory(prefix="pause-drill-") as elsewhere:
-        second = _Kernel(Path(elsewhere), env, timeout)
+        second = _Kernel(Path(elsewhere), _kernel_env(resume.store, resume.session), timeout)
         moments["kernel_ready"] = time.time()
         try:
-            resumed = remote.parse_reply(
-                second.run(
-                    remote.call_source("resume", checkpoint=checkpoint, session=session, moments=moments), "the resume"
-                ),
-                remote.ResumeReply,
-            )
+            asked = ResumeRequest(checkpoint, resume.session or "", resume.map_location, moments=moments)
+            resumed = parse_reply(second.run(call_source(asked), "the resume"), ResumeReply)
             report = resumed.report
             echo("  " + "\n  ".join(resumed.summary.splitlines()))
             held = second.run(f"print(globals().get('pause_drill_probe') == {token!r})", "the probe check")

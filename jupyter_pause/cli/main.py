@@ -21,7 +21,7 @@ from ..store.manifest import Manifest
 from ..store.retention import DEFAULT_GRACE_SECONDS, collect
 from ..store.storage import Store
 from . import hours
-from .drill import run_drill
+from .drill import drill_options, run_drill
 
 
 def duration(text: str) -> float:
@@ -256,10 +256,11 @@ def journal_versions(store: Store, session: str, name: str, version: str | None)
 
 def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
     echo = (lambda *_: None) if args.json else print
+    pause, resume = drill_options(args)
     result = run_drill(
         args.notebook,
-        store=args.store,
-        session=args.session,
+        pause,
+        resume,
         kill=args.kill,
         report_file=args.report,
         timeout=args.timeout,

@@ -4,7 +4,7 @@ The ledger (``jupyter_pause.store.ledger``) hands over ``Event`` objects or plai
 becomes a ``Record``. A record the report cannot use (no ``event`` or ``at``, a wrong type, spans
 that are not pairs of numbers) is skipped and counted, never an error. A kernel's event with no
 session (a console's kernel, not a notebook's) is well formed but has no row: ``timeline`` passes
-it over.
+it over. So is a record whose event is none of ``vocabulary.LedgerEvent``: it is kept, to no effect.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..store import ledger
-
-#: Every event the ledger writes; a record with another event is kept but has no effect.
-EVENTS = frozenset(ledger.EVENTS)
 
 
 @dataclass(frozen=True)

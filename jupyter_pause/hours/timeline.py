@@ -17,26 +17,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..vocabulary import KERNEL_EVENTS, PAUSE_TRIGGERS, SERVER_EVENTS, LedgerEvent, Trigger
 from .intervals import Interval
 from .records import Record
 
 INF = float("inf")
-#: Triggers that mean a kernel was stopped to pause it (the contract's pause_requested triggers).
-PAUSE_TRIGGERS = frozenset({"button", "idle", "sigterm", "spot", "release", "service", "periodic", "manual"})
-KERNEL_EVENTS = frozenset(
-    {
-        "kernel_started",
-        "activity",
-        "kernel_restarted",
-        "pause_requested",
-        "checkpoint_committed",
-        "kernel_stopped",
-        "resume_requested",
-        "resources_available",
-        "kernel_ready",
-        "next_cell_run",
-    }
-)
 
 
 @dataclass
@@ -151,28 +136,28 @@ class _Kernel:
 
     def feed(self, r: Record) -> None:
         t = self.t
-        if r.event in ("kernel_started", "kernel_ready"):
-            if r.event == "kernel_ready":
+        if r.event in (LedgerEvent.KERNEL_STARTED, LedgerEvent.KERNEL_READY):
+            if r.event == LedgerEvent.KERNEL_READY:
                 self.ready_bytes = r.bytes
             self.start(r)
-        elif r.event == "kernel_stopped":
+        elif r.event == LedgerEvent.KERNEL_STOPPED:
             self.evidence(r.at)
             self.stop(r)
-        elif r.event == "kernel_restarted":
+        elif r.event == LedgerEvent.KERNEL_RESTARTED:
             self.evidence(r.at)  # the same kernel, its GPUs held through the restart
             if r.reason == "died":
                 t.deaths.append(r.at)
-        elif r.event == "pause_requested":
+        elif r.event == LedgerEvent.PAUSE_REQUESTED:
             self.evidence(r.at)
             self.pause_asked, self.pause_trigger = True, r.trigger
-        elif r.event == "activity":
+        elif r.event == LedgerEvent.ACTIVITY:
             t.active.extend(r.spans)
             for start, _ in r.spans:
                 self.evidence(start)
-        elif r.event == "checkpoint_committed":
+        elif r.event == LedgerEvent.CHECKPOINT_COMMITTED:
             self.evidence(r.at)
             t.checkpoints.append((r.at, r.bytes, r.bytes_total))
-        elif r.event == "resume_requested":
+        elif r.event == LedgerEvent.RESUME_REQUESTED:
             if self.state is None:
                 # paused (or not yet there) before the records begin: released from an unknown time
                 t.unknown_before, t.unknown_state = r.at, "paused"
@@ -181,7 +166,7 @@ class _Kernel:
                 t.unfinished_resumes.append(self.resume_at)
             self.resume_at, self.ready_bytes = r.at, None
             t.resumes.append(r.at)
-        elif r.event == "next_cell_run" and self.resume_at is not None:
+        elif r.event == LedgerEvent.NEXT_CELL_RUN and self.resume_at is not None:
             t.waits.append((self.resume_at, r.at))
             t.restored.append((self.resume_at, self.ready_bytes))
             self.resume_at = None
@@ -202,24 +187,24 @@ class _Kernel:
 def _server(t: Timeline, records: list[Record]) -> None:
     state, since = None, 0.0
     for r in records:
-        if r.event == "server_started" and state == "held" and r.at > since:
+        if r.event == LedgerEvent.SERVER_STARTED and state == "held" and r.at > since:
             # started again with no stop between (the Hub service was down when it stopped):
             # it held its GPUs for an unknown part of the time since its last start
             t.maybe_held.append((since, r.at))
             since = r.at
             t.counts.append((r.at, r.gpus))
-        elif r.event == "server_started" and state != "held":
+        elif r.event == LedgerEvent.SERVER_STARTED and state != "held":
             if state == "paused":
                 t.paused.append((since, r.at))
             state, since = "held", r.at
             t.counts.append((r.at, r.gpus))
-        elif r.event == "server_stopped" and state not in ("paused", "stopped"):
+        elif r.event == LedgerEvent.SERVER_STOPPED and state not in ("paused", "stopped"):
             if state is None:
                 t.unknown_before, t.unknown_state = r.at, "held"
                 t.counts.append((r.at, r.gpus))
             else:
                 t.held.append((since, r.at))
-            if r.trigger == "release":
+            if r.trigger == Trigger.RELEASE:
                 t.pauses.append((r.at, r.trigger))
                 state, since = "paused", r.at
             else:
@@ -249,7 +234,7 @@ def timelines(records: Iterable[Record]) -> list[Timeline]:
     """One timeline per session (kernel events) and per server (server events), by name."""
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in records:
-        if r.event in ("server_started", "server_stopped"):
+        if r.event in SERVER_EVENTS:
             groups.setdefault(("server", server_key(r.user, r.server)), []).append(r)
         elif r.event in KERNEL_EVENTS and r.session:
             groups.setdefault(("kernel", r.session), []).append(r)

@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ..errors import PauseError
+from ..vocabulary import Trigger
 from .policy import ServerView
 
 #: Asks the Hub for pages ({"items", "_pagination"}) instead of a bare list.
@@ -152,7 +153,7 @@ class ServerClient:
         """``GET api/kernels``: each kernel's ``execution_state``."""
         return await fetch(self._url(server, "api/kernels"), self.token)
 
-    async def release(self, server: ServerView, trigger: str = "service") -> Answer:
+    async def release(self, server: ServerView, trigger: str = Trigger.SERVICE) -> Answer:
         """``POST jupyter-pause/api/release``: 202 with the Release, 409 when one is under way,
         404 where the server has no jupyter_pause extension."""
         return await fetch(self._url(server, "jupyter-pause/api/release"), self.token, "POST", {"trigger": trigger})

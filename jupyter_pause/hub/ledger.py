@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..store import ledger as records
 from ..store.storage import Store
+from ..vocabulary import LedgerEvent, Trigger
 from .policy import ServerView
 
 
@@ -53,7 +54,7 @@ class ServerLedger:
     def _started(self, view: ServerView) -> tuple[records.Event, str]:
         at = view.started.timestamp() if view.started is not None else time.time()
         event = records.make(
-            "server_started",
+            LedgerEvent.SERVER_STARTED,
             self.node,
             at=at,
             user=view.user,
@@ -75,10 +76,16 @@ class ServerLedger:
                 out.append((event, tag))
         for label in [label for label in self.running if label not in seen]:
             started = self.running.pop(label)
-            trigger = "release" if label in self.released else None
+            trigger = Trigger.RELEASE if label in self.released else None
             self.released.discard(label)
             stopped = records.make(
-                "server_stopped", self.node, at=now, user=started.user, server=label, gpus=started.gpus, trigger=trigger
+                LedgerEvent.SERVER_STOPPED,
+                self.node,
+                at=now,
+                user=started.user,
+                server=label,
+                gpus=started.gpus,
+                trigger=trigger,
             )
             out.append((stopped, None))
         return out

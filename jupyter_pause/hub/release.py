@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocabulary import RELEASE_ACTIVE_STATES, ReleaseState, SessionState
 from . import policy
 from .hubapi import Answer, HubClient, ServerClient
 from .policy import Decision, ServerView
@@ -26,8 +27,7 @@ RELEASE_TIMEOUT = "release-timeout"
 UNREACHABLE = "unreachable"
 DRY_RUN = "dry-run"
 
-#: Release states while it runs (jupyter-pause/api/status), and the hint for a missing scope.
-UNDER_WAY = ("pausing", "stopping")
+#: The hint for a missing scope.
 SCOPE_HINT = (
     "add delete:servers!server to c.Spawner.server_token_scopes so a server can stop itself, "
     "or run jupyter-pause-hub with --stop-paused"
@@ -87,7 +87,7 @@ async def release(server: ServerView, hub: HubClient, servers: ServerClient, set
         return Outcome(RELEASE_FAILED, f"{server.label}'s server refused the release ({asked.reason()}); left running")
     last: dict[str, Any] | None = asked.body if asked.ok and isinstance(asked.body, dict) else None
     deadline = time.monotonic() + settings.timeout
-    while last is None or last.get("state") in UNDER_WAY:
+    while last is None or last.get("state") in RELEASE_ACTIVE_STATES:
         if time.monotonic() > deadline:
             state = last.get("state") if last else "unknown"
             detail = f"{server.label}'s release was still {state} after {settings.timeout:.0f} s; left as it is"
@@ -125,9 +125,9 @@ async def _gone(hub: HubClient, server: ServerView) -> bool:
 async def _settle(server: ServerView, last: dict[str, Any], hub: HubClient, settings: Settings) -> Outcome:
     """The outcome of a release that ended in ``last``."""
     state, said = last.get("state"), last.get("detail") or ""
-    if state == "stopped":
+    if state == ReleaseState.STOPPED:
         return Outcome(RELEASED, f"{server.label}: every session paused; the server stopped itself", last)
-    if state == "paused":
+    if state == ReleaseState.PAUSED:
         missing_scope = last.get("server_stop") == "missing-scope"
         if settings.stop_paused:
             stopped = await hub.stop(server.user, server.server_name)
@@ -141,6 +141,8 @@ async def _settle(server: ServerView, last: dict[str, Any], hub: HubClient, sett
             f"{server.label}: every session paused, but the server still runs ({said.rstrip('.')}). To stop it: {hint}"
         )
         return Outcome(PAUSED_NOT_STOPPED, detail, last)
-    failed = [f"{s.get('path')}: {s.get('detail')}" for s in last.get("sessions", []) if s.get("state") == "failed"]
+    failed = [
+        f"{s.get('path')}: {s.get('detail')}" for s in last.get("sessions", []) if s.get("state") == SessionState.FAILED
+    ]
     detail = f"{server.label}'s release failed ({said}{'; ' if failed else ''}{'; '.join(failed)}); left running"
     return Outcome(RELEASE_FAILED, detail, last)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import PauseError
-from ..loops import steps
+from ..loops import points
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Periodic:
         if summary:
             print(f"periodic {summary.splitlines()[0]}")
 
-    def at_safe_point(self, point: steps.SafePoint) -> None:
+    def at_safe_point(self, point: points.SafePoint) -> None:
         self._take_if_due(f" at {point.description}")
 
     def _take_if_due(self, where: str = "") -> str | None:
@@ -61,13 +61,13 @@ class PeriodicRegistry:
         self.stop(shell)
         self.current = Periodic(minutes, take)
         shell.events.register("post_run_cell", self.current.after_cell)
-        steps.on_safe_point(self.current.at_safe_point)
+        points.on_safe_point(self.current.at_safe_point)
         return self.current
 
     def stop(self, shell: Any) -> bool:
         if self.current is None:
             return False
         shell.events.unregister("post_run_cell", self.current.after_cell)
-        steps.remove(self.current.at_safe_point)
+        points.remove(self.current.at_safe_point)
         self.current = None
         return True

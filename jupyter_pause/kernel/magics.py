@@ -1,9 +1,15 @@
-"""``%checkpoint`` and ``%resume``: thin IPython magics over ``checkpoint()`` and ``resume()``."""
+"""``%checkpoint`` and ``%resume``: thin IPython magics over ``checkpoint()`` and ``resume()``.
+
+Each magic parses its line once (``parse_checkpoint``, ``parse_resume``) into the operation's
+options object (``session.options``) plus what only the magic does (``--async``, ``--every``,
+``--check``), and hands the options down as they are. A bad line raises ``UsageError`` before
+anything is taken, scheduled or restored."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -18,9 +24,29 @@ from ..loops.safepoints import install_sigterm_checkpoint
 from ..session import ledger
 from ..session.checkpoint import checkpoint, checkpoint_async
 from ..session.cycle import resume_and_verify, verify
-from ..session.restore import MAP_LOCATIONS
+from ..session.options import MAP_LOCATIONS, CheckpointOptions, ResumeOptions
 from .autocheckpoint import PeriodicRegistry
 from .widget import status, widgets_available
+
+#: Values of ``--every`` that stop the periodic checkpoints.
+EVERY_OFF = ("off", "0", "stop", "no")
+
+
+@dataclass(frozen=True)
+class CheckpointLine:
+    """``%checkpoint``'s line, parsed: what each checkpoint saves, and how and when the magic takes it."""
+
+    options: CheckpointOptions
+    background: bool = False  # --async
+    every: float | None = None  # --every: minutes, 0 to stop, None when not given
+
+
+@dataclass(frozen=True)
+class ResumeLine:
+    """``%resume``'s line, parsed: what to restore, or (``check``) only the restore test to run."""
+
+    options: ResumeOptions
+    check: bool = False
 
 
 @magics_class
@@ -61,35 +87,24 @@ class PauseMagics(Magics):
     @line_magic
     def checkpoint(self, line: str) -> None:
         """Save the notebook, variables, torch state and RNG state to the store."""
-        args = parse_argstring(self.checkpoint, line)
+        request = parse_checkpoint(line)
+        options = request.options
 
         def take(trigger: str = "manual") -> str:
-            return checkpoint(**self._options(args), trigger=trigger).summary()
+            return checkpoint(options=options, config=self.config_object, trigger=trigger).summary()
 
-        if args.every is not None:
-            self._every(args.every, self._in_background(args) if args.background else lambda: take("periodic"))
+        if request.every is not None:
+            self._every(request.every, self._in_background(options) if request.background else lambda: take("periodic"))
         self._show_status()
         try:
-            if args.background:
-                self._start_background(args)
+            if request.background:
+                self._start_background(options)
                 return
             print(take())
         except PauseError as e:
             raise UsageError(str(e)) from e
 
-    def _options(self, args: Any) -> dict[str, Any]:
-        """What every checkpoint the magic takes is asked for: its parsed options."""
-        return {
-            "names": args.names or None,
-            "store": args.store,
-            "session": args.session,
-            "exclude": args.exclude,
-            "strict": args.strict,
-            "tag": args.tag,
-            "config": self.config_object,
-        }
-
-    def _in_background(self, args: Any) -> Callable[[], str]:
+    def _in_background(self, options: CheckpointOptions) -> Callable[[], str]:
         """Periodic checkpoints for ``--every --async``: each copies the state and returns, the loop
         or the next cell goes on while it is written; the next one first waits for it to commit,
         and reports it if it failed."""
@@ -100,14 +115,14 @@ class PauseMagics(Magics):
             if last is not None and last.done and last.error is not None:
                 failed, last = last.error, None
                 raise PauseError(f"the previous background checkpoint failed: {failed}")
-            last = checkpoint_async(**self._options(args), trigger="periodic")
+            last = checkpoint_async(options=options, config=self.config_object, trigger="periodic")
             return f"checkpoint state copied in {units.duration(last.blocked)}; writing it in the background"
 
         return take
 
-    def _start_background(self, args: Any) -> None:
+    def _start_background(self, options: CheckpointOptions) -> None:
         """``--async``: start the write and report its outcome after the cell that sees it end."""
-        job = checkpoint_async(**self._options(args))
+        job = checkpoint_async(options=options, config=self.config_object)
         print(
             f"state copied in {units.duration(job.blocked)}; writing the checkpoint in the background "
             "(its summary follows after the cell during which it commits)"
@@ -139,17 +154,12 @@ class PauseMagics(Magics):
             self.widget = status(widget=True)
         display(self.widget)
 
-    def _every(self, text: str, take: object) -> None:
-        if text.strip().lower() in ("off", "0", "stop", "no"):
+    def _every(self, minutes: float, take: object) -> None:
+        """Start periodic checkpoints every ``minutes`` (``0``: stop them)."""
+        if minutes == 0:
             stopped = self.periodic.stop(self.shell)
             print("periodic checkpoints stopped" if stopped else "no periodic checkpoints were running")
             return
-        try:
-            minutes = float(text)
-        except ValueError as e:
-            raise UsageError(f"--every takes minutes (e.g. 15 or 0.5) or 'off', not {text!r}") from e
-        if not minutes > 0:
-            raise UsageError("--every takes a positive number of minutes, or 'off'")
         self.periodic.start(self.shell, minutes, take)  # type: ignore[arg-type]
         print(
             f"checkpointing every {minutes:g} min between cells and at the safe points of jupyter_pause.steps "
@@ -171,23 +181,86 @@ class PauseMagics(Magics):
     @line_magic
     def resume(self, line: str) -> None:
         """Bring back a checkpoint's state into this kernel, then prove it (the restore test)."""
-        args = parse_argstring(self.resume, line)
-        checkpoint = None if args.check and args.checkpoint == "latest" else args.checkpoint
+        request = parse_resume(line)
+        options = request.options
         try:
-            if args.check:
-                print(verify(checkpoint, store=args.store, session=args.session, config=self.config_object))
+            if request.check:
+                asked = None if options.checkpoint == "latest" else options.checkpoint
+                print(verify(asked, store=options.store, session=options.session, config=self.config_object))
                 return
             self._show_status()
-            cycle = resume_and_verify(
-                args.checkpoint,
-                store=args.store,
-                session=args.session,
-                only=args.only,
-                map_location=args.map_location,
-                config=self.config_object,
-                overwrite=args.overwrite,
-            )
+            cycle = resume_and_verify(options=options, config=self.config_object)
         except PauseError as e:
             raise UsageError(str(e)) from e
         print(cycle.result.summary())
         print(cycle.verdict.summary())
+
+
+def parse_checkpoint(line: str) -> CheckpointLine:
+    """``%checkpoint``'s argument line, parsed once; ``UsageError`` saying what is wrong otherwise.
+
+    Parameters
+    ----------
+    line
+        What follows ``%checkpoint``, e.g. ``"model opt --tag baseline --every 15"``.
+
+    Returns
+    -------
+    CheckpointLine
+        The ``CheckpointOptions`` every checkpoint of this line is taken with, ``--async`` and ``--every``.
+    """
+    args = parse_argstring(PauseMagics.checkpoint, line)
+    every = None if args.every is None else _minutes(args.every)
+    try:
+        options = CheckpointOptions(
+            names=args.names or None,
+            store=args.store,
+            session=args.session,
+            exclude=args.exclude,
+            strict=args.strict,
+            tag=args.tag,
+        )
+    except PauseError as e:
+        raise UsageError(str(e)) from e
+    return CheckpointLine(options, background=args.background, every=every)
+
+
+def parse_resume(line: str) -> ResumeLine:
+    """``%resume``'s argument line, parsed once; ``UsageError`` saying what is wrong otherwise.
+
+    Parameters
+    ----------
+    line
+        What follows ``%resume``, e.g. ``"--only model opt --map-location cpu"``.
+
+    Returns
+    -------
+    ResumeLine
+        The ``ResumeOptions`` of the resume, and whether only the restore test is asked for (``--check``).
+    """
+    args = parse_argstring(PauseMagics.resume, line)
+    try:
+        options = ResumeOptions(
+            args.checkpoint,
+            store=args.store,
+            session=args.session,
+            only=args.only,
+            map_location=args.map_location,
+            overwrite=args.overwrite,
+        )
+    except PauseError as e:
+        raise UsageError(str(e)) from e
+    return ResumeLine(options, check=args.check)
+
+
+def _minutes(text: str) -> float:
+    """``--every``'s minutes; ``0`` for one of ``EVERY_OFF``."""
+    if text.strip().lower() in EVERY_OFF:
+        return 0.0
+    try:
+        minutes = float(text)
+    except ValueError as e:
+        raise UsageError(f"--every takes minutes (e.g. 15 or 0.5) or 'off', not {text!r}") from e
+    if not minutes > 0:
+        raise UsageError("--every takes a positive number of minutes, or 'off'")
+    return minutes

@@ -14,14 +14,14 @@ from typing import Any
 from .. import units
 from ..session import activity
 from ..session.activity import Activity
+from ..vocabulary import STEP_STATES, SessionState
 
+#: A colour for each of ``vocabulary.KERNEL_STATES``.
 _COLOURS = {
-    "ready": "#2e7d32",
-    "checkpointing": "#1565c0",
-    "restoring": "#1565c0",
-    "waiting": "#ef6c00",
-    "paused": "#6a1b9a",
-    "failed": "#c62828",
+    SessionState.READY: "#2e7d32",
+    SessionState.CHECKPOINTING: "#1565c0",
+    SessionState.RESTORING: "#1565c0",
+    SessionState.FAILED: "#c62828",
 }
 
 
@@ -58,7 +58,7 @@ class StatusWidget:
         colour = _COLOURS.get(source.state, "#444")
         detail = f" &mdash; {html.escape(source.detail)}" if source.detail else ""
         self.state.value = f"<b style='color:{colour}'>{source.state}</b>{detail}"
-        busy = source.state in ("checkpointing", "restoring") and source.total > 0
+        busy = source.state in STEP_STATES and source.total > 0
         self.bar.layout.visibility = "visible" if busy else "hidden"
         self.bar.value = source.done / source.total if source.total else 0.0
         self.bytes.value = f"{units.size(source.done)} / {units.size(source.total)}" if busy else ""

@@ -2,7 +2,7 @@
 
 While a cell runs a ``steps`` loop, this module, registered with ``loops.on_safe_point``:
 
-- keeps the kernel's marker (``interrupt``) up to date, at most once a second, so the server knows
+- keeps the kernel's marker (``channel``) up to date, at most once a second, so the server knows
   it may send a pause request, and handles that request's signal (the handler only sets a flag);
 - at the next safe point after a request, checkpoints (trigger ``button`` or ``spot``), answers the
   server and stops the cell with ``CellPaused``;
@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..protocol import channel as interrupt
+from ..protocol import ErrorReply, PauseReply, SafePointRequest, channel
 from ..session import background, capture
-from .steps import SafePoint, on_safe_point
+from .points import SafePoint, on_safe_point
 
 
 class CellPaused(BaseException):
@@ -169,16 +169,16 @@ def _at_safe_point(point: SafePoint) -> None:
     _state.cell_running = _events  # a safe point is inside a cell (installed during it, maybe)
     if not _state.tried:
         _install_handler()
-    if _state.installed and (now := time.monotonic()) - _state.marker_at >= interrupt.MARKER_INTERVAL:
+    if _state.installed and (now := time.monotonic()) - _state.marker_at >= channel.MARKER_INTERVAL:
         _state.marker_at = now
-        interrupt.write_marker(
-            interrupt.Marker(os.getpid(), _state.connection_file, point.step, point.description, time.time())
+        channel.write_marker(
+            channel.Marker(os.getpid(), _state.connection_file, point.step, point.description, time.time())
         )
     if _state.sigterm is not None:
         _state.sigterm()
     if _state.requested:
         _state.requested = False
-        request = interrupt.claim_request(os.getpid())
+        request = channel.claim_request(os.getpid())
         if request is not None:
             _pause_here(request, point)
 
@@ -193,11 +193,11 @@ def _install_handler() -> None:
     if not _state.connection_file:
         return  # not a kernel: no server sends requests here
     _install_sigterm()
-    if signal.getsignal(interrupt.SIGNAL) not in (signal.SIG_DFL, None, _on_signal):
+    if signal.getsignal(channel.SIGNAL) not in (signal.SIG_DFL, None, _on_signal):
         return
-    signal.signal(interrupt.SIGNAL, _on_signal)
-    atexit.register(interrupt.remove_marker, os.getpid())
-    interrupt.sweep()  # what killed kernels left in the runtime folder
+    signal.signal(channel.SIGNAL, _on_signal)
+    atexit.register(channel.remove_marker, os.getpid())
+    channel.sweep()  # what killed kernels left in the runtime folder
     _state.installed = True
 
 
@@ -228,15 +228,17 @@ def _connection_file() -> str:
         return ""
 
 
-def _pause_here(request: interrupt.PauseRequest, point: SafePoint) -> None:
+def _pause_here(request: SafePointRequest, point: SafePoint) -> None:
     """Checkpoint for the server's request, answer it, then stop the cell (or, if the checkpoint
     failed, answer that and let the loop go on)."""
-    from ..kernel import remote
+    from ..session.checkpoint import checkpoint
 
-    reply = remote.reply_to("pause", {"session": request.session, "trigger": request.trigger})
-    interrupt.write_reply(os.getpid(), reply.to_line())
-    if not isinstance(reply, remote.PauseReply):
-        return  # the server reports the failure; the loop goes on, nothing was stopped
+    try:
+        reply = PauseReply.of(checkpoint(session=request.session, trigger=request.trigger))
+    except Exception as e:  # the server reports the failure; the loop goes on, nothing was stopped
+        channel.write_reply(os.getpid(), ErrorReply.of(request.entry, e))
+        return
+    channel.write_reply(os.getpid(), reply)
     if _state.sigterm is not None:
         _state.sigterm()
     _leave_loop()
@@ -249,7 +251,7 @@ def _leave_loop() -> None:
     _state.point = None
     _state.marker_at = 0.0
     if _state.installed:
-        interrupt.remove_marker(os.getpid())
+        channel.remove_marker(os.getpid())
 
 
 # -- cells -----------------------------------------------------------------------------------

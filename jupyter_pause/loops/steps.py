@@ -3,14 +3,10 @@ is a safe point where a checkpoint sees a consistent namespace. Where the loops 
 checkpoint and after a resume, is kept by ``positions``; how an iterable is continued, by
 ``resumable``.
 
-Other parts of jupyter-pause act at safe points through a small registry:
-
-    on_safe_point(callback)   # callback(point: SafePoint) at every safe point, on the loop's thread
-    remove(callback)          # stop calling it
-
-A callback may take a checkpoint or raise (a pause stops the cell that way); one that raises
-ends the loop with that exception. A safe point where nothing is due costs about a tenth of a
-microsecond, plus about 0.7 us when any callback is registered.
+Other parts of jupyter-pause act at safe points through the registry in ``points``
+(``on_safe_point``, ``remove``); ``safepoints`` is the one every loop installs. A safe point where
+nothing is due costs about a tenth of a microsecond, plus about 0.7 us when any callback is
+registered.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import FrameType
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
 import xxhash
 
@@ -33,64 +29,17 @@ from .. import units
 from ..errors import PauseError
 from ..session import activity, positions, resumable
 from ..session.positions import Loop
-from . import inloop
+from . import inloop, safepoints
+from .points import SafePoint, callbacks, on_safe_point, remove
 
 __all__ = ["SafePoint", "Steps", "on_safe_point", "remove", "steps"]
-
-
-class SafePoint(NamedTuple):
-    """A moment between two items of a running ``steps`` loop.
-
-    Attributes
-    ----------
-    loop
-        The loop's identity (its ``name``, or one derived from the cell's source, the line of the
-        ``steps`` call and the nesting depth): the same in a new kernel running the same cell.
-    step
-        Items of this loop completed so far.
-    description
-        For people: ``"step 137 of epoch 3"`` (the enclosing loops' current items).
-    depth
-        0 for an outermost loop, 1 for a loop inside it, and so on.
-    """
-
-    loop: str
-    step: int
-    description: str
-    depth: int = 0
-
-
-#: Callbacks called at every safe point, in the order registered.
-_callbacks: list[Callable[[SafePoint], object]] = []
-_callbacks_lock = threading.Lock()
-
-
-def on_safe_point(callback: Callable[[SafePoint], object]) -> Callable[[SafePoint], object]:
-    """Call ``callback(point)`` at every safe point of every ``steps`` loop, until ``remove``.
-
-    Registering the same callback twice registers it once. Returns ``callback`` (usable as a
-    decorator).
-    """
-    with _callbacks_lock:
-        if callback not in _callbacks:
-            _callbacks.append(callback)
-    return callback
-
-
-def remove(callback: Callable[[SafePoint], object]) -> bool:
-    """Stop calling ``callback`` at safe points; False when it was not registered."""
-    with _callbacks_lock:
-        if callback in _callbacks:
-            _callbacks.remove(callback)
-            return True
-    return False
 
 
 def _announce(loop: Loop) -> bool:
     """Call the registered callbacks at ``loop``'s safe point; True if one took a checkpoint."""
     before = activity.current.checkpoint
     point = SafePoint(loop.identity, loop.yielded, f"step {loop.yielded}{loop.suffix}", loop.depth)
-    for callback in tuple(_callbacks):
+    for callback in tuple(callbacks):
         callback(point)
     return activity.current.checkpoint != before
 
@@ -219,7 +168,7 @@ class Steps:
                 loop.between = False
                 yield item
                 loop.between = True
-                taken = bool(_callbacks) and _announce(loop)  # a checkpoint taken here makes ours not due
+                taken = bool(callbacks) and _announce(loop)  # a checkpoint taken here makes ours not due
                 if inloop.pending is not None:
                     inloop.report()  # a background periodic checkpoint that failed is said here
                 if self.every is not None and clock.tick(self.every) and not taken:
@@ -293,9 +242,7 @@ def steps(iterable: Iterable[Any], *, name: str | None = None, every: int | str 
         of a loop whose identity matches a checkpointed one continues after its last completed
         item; an enclosing loop gives its current item again.
     """
-    from . import safepoints  # pause requests and SIGTERM act at the safe points of every loop
-
-    safepoints.install()
+    safepoints.install()  # pause requests and SIGTERM act at the safe points of every loop
     _forget_after_each_cell()
     return Steps(iterable, name=name, every=every, frame=sys._getframe(1))
 

@@ -11,11 +11,11 @@ Four verdicts:
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import IntegrityError
+from ..serialize import moved
 from ..serialize.digests import comparable, format_of, value_digest
 from ..store.integrity import fetch
 from ..store.manifest import Manifest
@@ -161,7 +161,7 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         good, bad = fetch(ctx.store, manifest, [manifest.checks.key])
         if bad:
             raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
-        checks = pickle.loads(bytes(good[manifest.checks.key]))
+        checks = moved.loads(bytes(good[manifest.checks.key]))
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
     verdict.models = _model_status(manifest, checks, ctx.namespace, verdict.changed)
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", TOO_LARGE, UNKNOWN_FORMAT)}

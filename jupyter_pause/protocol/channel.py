@@ -7,12 +7,12 @@ where its loop is. The server, seeing the marker of the kernel it manages (same 
 connection file), writes a request file, then sends ``SIGNAL`` to that one process (never its
 process group: DataLoader workers and other children did not install a handler, and the default
 action of SIGUSR1 ends a process). At its next safe point the kernel claims the request (deletes
-the file), checkpoints and writes a reply file with the remote protocol's reply line.
+the file), checkpoints and writes a reply file with the protocol's reply line (``wire.reply_line``).
 
 Whoever deletes the request file first owns it: the kernel (it will answer) or the server giving up
 (the kernel will not act). No signal is ever sent to a kernel without a marker.
 
-Only the standard library here: the server imports this module.
+Only the standard library and ``jupyter_core`` here: the server imports this module.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_runtime_dir
+
+from .messages import Reply, SafePointRequest
+from .wire import reply_line, typed
 
 #: The signal of a pause request; sent only to a kernel whose marker says it handles it.
 SIGNAL = signal.SIGUSR1
@@ -43,15 +46,6 @@ class Marker:
     step: int
     description: str
     updated: float
-
-
-@dataclass(frozen=True)
-class PauseRequest:
-    """What the server asks of a kernel at its next safe point."""
-
-    session: str
-    trigger: str
-    requested: float
 
 
 def _folder() -> Path:
@@ -133,21 +127,21 @@ def remove_marker(pid: int) -> None:
     _unlink(marker_path(pid))
 
 
-def claim_request(pid: int) -> PauseRequest | None:
+def claim_request(pid: int) -> SafePointRequest | None:
     """The request waiting for this kernel, which no one else may now act on; None if there is
     none (the server gave up on it, or the signal came from someone else)."""
     data = _read(request_path(pid))
     if data is None or not _unlink(request_path(pid)):
         return None
     try:
-        return PauseRequest(str(data["session"]), str(data["trigger"]), float(data["requested"]))
-    except (KeyError, TypeError, ValueError):
+        return typed(SafePointRequest, data, extra=True)
+    except ValueError:
         return None
 
 
-def write_reply(pid: int, line: str) -> None:
-    """Answer a claimed request with the remote protocol's reply line."""
-    _write(reply_path(pid), {"reply": line, "written": time.time()})
+def write_reply(pid: int, reply: Reply) -> None:
+    """Answer a claimed request: the reply, as the line the kernel would have printed."""
+    _write(reply_path(pid), {"reply": reply_line(reply), "written": time.time()})
 
 
 # -- server side -----------------------------------------------------------------------------
@@ -169,7 +163,7 @@ def read_marker(pid: int, connection_file: str) -> Marker | None:
     return marker
 
 
-def send_request(process: Any, request: PauseRequest) -> None:
+def send_request(process: Any, request: SafePointRequest) -> None:
     """Write the request, then signal that one process (``process.send_signal``, not its group)."""
     _unlink(reply_path(process.pid))
     _write(request_path(process.pid), asdict(request))

@@ -23,6 +23,7 @@ import dill
 
 from . import arrays, kinds, reducers, weakrefs
 from .arrays import ArrayCollector, ArrayLoader
+from .moved import find_moved
 from .segments import NullSink, SegmentReader, SegmentWriter
 
 #: Protocol 3 writes each memo index explicitly (BINPUT n). Protocol 4+ numbers entries
@@ -99,10 +100,6 @@ class StrongProbe(StatePickler):
         return super().reducer_override(obj)
 
 
-# Release 0.1.0 kept these modules at the top of the package, and its pickle streams name them there.
-MOVED_MODULES = {"jupyter_pause.arrays": arrays.__name__, "jupyter_pause.reducers": reducers.__name__}
-
-
 class _Resolving:
     """find_class that resolves jupyter-pause's placeholders to this restore's data."""
 
@@ -110,7 +107,7 @@ class _Resolving:
     _namespace: dict[str, Any]
 
     def find_class(self, module: str, name: str) -> Any:
-        module = MOVED_MODULES.get(module, module)
+        module = find_moved(module)
         if module == arrays.__name__ and name == "load_array":
             return self._loader.load
         if module == reducers.__name__ and name == "make_function":

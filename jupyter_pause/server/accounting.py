@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from ..store import ledger
+from ..vocabulary import LedgerEvent
 
 #: Days of ledger read back at most to find when a session was paused.
 LOOKBACK_DAYS = 31
@@ -32,9 +33,9 @@ def paused(
     for event in events:
         if event.session not in hints:
             continue
-        if event.event == "kernel_stopped":
+        if event.event == LedgerEvent.KERNEL_STOPPED:
             stops[event.session] = event
-        elif event.event in ("kernel_started", "kernel_ready"):
+        elif event.event in (LedgerEvent.KERNEL_STARTED, LedgerEvent.KERNEL_READY):
             stops[event.session] = None
     out: dict[str, tuple[float | None, float | None]] = {}
     for session, hint in hints.items():

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from ..config import ENV_VARS, PauseConfig
-from ..session.ledger import SERVER_RECORDS
+from ..store.ledger import SERVER_RECORDS
 from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer

@@ -10,6 +10,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ..vocabulary import Trigger
 from .http import http_error
 from .orchestrator import PauseManager
 
@@ -41,7 +42,7 @@ class PauseHandler(_Base):
     @authorized
     async def post(self) -> None:
         body = self.body()
-        status = await self.pause.pause(body.get("path"), trigger="button")
+        status = await self.pause.pause(body.get("path"), trigger=Trigger.BUTTON)
         self.reply(status.public(), 202)
 
 
@@ -83,7 +84,7 @@ class ReleaseHandler(_Base):
     @authorized
     async def post(self) -> None:
         body = self.body() if self.request.body else {}
-        release = self.pause.releaser.start(body.get("trigger", "button"))
+        release = self.pause.releaser.start(body.get("trigger", Trigger.BUTTON))
         self.reply(release.public(), 202)
 
 

@@ -1,7 +1,7 @@
 """Running a snippet in a kernel the Jupyter server manages, and waiting for it to be idle.
 
-What the server runs is built by ``jupyter_pause.kernel.remote`` (``call_source``), and its reply
-read back there (``parse_reply``); this module only carries source in and printed output out.
+What the server runs is built by ``jupyter_pause.protocol`` (``call_source``), and its reply read
+back there (``parse_reply``); this module only carries source in and printed output out.
 
 A kernel that dies may be restarted by Jupyter on the same id within seconds, empty. Every wait
 here therefore holds on to the process it started with, and treats a different process as death:
@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import PauseError
-from ..protocol import channel as interrupt
+from ..protocol import SafePointRequest, channel
 
 #: Client session ids of the code this server runs in kernels now (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()
@@ -72,12 +72,12 @@ async def wait_for_cell(
     kernel_id: str,
     timeout: float,
     process: tuple[int, Any],
-    request: interrupt.PauseRequest,
+    request: SafePointRequest,
     tell: Callable[[str], Awaitable[object]],
     answer_within: float | None = None,
 ) -> str | None:
     """Wait until the kernel has no running cell; or, while its cell runs a ``steps`` loop, ask it
-    (``interrupt``) to checkpoint at its next safe point and stop the cell.
+    (``channel``) to checkpoint at its next safe point and stop the cell.
 
     Returns the kernel's reply line when it answered from a safe point, None once it is idle
     (the pause then checkpoints the usual way). ``tell`` hears what the wait is waiting for.
@@ -92,19 +92,19 @@ async def wait_for_cell(
     said = None
     while True:
         kernel = await _check(kernel_manager, kernel_id, process, "while the pause waited for its cell")
-        if sent and (line := interrupt.take_reply(popen.pid)) is not None:
+        if sent and (line := channel.take_reply(popen.pid)) is not None:
             return line
         if getattr(kernel, "execution_state", "idle") == "idle":
             # The cell ended. A request the kernel took up was answered before that; one it did
             # not is withdrawn, and the pause goes the usual way.
-            if sent and (claimed or not interrupt.withdraw_request(popen.pid)):
-                return interrupt.take_reply(popen.pid)
+            if sent and (claimed or not channel.withdraw_request(popen.pid)):
+                return channel.take_reply(popen.pid)
             return None
-        marker = interrupt.read_marker(popen.pid, connection_file) if popen is not None else None
+        marker = channel.read_marker(popen.pid, connection_file) if popen is not None else None
         if marker is not None and not sent:
-            interrupt.send_request(popen, request)
+            channel.send_request(popen, request)
             sent = True
-        if sent and interrupt.claimed(popen.pid):
+        if sent and channel.claimed(popen.pid):
             detail = "checkpointing at a safe point"
         elif marker is not None:
             detail = f"waiting for the next safe point ({marker.description})"
@@ -114,7 +114,7 @@ async def wait_for_cell(
             said = detail
             await tell(detail)
         if time.monotonic() > deadline:
-            if sent and not claimed and not interrupt.withdraw_request(popen.pid):
+            if sent and not claimed and not channel.withdraw_request(popen.pid):
                 claimed, deadline = True, time.monotonic() + (answer_within or timeout)
                 continue
             raise KernelCodeError(

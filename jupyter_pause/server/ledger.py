@@ -35,6 +35,7 @@ from tornado.ioloop import PeriodicCallback
 from .. import gpus
 from ..notebook import relative_path, session_from_path
 from ..store import ledger as records
+from ..vocabulary import LedgerEvent, Trigger
 from . import kernelrun
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ class Recorder:
     def started(self, kernels: Any, kernel_id: str, session: str | None) -> None:
         """Note a kernel that started: ``kernel_started``, and watch its cells."""
         self.sessions[kernel_id] = session
-        self.emit(self.event("kernel_started", session))
+        self.emit(self.event(LedgerEvent.KERNEL_STARTED, session))
         try:
             self.watch(kernels.get_kernel(kernel_id), kernel_id)
             kernels.add_restart_callback(kernel_id, lambda: self.restarted(kernel_id, "died"), "restart")
@@ -146,7 +147,7 @@ class Recorder:
         activity = self._activity(kernel_id, now)
         if activity is not None:
             self.emit(activity)
-        self.emit(self.event("kernel_restarted", self.sessions[kernel_id], at=now, extra={"reason": reason}))
+        self.emit(self.event(LedgerEvent.KERNEL_RESTARTED, self.sessions[kernel_id], at=now, extra={"reason": reason}))
 
     def watch(self, kernel: Any, kernel_id: str) -> None:
         """Follow the kernel's IOPub status messages: busy/idle around each cell."""
@@ -182,7 +183,7 @@ class Recorder:
             self.busy[kernel_id] = now
         if not spans:
             return None
-        return self.event("activity", self.sessions.get(kernel_id), at=now, spans=spans)
+        return self.event(LedgerEvent.ACTIVITY, self.sessions.get(kernel_id), at=now, spans=spans)
 
     def flush(self) -> None:
         """Write every kernel's activity so far (every ``FLUSH_SECONDS``)."""
@@ -202,7 +203,7 @@ class Recorder:
         stream = self.streams.pop(kernel_id, None)
         if stream is not None and not stream.closed():
             stream.close()
-        stopped = self.event("kernel_stopped", session, at=now, trigger=trigger)
+        stopped = self.event(LedgerEvent.KERNEL_STOPPED, session, at=now, trigger=trigger)
         return [activity, stopped] if activity is not None else [stopped]
 
     # -- pauses and the server ------------------------------------------------------------
@@ -210,7 +211,7 @@ class Recorder:
     def pause_requested(self, session: str, kernel_id: str, trigger: str, at: float) -> None:
         """A pause of ``session`` began: ``pause_requested``; its kernel's stop carries ``trigger``."""
         self.stopping[kernel_id] = trigger
-        self.emit(self.event("pause_requested", session, at=at, trigger=trigger))
+        self.emit(self.event(LedgerEvent.PAUSE_REQUESTED, session, at=at, trigger=trigger))
 
     def pause_failed(self, kernel_id: str) -> None:
         """The pause did not stop the kernel after all."""
@@ -224,11 +225,11 @@ class Recorder:
         if self.flusher is not None:
             self.flusher.stop()
         events = [e for kernel_id in list(self.sessions) for e in self.ended(kernel_id, trigger)]
-        await self.write(*events, self.event("server_stopped", trigger=trigger))
+        await self.write(*events, self.event(LedgerEvent.SERVER_STOPPED, trigger=trigger))
 
     async def server_not_stopped(self) -> None:
         """A release asked the Hub to stop this server, and the server kept running after all."""
         self.stopped = False
         if self.flusher is not None:
             self.flusher.start()
-        await self.write(self.event("server_started", trigger="release"))
+        await self.write(self.event(LedgerEvent.SERVER_STARTED, trigger=Trigger.RELEASE))

@@ -17,12 +17,12 @@ from tornado import web
 
 from ..config import PauseConfig
 from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
-from ..kernel import remote
 from ..notebook import session_from_path
-from ..protocol import channel as interrupt
+from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store import ledger
 from ..store.catalog import Catalog
 from ..store.storage import Store
+from ..vocabulary import BUSY_STATES, SessionState, Trigger
 from . import kernelrun, lease, pulling, resources, views
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
@@ -30,8 +30,6 @@ from .ledger import Recorder
 from .release import Releaser
 from .settings import PauseServer
 from .status import Status, StatusBoard
-
-BUSY_STATES = ("checkpointing", "waiting", "restoring")
 
 #: Seconds a pause waits for a cell stopped at a safe point to end before shutting its kernel down.
 STOP_WAIT = 30.0
@@ -110,7 +108,7 @@ class PauseManager:
 
     # -- pause -----------------------------------------------------------------------------
 
-    async def pause(self, path: str, trigger: str = "button", release: str | None = None) -> Status:
+    async def pause(self, path: str, trigger: str = Trigger.BUTTON, release: str | None = None) -> Status:
         """Start pausing the notebook at ``path``; returns its ``checkpointing`` status.
 
         ``release``: the id of the release this pause is part of (recorded on the session)."""
@@ -123,7 +121,12 @@ class PauseManager:
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
         status = await self._state(
-            session, "checkpointing", "waiting for the running cell to finish", path=path, verdict=None, release=release
+            session,
+            SessionState.CHECKPOINTING,
+            "waiting for the running cell to finish",
+            path=path,
+            verdict=None,
+            release=release,
         )
         task = self.spawn(self._pause(path, session, model, trigger))
         self.pausing[session] = task
@@ -142,13 +145,17 @@ class PauseManager:
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
-            await self._state(session, "failed", f"pause failed: {e}{tail}{kernel}")
+            await self._state(session, SessionState.FAILED, f"pause failed: {e}{tail}{kernel}")
             return
         moments["checkpoint_committed"] = time.time()
         await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
         await self._state(
-            session, "paused", f"kernel shut down; checkpoint {checkpoint}", checkpoint=checkpoint, moments=moments
+            session,
+            SessionState.PAUSED,
+            f"kernel shut down; checkpoint {checkpoint}",
+            checkpoint=checkpoint,
+            moments=moments,
         )
 
     async def _checkpoint(
@@ -157,30 +164,32 @@ class PauseManager:
         """Checkpoint the kernel: at its loop's next safe point while a cell runs one (the cell
         stops there), else once the cell ends; the id of the checkpoint."""
         timeout = self.settings.busy_timeout
-        if trigger == "spot":
+        if trigger == Trigger.SPOT:
             timeout = min(timeout, self.settings.preemption_grace)
-        elif trigger == "sigterm":
+        elif trigger == Trigger.SIGTERM:
             timeout = min(timeout, self.settings.shutdown_budget)
 
         async def tell(detail: str) -> None:
-            await self._state(session, "checkpointing", detail)
+            await self._state(session, SessionState.CHECKPOINTING, detail)
 
-        request = interrupt.PauseRequest(session=session, trigger=trigger, requested=requested)
+        request = SafePointRequest(session, trigger, requested=requested)
         line = await kernelrun.wait_for_cell(
             self.kernels, kernel_id, timeout, process, request, tell, self.settings.checkpoint_timeout
         )
         if line is not None:
-            checkpoint = remote.parse_reply(line, remote.PauseReply).checkpoint
-            await self._state(session, "checkpointing", f"checkpoint {checkpoint} taken at a safe point; stopping")
+            checkpoint = parse_reply(line, PauseReply).checkpoint
+            await self._state(
+                session, SessionState.CHECKPOINTING, f"checkpoint {checkpoint} taken at a safe point; stopping"
+            )
             try:  # the cell stops at once (CellPaused); shut down after it, or anyway
                 await kernelrun.wait_idle(self.kernels, kernel_id, STOP_WAIT, process)
             except kernelrun.KernelCodeError:
                 pass
             return checkpoint
-        await self._state(session, "checkpointing", "checkpointing the kernel")
-        source = remote.call_source("pause", session=session, trigger=trigger)
+        await self._state(session, SessionState.CHECKPOINTING, "checkpointing the kernel")
+        source = call_source(request)  # travels as the plain pause request
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
-        return remote.parse_reply(output, remote.PauseReply).checkpoint
+        return parse_reply(output, PauseReply).checkpoint
 
     def _newest(self, session: str) -> str | None:
         checkpoints = self.catalog.checkpoints(session)
@@ -210,7 +219,7 @@ class PauseManager:
             raise http_error(409, f"{path} is already {busy.state} here: {busy.detail}")
         elsewhere = await asyncio.to_thread(self.board.read, session, True)
         if not force and elsewhere is not None and elsewhere.node != self.config.node:
-            if elsewhere.state in BUSY_STATES or (elsewhere.state == "ready" and elsewhere.verdict):
+            if elsewhere.state in BUSY_STATES or (elsewhere.state == SessionState.READY and elsewhere.verdict):
                 since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(elsewhere.updated))
                 raise http_error(
                     409,
@@ -239,7 +248,7 @@ class PauseManager:
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
         status = await self._state(
             session,
-            "waiting",
+            SessionState.WAITING,
             _noted("checking resources", note),
             path=path,
             checkpoint=manifest.id,
@@ -268,7 +277,7 @@ class PauseManager:
         self, path: str, session: str, manifest: Any, location: str, held: lease.Lease, note: str = ""
     ) -> None:
         """Restore in the background; ``note`` (damaged checkpoints passed over) stays in each detail."""
-        outcome: remote.ResumeReply | None = None
+        outcome: ResumeReply | None = None
         failure = ""
         try:
             outcome = await self._restore(path, session, manifest, location, note)
@@ -278,19 +287,17 @@ class PauseManager:
             await asyncio.to_thread(lease.release, self.store, session, held)
         # The lease is free before anyone can read the outcome and try again.
         if outcome is None:
-            await self._state(session, "failed", _noted(failure, note))
+            await self._state(session, SessionState.FAILED, _noted(failure, note))
         else:
             await self._state(
                 session,
-                "ready",
+                SessionState.READY,
                 _noted(f"{outcome.verdict}: {outcome.detail}", note),
                 checkpoint=outcome.checkpoint,  # the one restored, as the kernel reports it
                 verdict=outcome.verdict,
             )
 
-    async def _restore(
-        self, path: str, session: str, manifest: Any, location: str, note: str = ""
-    ) -> remote.ResumeReply:
+    async def _restore(self, path: str, session: str, manifest: Any, location: str, note: str = "") -> ResumeReply:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
@@ -303,10 +310,10 @@ class PauseManager:
                     f"gave up after {self.settings.resource_wait_timeout:g} s: {lack}; resume on a node "
                     'that has it, or with map_location "cpu"'
                 )
-            await self._state(session, "waiting", lack)
+            await self._state(session, SessionState.WAITING, lack)
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
-        await self._state(session, "restoring", "starting a kernel")
+        await self._state(session, SessionState.RESTORING, "starting a kernel")
         model = await maybe_await(
             self.sessions_manager.create_session(
                 path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
@@ -314,12 +321,10 @@ class PauseManager:
         )
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
-        await self._state(session, "restoring", _noted(f"restoring checkpoint {manifest.id}", note))
-        source = remote.call_source(
-            "resume", checkpoint=manifest.id, session=session, map_location=location, moments=_known(moments)
-        )
+        await self._state(session, SessionState.RESTORING, _noted(f"restoring checkpoint {manifest.id}", note))
+        source = call_source(ResumeRequest(manifest.id, session, location, _known(moments)))
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
-        return remote.parse_reply(output, remote.ResumeReply)
+        return parse_reply(output, ResumeReply)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -328,7 +333,7 @@ class PauseManager:
         path = _checked_path(path, "give the notebook's path as ?path= (or no path, for the server's status)")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
-        return status or Status(session, "ready", "not paused", path=path, node=self.config.node)
+        return status or Status(session, SessionState.READY, "not paused", path=path, node=self.config.node)
 
     async def notebooks_running(self) -> list[dict[str, Any]]:
         """The server sessions of notebooks with a kernel here now (models of the sessions API)."""

@@ -27,16 +27,11 @@ from tornado import web
 
 from ..errors import StoreError
 from ..store.layout import new_checkpoint_id, release_key
+from ..vocabulary import RELEASE_ACTIVE_STATES, RELEASE_TRIGGERS, ReleaseState, SessionState, Trigger
 from .http import http_error
 from .hub import Hub
 
 log = logging.getLogger(__name__)
-
-#: Who may ask for a release through the REST API (SIGTERM releases come from ``shutdown``).
-TRIGGERS = ("button", "service", "idle")
-
-#: States in which a release is still under way.
-ACTIVE = ("pausing", "stopping")
 
 
 @dataclass
@@ -47,7 +42,7 @@ class Release:
     trigger: str
     node: str
     user: str | None = None
-    state: str = "pausing"
+    state: str = ReleaseState.PAUSING
     server_stop: str | None = None
     detail: str = "pausing every session"
     started: float = field(default_factory=time.time)
@@ -71,11 +66,13 @@ class Releaser:
         self.hub = hub
         self.current: Release | None = None
 
-    def start(self, trigger: Any = "button") -> Release:
-        """Start releasing this server; the release as it starts (409 while one is under way)."""
-        if trigger not in TRIGGERS:
-            raise http_error(400, f'"trigger" must be one of {", ".join(TRIGGERS)}, not {trigger!r}')
-        if self.current is not None and self.current.state in ACTIVE:
+    def start(self, trigger: Any = Trigger.BUTTON) -> Release:
+        """Start releasing this server; the release as it starts (409 while one is under way).
+
+        ``trigger``: who asks, one of ``vocabulary.RELEASE_TRIGGERS`` (SIGTERM's comes from ``shutdown``)."""
+        if trigger not in RELEASE_TRIGGERS:
+            raise http_error(400, f'"trigger" must be one of {", ".join(RELEASE_TRIGGERS)}, not {trigger!r}')
+        if self.current is not None and self.current.state in RELEASE_ACTIVE_STATES:
             raise http_error(409, f"a release is already {self.current.state}: {self.current.detail}")
         release = self._new(trigger)
         self.manager.spawn(self.run(release))
@@ -93,36 +90,36 @@ class Releaser:
         server is on its way out already). ``budget``: seconds the pauses may take in all."""
         try:
             await self._pause_all(release, budget)
-            failed = [s for s in release.sessions if s["state"] != "paused"]
+            failed = [s for s in release.sessions if s["state"] != SessionState.PAUSED]
             if failed:
                 names = "; ".join(f"{s['path']}: {s['detail']}" for s in failed)
                 release.move(
-                    "failed",
+                    ReleaseState.FAILED,
                     f"{len(failed)} of {len(release.sessions)} sessions not paused ({names}); "
                     "the server keeps running: fix that session and release again",
                 )
             elif exiting:
-                release.move("stopped", f"{_paused(release)}; the server is exiting", server_stop="signal")
+                release.move(ReleaseState.STOPPED, f"{_paused(release)}; the server is exiting", server_stop="signal")
             elif self.hub is None:
                 release.move(
-                    "paused",
+                    ReleaseState.PAUSED,
                     f"{_paused(release)}; this server does not run under JupyterHub, so there is no Hub to "
                     "stop it (its kernels are stopped, so their GPU memory is free)",
                     server_stop="no-hub",
                 )
             else:
-                release.move("stopping", f"{_paused(release)}; asking the Hub to stop {self.hub.described}")
+                release.move(ReleaseState.STOPPING, f"{_paused(release)}; asking the Hub to stop {self.hub.described}")
                 # The Hub may stop this process before it answers: the store says "stopping" first.
                 await self._persist(release)
-                await self.manager.recorder.server_stopping("release")  # the Hub may stop us before it answers
+                await self.manager.recorder.server_stopping(Trigger.RELEASE)  # the Hub may stop us before it answers
                 outcome = await self.hub.stop_server()
-                state = "stopped" if outcome.outcome == "stopped" else "paused"
-                if state != "stopped":
+                state = ReleaseState.STOPPED if outcome.outcome == "stopped" else ReleaseState.PAUSED
+                if state != ReleaseState.STOPPED:
                     await self.manager.recorder.server_not_stopped()
                 release.move(state, f"{_paused(release)}; {outcome.detail}", server_stop=outcome.outcome)
         except Exception as e:  # a release that cannot finish says so, and stops nothing
             log.exception("jupyter-pause: release %s failed", release.id)
-            release.move("failed", f"the release failed: {e}; the server keeps running")
+            release.move(ReleaseState.FAILED, f"the release failed: {e}; the server keeps running")
         await self._persist(release)
         log.info("jupyter-pause: release %s %s: %s", release.id, release.state, release.detail)
         return release
@@ -133,15 +130,15 @@ class Releaser:
             {
                 "path": m["path"],
                 "session": self.manager.session_name(m["path"]),
-                "state": "checkpointing",
+                "state": SessionState.CHECKPOINTING,
                 "detail": "",
                 "checkpoint": None,
             }
             for m in models
         ]
-        release.move("pausing", f"pausing {len(models)} session{'s' if len(models) != 1 else ''}")
+        release.move(ReleaseState.PAUSING, f"pausing {len(models)} session{'s' if len(models) != 1 else ''}")
         await self._persist(release)
-        trigger = "sigterm" if release.trigger == "sigterm" else "release"
+        trigger = Trigger.SIGTERM if release.trigger == Trigger.SIGTERM else Trigger.RELEASE
         jobs = [self._pause_one(row, trigger, release.id) for row in release.sessions]
         if not jobs:
             return
@@ -152,8 +149,8 @@ class Releaser:
         for job in pending:
             job.cancel()
         for row in release.sessions:
-            if row["state"] == "checkpointing":
-                row["state"] = "failed"
+            if row["state"] == SessionState.CHECKPOINTING:
+                row["state"] = SessionState.FAILED
                 row["detail"] = f"not paused within the {budget:g} s budget"
 
     async def _pause_one(self, row: dict[str, Any], trigger: str, release_id: str) -> None:
@@ -162,17 +159,17 @@ class Releaser:
             await self.manager.pause(row["path"], trigger=trigger, release=release_id)
         except web.HTTPError as e:
             if self.manager.pausing.get(row["session"]) is None:  # not a pause already under way
-                row.update(state="failed", detail=str(e.log_message))
+                row.update(state=SessionState.FAILED, detail=str(e.log_message))
                 return
         task = self.manager.pausing.get(row["session"])
         if task is not None:
             await asyncio.shield(task)
         status = self.manager.board.local.get(row["session"])
         if status is None:
-            row.update(state="failed", detail="no state was recorded for the pause")
+            row.update(state=SessionState.FAILED, detail="no state was recorded for the pause")
             return
         row.update(
-            state="paused" if status.state == "paused" else "failed",
+            state=SessionState.PAUSED if status.state == SessionState.PAUSED else SessionState.FAILED,
             detail=status.detail,
             checkpoint=status.checkpoint,
         )
@@ -188,16 +185,18 @@ class Releaser:
         """Whether this server is stopping because its release asked the Hub to (the signal that
         follows is the Hub's doing); the release is then recorded as stopped."""
         release = self.current
-        if release is None or release.state != "stopping":
+        if release is None or release.state != ReleaseState.STOPPING:
             return False
         described = self.hub.described if self.hub else "this server"
-        release.move("stopped", f"{_paused(release)}; the Hub is stopping {described}", server_stop="stopped")
+        release.move(
+            ReleaseState.STOPPED, f"{_paused(release)}; the Hub is stopping {described}", server_stop="stopped"
+        )
         await self._persist(release)
         return True
 
     def release_on_signal(self) -> Release:
         """A release for a SIGTERM: it runs even while another is under way (the server exits)."""
-        return self._new("sigterm")
+        return self._new(Trigger.SIGTERM)
 
 
 def _paused(release: Release) -> str:

@@ -15,6 +15,8 @@ import logging
 import signal
 from typing import Any
 
+from ..vocabulary import Trigger
+
 log = logging.getLogger(__name__)
 
 
@@ -36,7 +38,7 @@ def install(manager: Any, serverapp: Any) -> bool:
             release = manager.releaser.release_on_signal()
             await manager.releaser.run(release, budget=budget, exiting=True)
         finally:
-            await manager.recorder.server_stopping("sigterm")
+            await manager.recorder.server_stopping(Trigger.SIGTERM)
             serverapp.stop()
 
     def on_signal(signum: int) -> None:

@@ -11,10 +11,9 @@ from typing import Any
 from ..errors import StoreError
 from ..store.layout import status_key
 from ..store.storage import Store
+from ..vocabulary import SESSION_STATES, SessionState
 
 log = logging.getLogger(__name__)
-
-STATES = ("ready", "checkpointing", "paused", "waiting", "restoring", "failed")
 
 
 @dataclass
@@ -22,7 +21,7 @@ class Status:
     """A session's state as this server and every other one sharing the store sees it."""
 
     session: str
-    state: str = "ready"
+    state: str = SessionState.READY
     detail: str = ""
     path: str | None = None
     node: str = ""
@@ -52,8 +51,8 @@ class StatusBoard:
 
     def record(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
         """Move ``session`` to ``state`` in this server's view (no I/O: safe inside the event loop)."""
-        if state not in STATES:
-            raise ValueError(f"unknown state {state!r}")
+        if state not in SESSION_STATES:
+            raise ValueError(f"unknown state {state!r}: a session is {', '.join(SESSION_STATES)}")
         previous = self.local.get(session) or Status(session)
         status = Status(
             **{

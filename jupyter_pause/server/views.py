@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from ..store.catalog import Listing
+from ..vocabulary import SessionState
 from . import accounting, lease
 
 
@@ -47,7 +48,7 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
         rows.append(
             {
                 "session": session,
-                "state": status.state if status else ("paused" if newest else "ready"),
+                "state": status.state if status else (SessionState.PAUSED if newest else SessionState.READY),
                 "detail": "; ".join(filter(None, [status.detail if status else "", damage_detail(listing)])),
                 "path": (status.path if status and status.path else None)
                 or ((newest.notebook or {}).get("path") if newest else None),
@@ -57,13 +58,13 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
                 "bytes": newest.stats.get("bytes_total", 0) if newest else 0,
                 "updated": status.updated if status else None,
                 # paused by a release: its server was stopped after (come back on any node)
-                "release": status.release if status and status.state == "paused" else None,
+                "release": status.release if status and status.state == SessionState.PAUSED else None,
                 "damaged": [{"checkpoint": i, "why": why} for i, why in listing.damaged.items()],
                 "paused_since": None,
                 "gpu_hours_released": None,
             }
         )
-    paused = {r["session"]: r["updated"] or r["created"] for r in rows if r["state"] == "paused"}
+    paused = {r["session"]: r["updated"] or r["created"] for r in rows if r["state"] == SessionState.PAUSED}
     released = accounting.paused(manager.ledger, paused) if paused else {}
     for row in rows:
         if row["session"] in released:

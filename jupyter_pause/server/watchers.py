@@ -11,6 +11,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.ioloop import PeriodicCallback
 
 from ..errors import PauseError
+from ..vocabulary import Trigger
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class PreemptionWatcher:
             return
         self.noticed = notice
         log.warning("jupyter-pause: %s; pausing every session", notice)
-        await pause_all(self.manager, "spot")
+        await pause_all(self.manager, Trigger.SPOT)
 
 
 def start_watchers(manager: Any) -> list[PeriodicCallback]:
@@ -82,7 +83,7 @@ def start_watchers(manager: Any) -> list[PeriodicCallback]:
     started = []
     if settings.idle_pause_after > 0:
         idle = PeriodicCallback(
-            lambda: pause_all(manager, "idle", only_idle_for=settings.idle_pause_after),
+            lambda: pause_all(manager, Trigger.IDLE, only_idle_for=settings.idle_pause_after),
             settings.idle_check_interval * 1000,
         )
         idle.start()

@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import units
-
-STATES = ("ready", "checkpointing", "paused", "waiting", "restoring", "failed")
+from ..vocabulary import KERNEL_STATES, STEP_STATES, SessionState
 
 
 @dataclass
 class Activity:
     """The session's state as this kernel sees it."""
 
-    state: str = "ready"
+    state: str = SessionState.READY
     detail: str = ""
     done: int = 0
     total: int = 0
@@ -36,8 +35,8 @@ class Activity:
 
     def begin(self, state: str, detail: str = "", total: int = 0) -> None:
         """Start a long step (checkpointing, restoring) of ``total`` bytes."""
-        if state not in STATES:
-            raise ValueError(f"unknown state {state!r}")
+        if state not in KERNEL_STATES:
+            raise ValueError(f"unknown state {state!r}: a kernel reports one of {', '.join(KERNEL_STATES)}")
         self.state, self.detail, self.done, self.total = state, detail, 0, total
         self._changed()
 
@@ -50,7 +49,7 @@ class Activity:
 
     def finish(self, checkpoint: str, when: float, verdict: str | None = None, detail: str = "") -> None:
         """The step ended well: back to ``ready``, with the checkpoint (and verdict) it led to."""
-        self.state, self.detail = "ready", detail
+        self.state, self.detail = SessionState.READY, detail
         self.done = self.total
         self.checkpoint, self.checkpoint_time = checkpoint, when
         if verdict is not None:
@@ -59,13 +58,13 @@ class Activity:
 
     def fail(self, reason: str) -> None:
         """The step failed; the reason is shown until the next step."""
-        self.state, self.detail = "failed", reason
+        self.state, self.detail = SessionState.FAILED, reason
         self._changed()
 
     def text(self) -> str:
         """One line for a terminal or a front end without widgets."""
         parts = [self.state + (f": {self.detail}" if self.detail else "")]
-        if self.state in ("checkpointing", "restoring") and self.total:
+        if self.state in STEP_STATES and self.total:
             parts.append(f"{units.size(self.done)} of {units.size(self.total)}")
         if self.checkpoint:
             when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.checkpoint_time or 0))

@@ -13,8 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import PauseConfig
-from ..errors import SelectionError, SerializationError
+from ..errors import SerializationError
 from ..notebook import read_notebook, relative_path
 from ..proof import fingerprint, modelcheck, probe
 from ..serialize import devicehash
@@ -25,7 +24,8 @@ from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
 from . import lineage, positions, rng, settings
-from .context import make_context
+from .context import Context
+from .options import CheckpointOptions
 from .selection import select, type_name
 
 _mid_cell = False  # a checkpoint being captured now is outside any safe point of a running cell
@@ -51,26 +51,6 @@ def mid_cell() -> bool:
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
 DIGEST_MAX_SEGMENT_BYTES = 4 << 20
-
-#: Longest tag accepted (it lives in the manifest, read by every listing).
-MAX_TAG = 1000
-
-TRIGGERS = ("manual", "button", "sigterm", "spot", "periodic", "idle", "drill", "release")
-
-
-@dataclass(kw_only=True)
-class Request:
-    """What ``checkpoint`` was asked to save, and how (its arguments, as given)."""
-
-    names: Iterable[str] | None
-    store: str | None
-    session: str | None
-    exclude: Iterable[str]
-    strict: bool
-    tag: str | None
-    trigger: str
-    namespace: dict[str, Any] | None
-    config: PauseConfig | None
 
 
 @dataclass(kw_only=True)
@@ -159,16 +139,11 @@ def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[
         pool.shutdown(wait=False)
 
 
-def capture(request: Request, *, defer_hashing: bool) -> Prepared:
-    """The part that must see the live state: select, pickle, bring to host, hash the arrays
-    (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
+def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
+    """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
+    arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
     requested = time.time()
     started = time.perf_counter()
-    ctx = make_context(store=request.store, session=request.session, config=request.config, namespace=request.namespace)
-    if request.trigger not in TRIGGERS:
-        raise ValueError(f"unknown trigger {request.trigger!r}; use one of {', '.join(TRIGGERS)}")
-    if request.tag is not None and len(request.tag) > MAX_TAG:
-        raise SelectionError(f"the tag is {len(request.tag)} characters long; keep it under {MAX_TAG}")
     ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())

@@ -2,7 +2,8 @@
 
 ``capture`` reads the kernel, ``packing`` plans the array blobs, ``store.writer`` writes them; this
 module runs those steps in order (in the foreground, or in a thread for ``checkpoint_async``) and
-writes the manifest once every blob is in the store."""
+writes the manifest once every blob is in the store. Both take one ``CheckpointOptions`` (the
+documented keywords build it: see ``options``) and hand it to ``capture`` whole."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
 from . import activity, background, ledger, lineage, staging
 from .background import BackgroundCheckpoint
-from .capture import Prepared, Request, capture, describe, describe_surroundings, take_keys
+from .capture import Prepared, capture, describe, describe_surroundings, take_keys
+from .context import make_context
+from .options import CheckpointOptions, with_overrides
 
 __all__ = ["BackgroundCheckpoint", "CheckpointResult", "checkpoint", "checkpoint_async"]
 
@@ -71,14 +74,10 @@ class CheckpointResult:
 def checkpoint(
     names: Iterable[str] | None = None,
     *,
-    store: str | None = None,
-    session: str | None = None,
-    exclude: Iterable[str] = (),
-    strict: bool = False,
-    tag: str | None = None,
-    trigger: str = "manual",
+    options: CheckpointOptions | None = None,
     namespace: dict[str, Any] | None = None,
     config: PauseConfig | None = None,
+    **overrides: Any,
 ) -> CheckpointResult:
     """Save the notebook, selected variables, torch state and RNG state to the store.
 
@@ -86,27 +85,28 @@ def checkpoint(
     ----------
     names
         Variables to save; ``None`` saves the default selection (see ``selection.select``).
-    store, session
-        Override the configured store URL and session name.
-    exclude
-        Glob patterns of variable names to leave out.
-    strict
-        Fail, writing nothing, if any selected variable cannot be saved.
-    tag
-        Free text stored with the checkpoint.
-    trigger
-        Why the checkpoint was taken: one of ``capture.TRIGGERS``.
+        Given, it replaces ``options.names``.
+    options
+        What to save, where and why (``CheckpointOptions``); default: its defaults.
+    namespace
+        The variables to save from; default: the interactive namespace.
+    config
+        Where unset options come from; default: ``PauseConfig()`` (environment, config files).
+    **overrides
+        Any field of ``CheckpointOptions`` as a keyword, replacing that of ``options``:
+        ``store``, ``session``, ``exclude``, ``strict``, ``tag``, ``trigger``.
 
     Returns
     -------
     CheckpointResult
         The committed manifest and a printable summary.
     """
-    request = Request(**locals())  # the arguments, as given: nothing else is bound yet
+    request = _asked(names, options, overrides, "checkpoint")
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
-            prepared = capture(request, defer_hashing=True)
+            ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+            prepared = capture(request, ctx, defer_hashing=True)
             # The array data goes to the store, hashed on the way, while the rest is described;
             # leaving the block waits for every blob (an error abandons the writing instead).
             with _writer(prepared, step, reused_data_stays=True) as writer:
@@ -120,14 +120,10 @@ def checkpoint(
 def checkpoint_async(
     names: Iterable[str] | None = None,
     *,
-    store: str | None = None,
-    session: str | None = None,
-    exclude: Iterable[str] = (),
-    strict: bool = False,
-    tag: str | None = None,
-    trigger: str = "manual",
+    options: CheckpointOptions | None = None,
     namespace: dict[str, Any] | None = None,
     config: PauseConfig | None = None,
+    **overrides: Any,
 ) -> BackgroundCheckpoint:
     """Like ``checkpoint``, but return once the state is copied; writing goes on in a thread.
 
@@ -136,18 +132,28 @@ def checkpoint_async(
     checkpoint). The notebook and the environment are read, and the blobs written, in the
     thread. The manifest is committed only after every blob is written; a kill before
     that leaves the previous checkpoint the newest. Another checkpoint started meanwhile waits
-    for this one.
+    for this one. It takes the arguments of ``checkpoint``.
     """
-    request = Request(**locals())  # the arguments, as given: nothing else is bound yet
+    request = _asked(names, options, overrides, "checkpoint_async")
     with background.one_at_a_time:
         background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory") as step:
-            prepared = capture(request, defer_hashing=False)
+            ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+            prepared = capture(request, ctx, defer_hashing=False)
             with _writer(prepared, step).abandoned_on_error() as writer:
                 _copy_what_is_new(prepared, writer)
                 writer.send(prepared.payloads)
                 describe(prepared, surroundings=False)
         return BackgroundCheckpoint(prepared, lambda p, step: _finish_and_commit(p, step, writer))
+
+
+def _asked(
+    names: Iterable[str] | None, options: CheckpointOptions | None, overrides: dict[str, Any], where: str
+) -> CheckpointOptions:
+    """The options of one call: ``options`` (else the defaults), ``names`` and the keywords replacing fields."""
+    if names is not None:
+        overrides["names"] = names
+    return with_overrides(CheckpointOptions, options, overrides, where)
 
 
 def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:

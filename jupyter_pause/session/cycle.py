@@ -4,7 +4,6 @@ test run on demand against the checkpoint this kernel continues (``verify``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +16,8 @@ from ..store.manifest import Manifest
 from ..store.report import RunReport
 from . import activity, ledger, lineage
 from .context import make_context
-from .restore import ResumeResult, resume_in
+from .options import ResumeOptions
+from .restore import ResumeResult, call_options, resume_in
 
 
 @dataclass
@@ -31,28 +31,38 @@ class Cycle:
 
 
 def resume_and_verify(
-    checkpoint: str = "latest",
+    checkpoint: str | None = None,
     *,
-    store: str | None = None,
-    session: str | None = None,
-    only: Iterable[str] | None = None,
-    map_location: str = "auto",
+    options: ResumeOptions | None = None,
     namespace: dict[str, Any] | None = None,
     config: PauseConfig | None = None,
     moments: dict[str, float | None] | None = None,
     write_report: bool = True,
-    overwrite: bool = False,
+    **overrides: Any,
 ) -> Cycle:
     """Resume, prove it, and leave a run report in the store.
 
-    ``moments`` carries what the caller knows of the cycle before this process got involved
-    (``kernel_stopped``, ``resume_requested``, ``resources_available``, ``kernel_ready``).
-    ``overwrite`` replaces local modules of the notebook that differ from the checkpoint's.
+    Parameters
+    ----------
+    checkpoint, options, namespace, config, **overrides
+        What to restore and where, as for ``restore.resume``: ``options`` (a ``ResumeOptions``),
+        its fields also as keywords (``store``, ``session``, ``only``, ``map_location``, ``overwrite``).
+    moments
+        What the caller knows of the cycle before this process got involved (``kernel_stopped``,
+        ``resume_requested``, ``resources_available``, ``kernel_ready``), for the run report.
+    write_report
+        Leave the run report in the store (it always goes to the GPU-hours ledger).
+
+    Returns
+    -------
+    Cycle
+        What the resume restored, the restore test's verdict, and the run report.
     """
+    request = call_options(checkpoint, options, overrides, "resume_and_verify")
     known = dict(moments or {})
     known.setdefault("resume_requested", time.time())
-    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    result = resume_in(ctx, checkpoint, only, map_location, overwrite)
+    ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+    result = resume_in(ctx, request)
     known["state_restored"] = time.time()
     # The resume digested what it restored a moment ago; nothing ran since, so reuse those.
     verdict = verify_manifest(ctx, result.manifest, taken=probe.as_restored(result.manifest.id))

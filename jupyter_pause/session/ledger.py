@@ -26,10 +26,9 @@ from .. import gpus
 from ..errors import StoreError
 from ..notebook import default_session
 from ..store import ledger as records
+from ..store.ledger import SERVER_RECORDS
 from ..store.storage import Store
-
-#: Set in the environment of kernels a jupyter-pause server starts: the server records their lives.
-SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"
+from ..vocabulary import LedgerEvent
 
 #: Seconds between activity records of a kernel recording its own cells.
 FLUSH_SECONDS = 300.0
@@ -38,7 +37,7 @@ FLUSH_SECONDS = 300.0
 STOP_WAIT = 10.0
 
 #: Resume moments written as events, in order (the run report's names).
-RESUME_MOMENTS = ("resume_requested", "resources_available", "kernel_ready")
+RESUME_MOMENTS = (LedgerEvent.RESUME_REQUESTED, LedgerEvent.RESOURCES_AVAILABLE, LedgerEvent.KERNEL_READY)
 
 
 def _gpus(environment: dict[str, Any] | None = None) -> tuple[str | None, int]:
@@ -63,7 +62,7 @@ def committed(store: Store, manifest: Any) -> None:
     """A checkpoint was committed: ``checkpoint_committed``."""
     stats = manifest.stats or {}
     event = _event(
-        "checkpoint_committed",
+        LedgerEvent.CHECKPOINT_COMMITTED,
         manifest.node,
         manifest.session,
         manifest.environment,
@@ -82,10 +81,12 @@ def resumed(store: Store, report: Any, node: str) -> None:
     events = []
     for name in RESUME_MOMENTS:
         if moments.get(name) is not None:
-            extra = {"bytes": report.bytes} if name == "kernel_ready" else {}
+            extra = {"bytes": report.bytes} if name == LedgerEvent.KERNEL_READY else {}
             events.append(_event(name, node, report.session, at=moments[name], checkpoint=report.checkpoint, **extra))
     if moments.get("verified") is not None:
-        event = _event("next_cell_run", node, report.session, at=moments["verified"], checkpoint=report.checkpoint)
+        event = _event(
+            LedgerEvent.NEXT_CELL_RUN, node, report.session, at=moments["verified"], checkpoint=report.checkpoint
+        )
         event.extra["verdict"] = report.verdict
         events.append(event)
     records.write_many(store, events)
@@ -120,7 +121,9 @@ class CellSpans:
         """Write the spans not written yet (nothing when there are none)."""
         spans, self.spans, self.flushed = self.spans, [], time.time()
         if spans:
-            records.write(self.store, _event("activity", self.node, self.session, at=self.flushed, spans=spans))
+            records.write(
+                self.store, _event(LedgerEvent.ACTIVITY, self.node, self.session, at=self.flushed, spans=spans)
+            )
 
 
 def kernel_loaded(config: Any, shell: Any = None) -> bool:
@@ -138,7 +141,7 @@ def kernel_loaded(config: Any, shell: Any = None) -> bool:
     _loaded.append(session)
     # In the background: %load_ext must not wait on a slow or unreachable store.
     start = threading.Thread(
-        target=records.write, args=(store, _event("kernel_started", config.node, session)), daemon=True
+        target=records.write, args=(store, _event(LedgerEvent.KERNEL_STARTED, config.node, session)), daemon=True
     )
     start.start()
     cells = CellSpans(store, config.node, session)
@@ -149,7 +152,7 @@ def kernel_loaded(config: Any, shell: Any = None) -> bool:
     def stopped() -> None:
         start.join(STOP_WAIT)
         cells.flush()
-        records.write(store, _event("kernel_stopped", config.node, session))
+        records.write(store, _event(LedgerEvent.KERNEL_STOPPED, config.node, session))
 
     atexit.register(stopped)
     return True

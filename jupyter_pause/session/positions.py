@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
+from ..serialize import moved
 from . import resumable
 
 
@@ -234,7 +235,7 @@ def arm(records: list[dict[str, Any]], state: bytes | bytearray | None) -> list[
     global _told
     _told = False
     _armed.clear()
-    states = pickle.loads(bytes(state)) if state else {}
+    states = moved.loads(bytes(state)) if state else {}
     for r in records:
         _armed[r["loop"]] = Armed(
             r["kind"], r["done"], r.get("length"), r["description"], r.get("finished", False), states.get(r["loop"])

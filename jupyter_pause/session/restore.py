@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import importlib
-import pickle
 import sys
 import time
-from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +13,7 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import RestoreError, SelectionError
 from ..proof import fingerprint, probe
+from ..serialize import moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
@@ -25,9 +24,8 @@ from ..store.manifest import Manifest
 from ..store.storage import Buffer
 from . import activity, lineage, positions, rng, settings
 from .context import Context, make_context
+from .options import ResumeOptions, with_overrides
 from .selection import type_name
-
-MAP_LOCATIONS = ("auto", "cpu")
 
 
 @dataclass
@@ -219,15 +217,12 @@ def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, ma
 
 
 def resume(
-    checkpoint: str = "latest",
+    checkpoint: str | None = None,
     *,
-    store: str | None = None,
-    session: str | None = None,
-    only: Iterable[str] | None = None,
-    map_location: str = "auto",
+    options: ResumeOptions | None = None,
     namespace: dict[str, Any] | None = None,
     config: PauseConfig | None = None,
-    overwrite: bool = False,
+    **overrides: Any,
 ) -> ResumeResult:
     """Restore a checkpoint's variables, torch state and RNG state into the namespace.
 
@@ -235,44 +230,50 @@ def resume(
     ----------
     checkpoint
         ``latest`` (the newest checkpoint that verifies), an id, or a unique prefix of one.
-    store, session
-        Override the configured store URL and session name.
-    only
-        Restore just these variables (RNG state is then left as it is).
-    map_location
-        ``auto`` puts tensors back on the device they were saved from; ``cpu`` puts all on the CPU.
-    overwrite
-        Replace a local module of the notebook that differs from the checkpoint's (without it,
-        such a file is kept and named).
+        Given, it replaces ``options.checkpoint``.
+    options
+        What to restore, from where, and how (``ResumeOptions``); default: its defaults.
+    namespace
+        Where the variables go; default: the interactive namespace.
+    config
+        Where unset options come from; default: ``PauseConfig()`` (environment, config files).
+    **overrides
+        Any field of ``ResumeOptions`` as a keyword, replacing that of ``options``:
+        ``store``, ``session``, ``only``, ``map_location``, ``overwrite``.
 
     Returns
     -------
     ResumeResult
         What was restored, skipped or found damaged, and a printable summary.
     """
-    ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    return resume_in(ctx, checkpoint, only, map_location, overwrite)
+    request = call_options(checkpoint, options, overrides, "resume")
+    ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+    return resume_in(ctx, request)
 
 
-def resume_in(
-    ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str, overwrite: bool = False
-) -> ResumeResult:
+def call_options(
+    checkpoint: str | None, options: ResumeOptions | None, overrides: dict[str, Any], where: str
+) -> ResumeOptions:
+    """The options of one call: ``options`` (else the defaults), ``checkpoint`` and the keywords replacing fields."""
+    if checkpoint is not None:
+        overrides["checkpoint"] = checkpoint
+    return with_overrides(ResumeOptions, options, overrides, where)
+
+
+def resume_in(ctx: Context, options: ResumeOptions) -> ResumeResult:
     """``resume`` against an already resolved store, session and namespace."""
-    if map_location not in MAP_LOCATIONS:
-        raise SelectionError(f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {map_location!r}")
     with activity.step("restoring", "finding the checkpoint"):
-        result = _resume(ctx, checkpoint, only, map_location, overwrite)
+        result = _resume(ctx, options)
     activity.current.finish(result.manifest.id, result.manifest.created, detail="restored")
     return result
 
 
-def _resume(
-    ctx: Context, checkpoint: str, only: Iterable[str] | None, map_location: str, overwrite: bool = False
-) -> ResumeResult:
+def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
+    only, map_location = options.only, options.map_location
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.signing_key or None
-    chosen = _choose(catalog, ctx.session, checkpoint or "latest", key, map_location)
+    chosen = _choose(catalog, ctx.session, options.checkpoint, key, map_location)
     manifest, blobs = chosen.manifest, chosen.blobs.good
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
@@ -285,7 +286,7 @@ def _resume(
     for device in sorted(manifest.devices()):
         target_device(device, map_location)  # raises before the namespace is touched
     # Local modules, working directory, sys.path and settings first: unpickling may import them.
-    kept = settings.restore(catalog.store, manifest, ctx.notebook, full=only is None, overwrite=overwrite)
+    kept = settings.restore(catalog.store, manifest, ctx.notebook, full=only is None, overwrite=options.overwrite)
 
     loader = ArrayLoader(manifest.arrays, blobs, map_location=map_location, hash_name=manifest.hash)
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
@@ -309,7 +310,7 @@ def _resume(
             notes.append("RNG state NOT restored: its blob is missing or damaged")
     notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
-        probe.remember(manifest.id, pickle.loads(bytes(blobs[manifest.checks.key]))["probe"])
+        probe.remember(manifest.id, moved.loads(bytes(blobs[manifest.checks.key]))["probe"])
     digests = {
         v.name: value_digest(values[v.name], known=loader.known, like=v.digest) if v.digest else None
         for v in manifest.variables

@@ -11,6 +11,8 @@ import random
 import sys
 from typing import Any
 
+from ..serialize import moved
+
 
 def capture() -> dict[str, Any]:
     """The state of every generator the session uses, as plain picklable values."""
@@ -63,4 +65,4 @@ def to_bytes(state: dict[str, Any]) -> bytes:
 
 def from_bytes(data: bytes | bytearray) -> dict[str, Any]:
     """Read state written by ``to_bytes``."""
-    return pickle.loads(bytes(data))
+    return moved.loads(bytes(data))

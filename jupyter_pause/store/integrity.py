@@ -7,12 +7,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import xxhash
-
 from ..errors import IntegrityError
 from . import mapping, signing
 from .layout import blob_key
-from .manifest import FORMAT, Manifest
+from .manifest import FORMAT, Manifest, canonical_body, checksum
 from .signing import HASHES, digest
 from .storage import Buffer, Progress, Store
 
@@ -71,8 +69,7 @@ def manifest_damage(data: bytes, error: BaseException) -> Damage:
         return Damage("not a manifest (JSON without a manifest body and its checksum)")
     body = outer["manifest"]
     created = body.get("created") if isinstance(body.get("created"), (int, float)) else None
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-    if xxhash.xxh3_128_hexdigest(canonical) != outer["checksum"]:
+    if checksum(canonical_body(body)) != outer["checksum"]:
         return Damage("checksum mismatch (the manifest was changed after it was written)", created)
     found = body.get("format", 0)
     if not isinstance(found, int) or found > FORMAT:

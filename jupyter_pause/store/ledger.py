@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..vocabulary import LedgerEvent
 from .layout import LEDGER, ledger_key, ledger_of, ledger_prefix
 from .storage import Store
 
@@ -28,24 +29,12 @@ log = logging.getLogger("jupyter_pause.ledger")
 #: Version of the record format.
 VERSION = 1
 
-#: The events, in the order a pause/resume cycle meets them (see the contract in the README).
-EVENTS = (
-    "server_started",
-    "kernel_started",
-    "activity",
-    "kernel_restarted",
-    "pause_requested",
-    "checkpoint_committed",
-    "kernel_stopped",
-    "server_stopped",
-    "resume_requested",
-    "resources_available",
-    "kernel_ready",
-    "next_cell_run",
-)
+#: Set in the environment of kernels a jupyter-pause server starts: the server records their
+#: lives and cells, so the kernel must not record them again.
+SERVER_RECORDS = "JUPYTER_PAUSE_SERVER_LEDGER"
 
-#: What asked for a pause (or stopped a kernel or server).
-TRIGGERS = ("button", "idle", "sigterm", "spot", "release", "service", "periodic", "manual")
+#: Rank of each event in a pause/resume cycle (``vocabulary.LedgerEvent``'s order, the README's contract).
+_RANK = {event: rank for rank, event in enumerate(LedgerEvent)}
 
 _lost = 0
 _lost_lock = threading.Lock()
@@ -235,8 +224,7 @@ def _parse(key: str, data: Any) -> Event | None:
 def _order(item: tuple[str, Event]) -> tuple[float, int, str]:
     """Oldest first; events at the same instant in cycle order (a kernel's last activity before its stop)."""
     key, event = item
-    rank = EVENTS.index(event.event) if event.event in EVENTS else len(EVENTS)
-    return event.at, rank, key
+    return event.at, _RANK.get(event.event, len(_RANK)), key
 
 
 def read(store: Store, since: float | None = None, until: float | None = None) -> tuple[list[Event], int]:

@@ -9,6 +9,7 @@ from typing import Any
 import xxhash
 
 from ..errors import IntegrityError
+from .signing import sign
 
 #: Version of the manifest layout; readers refuse layouts newer than they know.
 FORMAT = 1
@@ -129,11 +130,9 @@ class Manifest:
         """Serialise with a trailing checksum (a torn or edited manifest is recognised), signed
         with ``signing_key`` when one is given."""
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_BODY}
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=_fields).encode()
-        outer = b'{"manifest":' + canonical + b',"checksum":"' + xxhash.xxh3_128_hexdigest(canonical).encode() + b'"'
+        canonical = canonical_body(body)
+        outer = b'{"manifest":' + canonical + b',"checksum":"' + checksum(canonical).encode() + b'"'
         if signing_key:
-            from .signing import sign
-
             outer += b',"signature":' + json.dumps(sign(canonical, signing_key)).encode()
         return outer + b"}\n"
 
@@ -143,11 +142,11 @@ class Manifest:
         try:
             outer = json.loads(bytes(data))
             body = outer["manifest"]
-            checksum = outer["checksum"]
+            written = outer["checksum"]
         except (ValueError, KeyError, TypeError) as e:
             raise IntegrityError(f"{where} is incomplete or not a manifest ({e})") from e
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
-        if xxhash.xxh3_128_hexdigest(canonical) != checksum:
+        canonical = canonical_body(body)
+        if checksum(canonical) != written:
             raise IntegrityError(f"{where} was changed after it was written (checksum mismatch)")
         if body.get("format", 0) > FORMAT:
             raise IntegrityError(
@@ -158,6 +157,16 @@ class Manifest:
         manifest.signature = outer.get("signature")
         manifest.canonical = canonical
         return manifest
+
+
+def canonical_body(body: dict[str, Any]) -> bytes:
+    """The exact bytes a manifest's checksum and signature cover: its body as sorted, compact JSON."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=_fields).encode()
+
+
+def checksum(canonical: bytes) -> str:
+    """The checksum written after a manifest's body, over ``canonical_body``'s bytes."""
+    return xxhash.xxh3_128_hexdigest(canonical)
 
 
 def _fields(record: Any) -> dict[str, Any]:

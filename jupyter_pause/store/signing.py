@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any
+from typing import Any, Protocol
 
 import xxhash
 
 from ..errors import IntegrityError
-from .manifest import Manifest
 
 ALGORITHM = "hmac-sha256"
 
@@ -52,7 +51,16 @@ def sign(canonical: bytes, key: str) -> dict[str, str]:
     return {"alg": ALGORITHM, "key_id": key_id(key), "value": value}
 
 
-def verify(manifest: Manifest, key: str | None) -> None:
+class Signed(Protocol):
+    """What ``verify`` reads of a manifest (``manifest.Manifest`` as read from the store)."""
+
+    id: str
+    hash: str
+    signature: dict[str, Any] | None
+    canonical: bytes | None
+
+
+def verify(manifest: Signed, key: str | None) -> None:
     """Refuse a checkpoint ``key`` did not sign, before any of its data is read; without a key, accept any.
 
     Raises

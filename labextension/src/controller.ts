@@ -11,7 +11,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { errorMessage, PauseAPI, showError } from './handler';
 import { PauseStatusModel } from './model';
-import { isBusy } from './status';
+import { isBusy, SessionState } from './status';
 
 /**
  * How long an automatic kernel start waits for the first status answer (ms).
@@ -58,7 +58,7 @@ export class NotebookPauseController implements IDisposable {
    */
   get canPause(): boolean {
     const state = this.model.status?.state;
-    return !this._acting && state !== 'paused' && !isBusy(state);
+    return !this._acting && state !== SessionState.PAUSED && !isBusy(state);
   }
 
   /**
@@ -140,7 +140,7 @@ export class NotebookPauseController implements IDisposable {
       }
       const state = this._isDisposed ? undefined : this.model.status?.state;
       const resumeOnOpen =
-        state === 'paused' && !byUser
+        state === SessionState.PAUSED && !byUser
           ? await Promise.race([this._resumeOnOpen(), Private.sleep(FIRST_STATUS_TIMEOUT)])
           : false;
       switch (kernelStartAction(state, byUser, !!resumeOnOpen)) {
@@ -203,7 +203,7 @@ export class NotebookPauseController implements IDisposable {
       return;
     }
     const path = current.path || this.path;
-    if (current.state === 'paused') {
+    if (current.state === SessionState.PAUSED) {
       // The server shut the kernel down: let the notebook see that now, not at the next
       // poll of running sessions.
       void this._sessions.refreshRunning().catch(() => undefined);
@@ -216,10 +216,10 @@ export class NotebookPauseController implements IDisposable {
         );
       }
     }
-    if (current.state === 'failed' && isBusy(previous.state) && !current.release) {
+    if (current.state === SessionState.FAILED && isBusy(previous.state) && !current.release) {
       showError(`${path}: ${current.detail || 'failed'}`);
     }
-    if (current.state === 'ready' && current.verdict && isBusy(previous.state)) {
+    if (current.state === SessionState.READY && current.verdict && isBusy(previous.state)) {
       const text = `Resumed ${path}: ${this.model.text.replace(/^ready · /, '')}`;
       if (current.verdict === 'restored') {
         Notification.success(text, { autoClose: 5000 });
@@ -228,8 +228,10 @@ export class NotebookPauseController implements IDisposable {
       }
     }
     if (
-      (current.state === 'ready' || current.state === 'failed') &&
-      (previous.state === 'paused' || previous.state === 'waiting' || previous.state === 'restoring')
+      (current.state === SessionState.READY || current.state === SessionState.FAILED) &&
+      (previous.state === SessionState.PAUSED ||
+        previous.state === SessionState.WAITING ||
+        previous.state === SessionState.RESTORING)
     ) {
       void this._adoptServerKernel();
     }
@@ -320,13 +322,13 @@ export function kernelStartAction(
   byUser: boolean,
   resumeOnOpen: boolean
 ): 'start' | 'resume' | 'ask' | 'busy' | 'none' {
-  if (state === 'paused') {
+  if (state === SessionState.PAUSED) {
     if (byUser) {
       return 'ask';
     }
     return resumeOnOpen ? 'resume' : 'none';
   }
-  if (state === 'waiting' || state === 'restoring') {
+  if (state === SessionState.WAITING || state === SessionState.RESTORING) {
     return byUser ? 'busy' : 'none';
   }
   return 'start';

@@ -8,6 +8,7 @@ import {
   IPullReply,
   ISessionsReply
 } from './status';
+import vocabulary from './vocabulary.json';
 
 /**
  * Call the jupyter-pause REST API: `<baseUrl>/jupyter-pause/api/<endPoint>`.
@@ -129,7 +130,7 @@ export namespace PauseAPI {
    * Pause every notebook session, then ask the Hub to stop this server (answers at once, 202).
    */
   export function release(): Promise<IRelease> {
-    return post<IRelease>('release', { trigger: 'button' });
+    return post<IRelease>('release', { trigger: vocabulary.Trigger.BUTTON });
   }
 }
 

@@ -3,7 +3,13 @@
  *
  * Pure functions only (no JupyterLab imports), so they are unit-tested as they are.
  */
-import { IPauseStatus } from './status';
+import { IPauseStatus, SessionState } from './status';
+import vocabulary from './vocabulary.json';
+
+/**
+ * A release's states, as the server names them (generated from `jupyter_pause/vocabulary.py`).
+ */
+export const ReleaseState = vocabulary.ReleaseState;
 
 /**
  * One session of a release, as `Release.sessions[]` gives it.
@@ -69,7 +75,7 @@ export interface IPageHub {
 /**
  * Release states in which the server is still working; it is polled fast then.
  */
-export const RELEASE_ACTIVE_STATES: ReadonlyArray<string> = ['pausing', 'stopping'];
+export const RELEASE_ACTIVE_STATES: ReadonlyArray<string> = vocabulary.RELEASE_ACTIVE_STATES;
 
 /**
  * The state the front end gives a release whose server stopped answering while it ran: the
@@ -121,7 +127,7 @@ export function releaseDetail(release: IRelease): string {
   if (detail) {
     return detail;
   }
-  const failed = release.sessions.find(s => s.state === 'failed');
+  const failed = release.sessions.find(s => s.state === SessionState.FAILED);
   return failed ? `${failed.path}: ${failed.detail || 'failed'}` : '';
 }
 
@@ -138,23 +144,23 @@ export function releaseDetail(release: IRelease): string {
 export function formatRelease(release: IRelease): string {
   const detail = releaseDetail(release);
   switch (release.state) {
-    case 'pausing': {
+    case ReleaseState.PAUSING: {
       const total = release.sessions.length;
-      const done = release.sessions.filter(s => s.state === 'paused').length;
+      const done = release.sessions.filter(s => s.state === SessionState.PAUSED).length;
       if (!total) {
         return 'pausing every session'; // the server has not listed them yet
       }
       return `pausing ${sessions(total)}` + (done ? ` (${done} paused)` : '');
     }
-    case 'stopping':
+    case ReleaseState.STOPPING:
       return 'stopping the server';
-    case 'stopped':
+    case ReleaseState.STOPPED:
       return 'server stopped · sessions paused';
     case LOST:
       return 'server gone during the release';
-    case 'paused':
+    case ReleaseState.PAUSED:
       return detail ? `paused, server not stopped: ${detail}` : 'paused, server not stopped';
-    case 'failed':
+    case ReleaseState.FAILED:
       return detail ? `release failed: ${detail}` : 'release failed';
     default:
       return detail ? `release ${release.state}: ${detail}` : `release ${release.state}`;
@@ -190,13 +196,13 @@ export function showsRelease(
   if (!release) {
     return false;
   }
-  if (isReleaseActive(release) || release.state === 'stopped' || release.state === LOST) {
+  if (isReleaseActive(release) || release.state === ReleaseState.STOPPED || release.state === LOST) {
     return true;
   }
   return (
     !!status &&
     status.release === release.id &&
-    (status.state === 'paused' || status.state === 'failed')
+    (status.state === SessionState.PAUSED || status.state === SessionState.FAILED)
   );
 }
 
@@ -231,7 +237,7 @@ export function releaseNotice(release: IRelease): IReleaseNotice {
     details = ''
   ): IReleaseNotice => ({ message, type, final, details });
   switch (release.state) {
-    case 'pausing':
+    case ReleaseState.PAUSING:
       return notice(
         release.sessions.length
           ? `Pausing ${sessions(release.sessions.length)}, then stopping the server…`
@@ -239,9 +245,9 @@ export function releaseNotice(release: IRelease): IReleaseNotice {
         'in-progress',
         false
       );
-    case 'stopping':
+    case ReleaseState.STOPPING:
       return notice('Every session is paused; asking the Hub to stop this server…', 'in-progress', false);
-    case 'stopped':
+    case ReleaseState.STOPPED:
       return notice(
         'Sessions paused; the server is stopping and its GPU goes back. ' +
           'JupyterLab loses its connection now: start it again from the Hub.',
@@ -253,7 +259,7 @@ export function releaseNotice(release: IRelease): IReleaseNotice {
           'JupyterLab loses its connection now: start it again from the Hub.',
         'success'
       );
-    case 'paused':
+    case ReleaseState.PAUSED:
       return notice(
         'Every session is paused, but the server was not stopped.',
         'warning',

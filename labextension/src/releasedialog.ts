@@ -15,6 +15,7 @@ import {
   IServerStatus,
   isReleaseActive,
   LOST,
+  ReleaseState,
   releaseNotice
 } from './release';
 import { ServerStatusModel } from './servermodel';
@@ -244,7 +245,7 @@ export class ReleaseNotifier implements IDisposable {
       });
     }
     const hubHome = this._hubHome;
-    if ((release.state === 'stopped' || release.state === LOST) && hubHome) {
+    if ((release.state === ReleaseState.STOPPED || release.state === LOST) && hubHome) {
       actions.push({
         label: 'Hub Control Panel',
         caption: 'Open the Hub, to start your server again',

@@ -16,7 +16,8 @@ import {
   IServerStatus,
   isReleaseActive,
   isUnderHub,
-  lostRelease
+  lostRelease,
+  ReleaseState
 } from './release';
 import { FAST_INTERVAL } from './status';
 
@@ -94,7 +95,7 @@ export class ServerStatusModel extends PolledStatus<IServerStatus> {
    * about each).
    */
   get stopping(): boolean {
-    return this._lost || this.release?.state === 'stopped';
+    return this._lost || this.release?.state === ReleaseState.STOPPED;
   }
 
   /**
@@ -107,7 +108,7 @@ export class ServerStatusModel extends PolledStatus<IServerStatus> {
   }
 
   protected canRefresh(): boolean {
-    return this._status?.release?.state !== 'stopped'; // the server is gone
+    return this._status?.release?.state !== ReleaseState.STOPPED; // the server is gone
   }
 
   protected ask(): Promise<IServerStatus> {

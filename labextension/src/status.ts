@@ -3,6 +3,12 @@
  *
  * Pure functions only (no JupyterLab imports), so they are unit-tested as they are.
  */
+import vocabulary from './vocabulary.json';
+
+/**
+ * A session's states, as the server names them (generated from `jupyter_pause/vocabulary.py`).
+ */
+export const SessionState = vocabulary.SessionState;
 
 /**
  * A session's state, as `GET /jupyter-pause/api/status?path=` returns it.
@@ -78,11 +84,7 @@ export interface IPullReply {
 /**
  * States in which the server is working on the session; the indicator polls fast then.
  */
-export const BUSY_STATES: ReadonlyArray<string> = [
-  'checkpointing',
-  'waiting',
-  'restoring'
-];
+export const BUSY_STATES: ReadonlyArray<string> = vocabulary.BUSY_STATES;
 
 /**
  * Poll interval while the server is working on the session (ms).
@@ -126,22 +128,22 @@ export function pollInterval(state: string | null | undefined): number {
 export function formatStatus(status: IPauseStatus): string {
   const detail = (status.detail || '').trim();
   switch (status.state) {
-    case 'ready': {
+    case SessionState.READY: {
       if (!status.verdict) {
         return 'ready';
       }
       const checkpoint = status.checkpoint ? ` (${status.checkpoint})` : '';
       return `ready · ${status.verdict}${checkpoint}`;
     }
-    case 'checkpointing':
-    case 'paused':
-    case 'restoring':
+    case SessionState.CHECKPOINTING:
+    case SessionState.PAUSED:
+    case SessionState.RESTORING:
       return status.state;
-    case 'waiting':
+    case SessionState.WAITING:
       return detail
         ? `waiting for resources: ${detail}`
         : 'waiting for resources';
-    case 'failed':
+    case SessionState.FAILED:
       return detail ? `failed: ${detail}` : 'failed';
     default:
       return detail ? `${status.state}: ${detail}` : status.state;
@@ -270,7 +272,7 @@ export function formatGpuHours(hours: number | null | undefined): string {
  * row is not paused or its pause time is unknown.
  */
 export function formatPause(row: ISessionRow, now: number = Date.now() / 1000): string {
-  if (row.state !== 'paused' || row.paused_since === null || row.paused_since === undefined) {
+  if (row.state !== SessionState.PAUSED || row.paused_since === null || row.paused_since === undefined) {
     return '';
   }
   const hours = row.gpu_hours_released;
@@ -303,14 +305,16 @@ export function formatDamage(row: ISessionRow): [string, string] | null {
  * holds the session (paused, or a pause or resume that failed).
  */
 export function canPullAndResume(row: ISessionRow): boolean {
-  return !!row.checkpoint && (row.state === 'paused' || row.state === 'failed');
+  return (
+    !!row.checkpoint && (row.state === SessionState.PAUSED || row.state === SessionState.FAILED)
+  );
 }
 
 /**
  * Order for the panel: paused sessions first, then newest checkpoint first.
  */
 export function sortRows(rows: ReadonlyArray<ISessionRow>): ISessionRow[] {
-  const rank = (row: ISessionRow): number => (row.state === 'paused' ? 0 : 1);
+  const rank = (row: ISessionRow): number => (row.state === SessionState.PAUSED ? 0 : 1);
   return [...rows].sort(
     (a, b) =>
       rank(a) - rank(b) ||

@@ -1,0 +1,144 @@
+"""Every message between the Jupyter server and a kernel, as frozen dataclasses, and the protocol version.
+
+Requests go from the server to a kernel (``PauseRequest``, ``ResumeRequest``; ``SafePointRequest``
+is the pause request left for a busy kernel's next safe point), replies come back
+(``PauseReply``, ``ResumeReply``, or ``ErrorReply`` when the entry point failed). How they travel
+is ``wire``'s business; this module only says what they hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import PauseError
+
+#: Version of the request and reply format; a kernel that speaks another one refuses the call.
+PROTOCOL = 1
+
+
+class RemoteError(PauseError):
+    """The kernel answered a call with an error, or with no reply at all."""
+
+    def __init__(self, message: str, error: str = "") -> None:
+        super().__init__(message)
+        self.error = error
+
+
+# -- requests: server to kernel --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """Base of the requests: which kernel entry point to run (``entry``), with the fields as its arguments."""
+
+    entry: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class PauseRequest(Request):
+    """Checkpoint the kernel's namespace into ``session``, recording what caused it (``trigger``)."""
+
+    entry: ClassVar[str] = "pause"
+
+    session: str
+    trigger: str = "button"
+
+
+@dataclass(frozen=True)
+class SafePointRequest(PauseRequest):
+    """A ``PauseRequest`` left for a busy kernel's next safe point (``channel``), made at ``requested``
+    (seconds since the epoch). Sent the usual way, it travels as the plain ``PauseRequest``."""
+
+    requested: float = field(kw_only=True)
+
+
+@dataclass(frozen=True)
+class ResumeRequest(Request):
+    """Restore ``checkpoint`` of ``session`` into the kernel and run the restore test.
+
+    ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds since the
+    epoch) of the steps before the kernel got the request, for the run report.
+    """
+
+    entry: ClassVar[str] = "resume"
+
+    checkpoint: str
+    session: str
+    map_location: str = "auto"
+    moments: dict[str, float] = field(default_factory=dict)
+
+
+#: The request of each entry point, by its name on the wire.
+REQUESTS: dict[str, type[Request]] = {r.entry: r for r in (PauseRequest, ResumeRequest)}
+
+
+# -- replies: kernel to server ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Base of the replies; ``kind`` names each on the wire."""
+
+    kind: ClassVar[str] = ""
+
+
+@dataclass(frozen=True)
+class PauseReply(Reply):
+    """What ``pause`` did: the checkpoint it committed, and what it could not save."""
+
+    kind: ClassVar[str] = "pause"
+
+    checkpoint: str
+    summary: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, result: Any) -> PauseReply:
+        """The reply for a committed checkpoint (a ``CheckpointResult``, or anything shaped like one)."""
+        return cls(result.manifest.id, result.summary(), [skip.name for skip in result.skipped])
+
+
+@dataclass(frozen=True)
+class ResumeReply(Reply):
+    """What ``resume`` did: the checkpoint it restored, the restore test's verdict, and the run report."""
+
+    kind: ClassVar[str] = "resume"
+
+    checkpoint: str
+    verdict: str
+    detail: str = ""
+    summary: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cycle: Any) -> ResumeReply:
+        """The reply for a resume and its restore test (a ``Cycle``, or anything shaped like one)."""
+        verdict = cycle.verdict
+        return cls(
+            cycle.result.manifest.id,
+            verdict.kind,
+            verdict.details[-1] if verdict.details else "",
+            f"{cycle.result.summary()}\n{verdict.summary()}",
+            cycle.report.to_dict(),
+        )
+
+
+@dataclass(frozen=True)
+class ErrorReply(Reply):
+    """An entry point failed: the exception's type and message, as the kernel saw them."""
+
+    kind: ClassVar[str] = "error"
+
+    entry: str
+    error: str
+    message: str
+
+    @classmethod
+    def of(cls, entry: str, error: BaseException) -> ErrorReply:
+        """The reply for ``error``, raised while running entry point ``entry``."""
+        return cls(entry, type(error).__name__, str(error))
+
+
+#: Each reply, by its ``kind`` on the wire.
+REPLIES: dict[str, type[Reply]] = {r.kind: r for r in (PauseReply, ResumeReply, ErrorReply)}
