@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Dict, Float, Unicode, default
+from traitlets import Bool, Dict, Float, List, Unicode, default
 from traitlets.config import Configurable
 
 from .errors import PauseError
+from .store.signing import Keyring
 
 #: Environment variables that override configuration, by trait name.
 ENV_VARS = {
@@ -21,6 +22,7 @@ ENV_VARS = {
     "node": "JUPYTER_PAUSE_NODE",
     "storage_options": "JUPYTER_PAUSE_STORAGE_OPTIONS",
     "signing_key": "JUPYTER_PAUSE_SIGNING_KEY",
+    "verify_keys": "JUPYTER_PAUSE_VERIFY_KEYS",
     "sigterm_grace": "JUPYTER_PAUSE_SIGTERM_GRACE",
 }
 
@@ -67,6 +69,11 @@ class PauseConfig(Configurable):
         help="Secret that signs every checkpoint written and must have signed every checkpoint "
         "loaded (env JUPYTER_PAUSE_SIGNING_KEY). Never written anywhere.",
     ).tag(config=True)
+    verify_keys = List(
+        Unicode(),
+        help="Former signing keys, still accepted when loading and never used to sign: a key "
+        "rotation (env JUPYTER_PAUSE_VERIFY_KEYS, separated by commas). Needs signing_key.",
+    ).tag(config=True)
     checkpoint_on_sigterm = Bool(
         True, help="Checkpoint the kernel when it gets SIGTERM (a preemption's warning), then exit."
     ).tag(config=True)
@@ -92,12 +99,26 @@ class PauseConfig(Configurable):
             if name in kwargs or not os.environ.get(var):
                 continue
             setattr(self, name, _from_env(name, var, os.environ[var]))
+        if self.verify_keys and not self.signing_key:
+            raise PauseError(
+                f"{ENV_VARS['verify_keys']} (former signing keys) is set without {ENV_VARS['signing_key']}: "
+                "set the current signing key too, or unset the former ones"
+            )
+
+    @property
+    def keyring(self) -> Keyring | None:
+        """The key this process signs with and the former keys it accepts; None without a signing key."""
+        if not self.signing_key:
+            return None
+        return Keyring(self.signing_key, tuple(k for k in self.verify_keys if k and k != self.signing_key))
 
 
 def _from_env(name: str, var: str, raw: str) -> Any:
     """A setting's value from its environment variable's text."""
     if name == "storage_options":
         return parse_storage_options(raw)
+    if name == "verify_keys":
+        return [key.strip() for key in raw.split(",") if key.strip()]
     if name == "sigterm_grace":
         try:
             return float(raw)

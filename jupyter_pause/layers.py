@@ -17,9 +17,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "vocabulary": frozenset(),
     "gpus": frozenset(),
     "notebook": frozenset(),
-    "config": frozenset({"errors"}),
     # The checkpoint format and its storage.
     "store": frozenset({"errors", "units", "vocabulary"}),
+    # Settings from traitlets and the environment (``store`` for the signing keys' ``Keyring``).
+    "config": frozenset({"errors", "store"}),
     # What the server and a kernel say to each other.
     "protocol": frozenset({"errors", "vocabulary"}),
     # Values to bytes and back.

@@ -200,7 +200,9 @@ def _remove_grpc_sockets(ports: dict[str, int]) -> None:
             continue
 
 
-def _launch(weed: str, directory: Path, log: Path) -> tuple[subprocess.Popen, dict[str, int]]:
+def _launch(
+    weed: str, directory: Path, log: Path, s3_config: Path | None = None
+) -> tuple[subprocess.Popen, dict[str, int]]:
     ports = {}
     for service, (port, grpc) in zip(SERVICES, free_port_pairs(len(SERVICES)), strict=True):
         ports[f"{service}.port"] = port
@@ -227,8 +229,12 @@ def _launch(weed: str, directory: Path, log: Path) -> tuple[subprocess.Popen, di
         *(f"-{flag}={port}" for flag, port in ports.items()),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    # With keys in its environment the server accepts exactly those, and nothing anonymous.
-    env.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
+    if s3_config is None:
+        # With keys in its environment the server accepts exactly those, and nothing anonymous.
+        env.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
+    else:
+        # The identities are the file's alone (weed would add keys from its environment as admin).
+        command.append(f"-s3.config={s3_config}")
     return spawn(command, directory, env, log), ports
 
 
@@ -255,15 +261,19 @@ def _wait_ready(server: S3Server, port: int, deadline: float) -> str | None:
     return f"not ready within {START_TIMEOUT:.0f} s: {last_error}"
 
 
-def start_server() -> S3Server:
-    """Start ``weed mini`` in a new temp folder; wait until its bucket is usable."""
+def start_server(s3_config: Path | None = None) -> S3Server:
+    """Start ``weed mini`` in a new temp folder; wait until its bucket is usable.
+
+    ``s3_config``: a SeaweedFS identities file (``-s3.config``) to use instead of the single
+    ``KEY``/``SECRET`` identity; it must give ``KEY``/``SECRET`` the ``Admin`` action.
+    """
     weed = weed_binary()
     directory = Path(tempfile.mkdtemp(prefix="pause-s3-"))
     log = directory / "weed.log"
     failures = []
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
-            process, ports = _launch(weed, directory, log)
+            process, ports = _launch(weed, directory, log, s3_config)
             port = ports["s3.port"]
             server = S3Server(f"http://{HOST}:{port}", BUCKET, KEY, SECRET, process, directory, log, ports)
             problem = _wait_ready(server, port, time.monotonic() + START_TIMEOUT)
@@ -285,11 +295,11 @@ def start_server() -> S3Server:
 
 
 @contextmanager
-def running_server() -> Iterator[S3Server]:
+def running_server(s3_config: Path | None = None) -> Iterator[S3Server]:
     """A SeaweedFS server for the ``with`` block, stopped and its files removed after it; a server
-    that cannot start fails the test that asked for it."""
+    that cannot start fails the test that asked for it. ``s3_config``: see ``start_server``."""
     try:
-        server = start_server()
+        server = start_server(s3_config)
     except RuntimeError as e:
         pytest.fail(str(e), pytrace=False)
     try:

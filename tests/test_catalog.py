@@ -135,3 +135,47 @@ def test_a_damaged_manifest_older_than_the_newest_intact_is_not_passed_over(tmp_
     _commit(catalog, NEWER, 1_798_761_700.0, None)
     choice = catalog.choose("s", "latest")
     assert choice.manifest.id == NEWER and choice.passed_over == {} and choice.note == ""
+
+
+# -- without signing, "latest" keeps to the lineage the session was paused from --------------------
+
+PLANTED = "20270101-000200-cccccc"
+
+
+def _commit_lineage(catalog: Catalog, checkpoint_id: str, created: float, lineage: str, key: str | None = None):
+    manifest = Manifest(checkpoint_id, "s", lineage, None, created, "manual", "elsewhere", hash=hash_for(key))
+    catalog.commit(manifest, key)
+    return manifest
+
+
+def test_without_signing_a_new_lineage_never_becomes_latest_for_a_paused_session(tmp_path):
+    catalog = Catalog(Store(str(tmp_path)))
+    _commit(catalog, OLDER, 1_000.0, None)
+    _commit(catalog, NEWER, 2_000.0, None)  # a later checkpoint of the paused lineage (a SIGTERM's) is fine
+    _commit_lineage(catalog, PLANTED, 3_000.0, "planted")
+
+    choice = catalog.choose("s", "latest", None, paused_from=OLDER)
+    assert choice.manifest.id == NEWER
+    assert list(choice.elsewhere) == [PLANTED]
+    assert "starts lineage planted (written on elsewhere), not lin" in choice.elsewhere[PLANTED]
+    assert f"checkpoint {PLANTED} was passed over: not resumed as latest" in choice.note
+    assert catalog.choose("s", PLANTED, None, paused_from=OLDER).manifest.id == PLANTED  # by id, if it is yours
+    assert catalog.choose("s", "latest").manifest.id == PLANTED  # nothing known of the pause: the newest
+
+
+def test_with_signing_every_lineage_its_key_signed_may_be_latest(tmp_path):
+    catalog = Catalog(Store(str(tmp_path)))
+    _commit(catalog, OLDER, 1_000.0, KEY)
+    _commit_lineage(catalog, PLANTED, 3_000.0, "mine-too", KEY)
+    choice = catalog.choose("s", "latest", KEY, paused_from=OLDER)
+    assert choice.manifest.id == PLANTED and choice.elsewhere == {}
+
+
+def test_a_pause_whose_checkpoint_is_not_intact_here_tells_no_lineage_apart(tmp_path):
+    catalog = Catalog(Store(str(tmp_path)))
+    _commit(catalog, OLDER, 1_000.0, None)
+    _commit_lineage(catalog, PLANTED, 3_000.0, "planted")
+    damage(tmp_path, "s", OLDER, "checksum")
+    listing = catalog.listing("s")
+    assert listing.following(OLDER) is listing and listing.following(None) is listing
+    assert catalog.choose("s", "latest", None, paused_from=OLDER).manifest.id == PLANTED

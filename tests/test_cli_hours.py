@@ -133,3 +133,45 @@ def test_a_window_opening_on_paused_sessions_knows_their_state_from_the_week_bef
             min(b, START + 3 * DAY) - max(a, since) for a, b in truth.paused if b > since and a < START + 3 * DAY
         )
         assert rows[name]["released_gpu_hours"] == pytest.approx(paused / H * truth.gpus)
+
+
+def test_with_the_hub_secret_each_users_records_are_checked_with_that_users_key(tmp_path, capsys, monkeypatch):
+    """Records signed with their user's key count; a forged user's records (signed by another
+    user's key) never do; unsigned ones count unless --signed-only."""
+    from jupyter_pause.store.signing import user_key
+
+    secret = "c" * 64
+    store = Store(str(tmp_path / "store"))
+    history = week()
+    forged_user = "ben"
+    ledger.sign_with(lambda e: user_key(secret, "ana" if e.user == forged_user else e.user) if e.user else None)
+    try:
+        signed = [r for r in history.records if r.get("user") != "chen"]
+        for record in signed:
+            assert ledger.write(store, ledger.Event.from_dict(record)) is not None
+    finally:
+        ledger.sign_with(None)
+    for record in history.records:
+        if record.get("user") == "chen":
+            ledger.write(store, ledger.Event.from_dict(record))
+
+    monkeypatch.setenv("JUPYTER_PAUSE_HUB_SECRET", secret)
+    code, out, _ = _run(capsys, "hours", "--store", str(tmp_path / "store"), *WINDOW, "--json")
+    data = json.loads(out)
+    counts = data["signatures"]
+    users = {r["user"] for r in data["sessions"]}
+    assert code == 0 and counts["checked"] is True
+    assert counts["bad_signature"] == sum(r.get("user") == forged_user for r in history.records)
+    assert counts["unsigned"] == sum(r.get("user") == "chen" for r in history.records)
+    assert forged_user not in users and "chen" in users and "ana" in users
+
+    code, out, _ = _run(capsys, "hours", "--store", str(tmp_path / "store"), *WINDOW, "--signed-only")
+    assert code == 0 and "chen" not in out and "ana" in out
+    assert "(not counted)" in out and "verified" in out
+
+
+def test_signed_only_without_keys_says_which_to_set(store, capsys, monkeypatch):
+    monkeypatch.delenv("JUPYTER_PAUSE_HUB_SECRET", raising=False)
+    monkeypatch.delenv("JUPYTER_PAUSE_SIGNING_KEY", raising=False)
+    code, _, err = _run(capsys, "hours", "--store", store, *WINDOW, "--signed-only")
+    assert code != 0 and "JUPYTER_PAUSE_HUB_SECRET" in err

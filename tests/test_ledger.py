@@ -175,3 +175,60 @@ def test_a_cache_reads_each_record_once_and_lists_settled_days_once(tmp_path) ->
     assert len(read) == 3  # each record read once
     today = layout.ledger_prefix(now)
     assert today in listed and all(p >= layout.ledger_prefix(now - 86400) for p in listed)  # old days not again
+
+
+# -- signed records -------------------------------------------------------------------------------
+
+KEY = "the server's signing key 5d2a"
+
+
+@pytest.fixture
+def signing_with():
+    """Sign this process's records with the given keys for one test, then stop signing."""
+    yield ledger.sign_with
+    ledger.sign_with(None)
+
+
+def _only(store: Store) -> tuple[ledger.Event, dict[str, Any]]:
+    (event,), _ = ledger.read(store)
+    (key,) = [k for k in store.list("ledger/")]
+    return event, json.loads(bytes(store.read(key)))
+
+
+def test_with_a_key_every_record_is_signed_and_verifies(tmp_path, signing_with) -> None:
+    store = Store(str(tmp_path))
+    signing_with(KEY)
+    ledger.write(store, ledger.make("kernel_started", session="s", gpus=2, extra={"note": "x"}))
+    event, raw = _only(store)
+    assert raw["sig"]["alg"] == "hmac-sha256" and KEY not in json.dumps(raw)
+    assert ledger.trust(event, KEY) == ledger.VERIFIED
+    assert ledger.trust(event, "another key") == ledger.BAD_SIGNATURE
+
+
+def test_a_record_changed_after_signing_does_not_verify(tmp_path, signing_with) -> None:
+    store = Store(str(tmp_path))
+    signing_with(KEY)
+    ledger.write(store, ledger.make("kernel_started", session="s", gpus=1))
+    _, raw = _only(store)
+    raw["gpus"] = 8  # a forger claiming more GPU hours
+    (key,) = list(store.list("ledger/"))
+    store.write(key, json.dumps(raw).encode())
+    event, _ = _only(store)
+    assert ledger.trust(event, KEY) == ledger.BAD_SIGNATURE
+
+
+def test_without_a_key_records_are_unsigned_and_say_so(tmp_path) -> None:
+    store = Store(str(tmp_path))
+    ledger.write_many(store, [ledger.make("kernel_started", session="s")])
+    event, raw = _only(store)
+    assert "sig" not in raw
+    assert ledger.trust(event, KEY) == ledger.UNSIGNED
+
+
+def test_keys_per_event_sign_each_users_record_with_that_users_key(tmp_path, signing_with) -> None:
+    store = Store(str(tmp_path))
+    signing_with(lambda event: f"key of {event.user}")
+    ledger.write(store, ledger.make("server_started", user="ana"))
+    event, _ = _only(store)
+    assert ledger.trust(event, "key of ana") == ledger.VERIFIED
+    assert ledger.trust(event, "key of ben") == ledger.BAD_SIGNATURE

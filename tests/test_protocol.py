@@ -77,13 +77,14 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_1():
-    """What travels is unchanged since version 1: a kernel of an older release still reads it."""
-    assert PROTOCOL == 1
-    assert json.loads(encode_request(ResumeRequest("c", "s"))) == {
-        "protocol": 1,
+def test_the_request_format_is_version_2():
+    """What travels: version 2 added the resume's ``paused_from`` (the kernel chooses "latest" itself);
+    a kernel of version 1 refuses it by its version, saying to align the two."""
+    assert PROTOCOL == 2
+    assert json.loads(encode_request(ResumeRequest("latest", "s", paused_from="c"))) == {
+        "protocol": 2,
         "entry": "resume",
-        "args": {"checkpoint": "c", "session": "s", "map_location": "auto", "moments": {}},
+        "args": {"checkpoint": "latest", "session": "s", "map_location": "auto", "moments": {}, "paused_from": "c"},
     }
     assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})) == ResumeRequest("c", "s")
 
@@ -107,7 +108,7 @@ def test_hostile_values_travel_as_data_never_as_code(value):
 
 
 def test_a_kernel_of_another_version_refuses_with_what_to_do():
-    with pytest.raises(PauseError, match=f"server speaks protocol 99 and this kernel's .* speaks 1: {ALIGN}$"):
+    with pytest.raises(PauseError, match=f"server speaks protocol 99 and this kernel's .* speaks {PROTOCOL}: {ALIGN}$"):
         decode_request(_request_text("pause", {"session": "s"}, protocol=99))
     with pytest.raises(PauseError, match="server speaks protocol None"):
         decode_request("[1, 2]")

@@ -206,3 +206,53 @@ def test_pull_refuses_an_unsigned_notebook_when_the_server_has_a_key(tmp_path):
     with pytest.raises(web.HTTPError) as e:
         asyncio.run(pull(manager, "s"))
     assert e.value.status_code == 409 and f"checkpoint {unsigned.id} is not signed" in str(e.value.log_message)
+
+
+# -- key rotation: a keyring signs with its key and still accepts its former ones ----------------
+
+NEW = "the new key, after a rotation 41c9"
+
+
+def test_after_a_rotation_a_checkpoint_of_the_former_key_resumes_and_new_ones_use_the_new_key(tmp_path):
+    old = _take(tmp_path, KEY, marker=1)
+    rotated = PauseConfig(signing_key=NEW, verify_keys=[KEY])
+    another_process()
+    target: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=target, config=rotated)
+    assert result.manifest.id == old.id and target["marker"] == 1
+    another_process()
+    new = jp.checkpoint(store=str(tmp_path), session="s", namespace={"marker": 2}, config=rotated).manifest
+    written = json.loads(_manifest_path(tmp_path, new).read_text())
+    assert written["signature"]["key_id"] == key_id(NEW)
+
+
+def test_once_the_former_key_is_dropped_its_checkpoints_are_refused_naming_it(tmp_path, capsys):
+    old = _take(tmp_path, KEY, marker=1, bomb=Bomb())
+    with pytest.raises(CheckpointDamaged, match=rf"{old.id}.*signed with another key \(key id {key_id(KEY)}"):
+        _resume(tmp_path, NEW)
+    assert "UNPICKLED" not in capsys.readouterr().out
+
+
+def test_a_keyring_names_every_key_it_accepts_when_it_refuses():
+    ring = signing.Keyring(NEW, (KEY,))
+    stranger = _read(_record(), "someone else's key 0000")
+    with pytest.raises(SignatureError) as refused:
+        signing.verify(stranger, ring)
+    assert f"this one is {key_id(NEW)} (former keys: {key_id(KEY)})" in str(refused.value)
+    signing.verify(_read(_record(), KEY), ring)  # a former key still verifies
+
+
+def test_former_keys_without_a_signing_key_are_a_clear_error(monkeypatch):
+    monkeypatch.setenv("JUPYTER_PAUSE_VERIFY_KEYS", f"{KEY}, another")
+    with pytest.raises(jp.PauseError, match="JUPYTER_PAUSE_VERIFY_KEYS .* without JUPYTER_PAUSE_SIGNING_KEY"):
+        PauseConfig()
+    monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", NEW)
+    assert PauseConfig().keyring == signing.Keyring(NEW, (KEY, "another"))
+
+
+def test_on_a_hub_an_unsigned_resume_says_every_user_could_have_written_it(monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    said = signing.describe(None, None)
+    assert "every user with the store's credentials could have written" in said
+    monkeypatch.delenv("JUPYTERHUB_USER")
+    assert signing.describe(None, None) == "unsigned: anyone who can write to the store could have written it"

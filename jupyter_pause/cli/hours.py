@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import units
+from ..config import PauseConfig
 from ..errors import PauseError
 from ..hours import records, text, timeline, totals, whatif
-from ..store import ledger
+from ..store import ledger, signing
 from ..store.layout import SESSIONS, check_session
 from ..store.storage import Store
 
@@ -89,14 +92,65 @@ def build(
     return hours, lines
 
 
+def ledger_keys(env: dict[str, str] | None = None) -> Callable[[str | None], signing.Keyring | None] | None:
+    """The keys each user's ledger records are checked with: derived per user from a Hub's secret
+    (``JUPYTER_PAUSE_HUB_SECRET``, with its former ones), else this process's signing keys for
+    everyone; None when neither is set (records are then not checked)."""
+    env = dict(os.environ) if env is None else env
+    secret = env.get(signing.HUB_SECRET_ENV)
+    if secret:
+        former = [s for s in env.get(signing.HUB_OLD_SECRETS_ENV, "").split(",") if s.strip()]
+        return lambda user: signing.user_keyring(secret, former, user) if user else None
+    ring = PauseConfig().keyring
+    return None if ring is None else (lambda _user: ring)
+
+
+def checked(
+    events: list[ledger.Event], keys_for: Callable[[str | None], Any] | None, signed_only: bool
+) -> tuple[list[ledger.Event], dict[str, int] | None]:
+    """The events to count, and how many records were verified, unsigned, or refused for a bad
+    signature (never counted); with ``signed_only`` unsigned ones are not counted either."""
+    counts = {ledger.VERIFIED: 0, ledger.UNSIGNED: 0, ledger.BAD_SIGNATURE: 0}
+    if keys_for is None:
+        return events, None
+    kept = []
+    for event in events:
+        verdict = ledger.trust(event, keys_for(event.user))
+        counts[verdict] += 1
+        if verdict == ledger.VERIFIED or (verdict == ledger.UNSIGNED and not signed_only):
+            kept.append(event)
+    return kept, counts
+
+
+def _trust_line(counts: dict[str, int] | None, signed_only: bool) -> str:
+    if counts is None:
+        return (
+            "ledger signatures not checked: no JUPYTER_PAUSE_SIGNING_KEY or JUPYTER_PAUSE_HUB_SECRET here, and "
+            "anyone with the store's credentials can write records"
+        )
+    unsigned = "not counted" if signed_only else "counted; --signed-only leaves them out"
+    return (
+        f"ledger signatures: {counts[ledger.VERIFIED]} verified, {counts[ledger.UNSIGNED]} unsigned ({unsigned}), "
+        f"{counts[ledger.BAD_SIGNATURE]} with a signature that does not verify (not counted)"
+    )
+
+
 def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
-    """The command: read the window's events, add them up, print (and draw) them."""
+    """The command: read the window's events, check their signatures, add them up, print (and draw) them."""
     if args.since is not None and args.until is not None and args.since >= args.until:
         raise ValueError("--since must be before --until")
     events, malformed = ledger.read(store, None if args.since is None else args.since - LOOKBACK, args.until)
+    signed_only = bool(getattr(args, "signed_only", False))
+    keys_for = ledger_keys()
+    if signed_only and keys_for is None:
+        raise PauseError(
+            "--signed-only needs the keys that signed the records: set JUPYTER_PAUSE_SIGNING_KEY (one user's), "
+            "or JUPYTER_PAUSE_HUB_SECRET (every user's, as the Hub derives them)"
+        )
+    events, counts = checked(events, keys_for, signed_only)
     hours, lines = build(events, args, store, malformed)
     what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
-    out = text.report(hours)
+    out = text.report(hours) + "\n" + _trust_line(counts, signed_only)
     if what is not None:
         out += "\n\n" + text.what_if(*what, price=args.price)
     if args.html:
@@ -108,7 +162,11 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
         except OSError as e:
             raise PauseError(f"cannot write the page {path}: {e.strerror}; choose another --html FILE") from e
         out += f"\npage: {path}"
-    return text.to_json(hours, what), out
+    data = text.to_json(hours, what)
+    data["signatures"] = {"checked": False} if counts is None else {"checked": True}
+    if counts is not None:
+        data["signatures"].update({verdict.replace(" ", "_"): n for verdict, n in counts.items()})
+    return data, out
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -122,5 +180,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
     hours.add_argument("--storage-price", type=price, metavar="GB_MONTH", help="price of a GB-month of store")
     hours.add_argument(
         "--what-if", type=thresholds, metavar="LIST", help="idle thresholds to replay, e.g. 15m,30m,1h,2h"
+    )
+    hours.add_argument(
+        "--signed-only",
+        action="store_true",
+        help="count only records whose signature verifies (JUPYTER_PAUSE_SIGNING_KEY or JUPYTER_PAUSE_HUB_SECRET)",
     )
     return hours

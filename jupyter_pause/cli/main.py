@@ -19,6 +19,7 @@ from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
 from ..store.retention import DEFAULT_GRACE_SECONDS, collect
+from ..store.signing import Keyring
 from ..store.storage import Store
 from . import hours
 from .drill import drill_options, run_drill
@@ -41,9 +42,9 @@ def _catalog(args: argparse.Namespace) -> Catalog:
     return Catalog(Store(args.store or config.store, dict(config.storage_options)))
 
 
-def _key() -> str | None:
-    """The signing key configured here: with one, a checkpoint it did not sign is damaged."""
-    return PauseConfig().signing_key or None
+def _key() -> Keyring | None:
+    """The signing keys configured here: with them, a checkpoint none of them signed is damaged."""
+    return PauseConfig().keyring
 
 
 def _sessions(catalog: Catalog, session: str | None) -> list[str]:

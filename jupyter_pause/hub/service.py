@@ -86,6 +86,8 @@ from urllib.parse import urlparse
 from .. import units
 from ..config import ENV_VARS, parse_storage_options
 from ..errors import PauseError
+from ..store import ledger as records
+from ..store import signing
 from ..store.credentials import redact
 from ..store.storage import Store
 from . import policy, release
@@ -315,6 +317,10 @@ def server_ledger(args: argparse.Namespace, env: dict[str, str]) -> ServerLedger
     options = parse_storage_options(env.get(ENV_VARS["storage_options"], "") or "{}")
     store = Store(args.store, options)
     store.check()
+    if env.get(signing.HUB_SECRET_ENV):
+        secret, former = env[signing.HUB_SECRET_ENV], env.get(signing.HUB_OLD_SECRETS_ENV, "").split(",")
+        # each server's records signed with its user's own key, as that user's server signs its own
+        records.sign_with(lambda event: signing.user_keyring(secret, former, event.user) if event.user else None)
     return ServerLedger(store, args.server_gpus, args.profile_gpus)
 
 

@@ -40,7 +40,12 @@ def _resume(request: ResumeRequest) -> ResumeReply:
     from ..session.options import ResumeOptions
 
     moments: dict[str, float | None] = dict(request.moments)
-    options = ResumeOptions(request.checkpoint, session=request.session, map_location=request.map_location)
+    options = ResumeOptions(
+        request.checkpoint,
+        session=request.session,
+        map_location=request.map_location,
+        paused_from=request.paused_from or None,
+    )
     cycle = resume_and_verify(options=options, moments=moments)
     return ResumeReply.of(cycle)
 

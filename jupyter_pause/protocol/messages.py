@@ -14,7 +14,8 @@ from typing import Any, ClassVar
 from ..errors import PauseError
 
 #: Version of the request and reply format; a kernel that speaks another one refuses the call.
-PROTOCOL = 1
+#: 2: a resume sends what was asked for ("latest" or an id) and ``paused_from``, for the kernel to choose.
+PROTOCOL = 2
 
 
 class RemoteError(PauseError):
@@ -57,8 +58,10 @@ class SafePointRequest(PauseRequest):
 class ResumeRequest(Request):
     """Restore ``checkpoint`` of ``session`` into the kernel and run the restore test.
 
-    ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds since the
-    epoch) of the steps before the kernel got the request, for the run report.
+    ``checkpoint`` is what was asked for (``latest``, or an id), chosen by the kernel by the same
+    rule as ``%resume``; ``paused_from`` is the checkpoint the session was paused from ("" when
+    unknown). ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds
+    since the epoch) of the steps before the kernel got the request, for the run report.
     """
 
     entry: ClassVar[str] = "resume"
@@ -67,6 +70,7 @@ class ResumeRequest(Request):
     session: str
     map_location: str = "auto"
     moments: dict[str, float] = field(default_factory=dict)
+    paused_from: str = ""
 
 
 #: The request of each entry point, by its name on the wire.

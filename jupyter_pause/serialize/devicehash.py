@@ -71,6 +71,7 @@ from ..errors import StoreError
 from ..store.integrity import read_manifest
 from ..store.layout import blob_key, blob_prefix, manifest_key
 from ..store.manifest import ArrayRecord, Manifest
+from ..store.signing import Keys
 from ..store.storage import Store
 
 #: Name and version of the fingerprint; a checkpoint recorded under another one is not compared.
@@ -143,7 +144,7 @@ def _previous(manifest: Manifest) -> Previous:
     return Previous(manifest.id, recorded.get("seed", ""), blobs)
 
 
-def previous(store: Store, session: str, parent: str | None, signing_key: str | None = None) -> Previous | None:
+def previous(store: Store, session: str, parent: str | None, signing_key: Keys = None) -> Previous | None:
     """The fingerprints of checkpoint ``parent``: remembered, else read from its manifest; None
     where there is no parent or its manifest cannot be read (then every storage is hashed)."""
     if parent is None:

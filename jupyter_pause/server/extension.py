@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from ..config import ENV_VARS, PauseConfig
+from ..store import ledger
 from ..store.ledger import SERVER_RECORDS
 from .handlers import routes
 from .orchestrator import PauseManager
@@ -29,6 +31,8 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
         exported[ENV_VARS["storage_options"]] = json.dumps(config.storage_options)
     if config.signing_key:
         exported[ENV_VARS["signing_key"]] = config.signing_key  # process memory only, never a file
+    if config.verify_keys:
+        exported[ENV_VARS["verify_keys"]] = ",".join(config.verify_keys)
     sessions = serverapp.session_manager
     original = sessions.get_kernel_env
 
@@ -46,6 +50,13 @@ def load(serverapp: Any) -> None:
     settings = PauseServer(parent=serverapp)
     config = PauseConfig(parent=serverapp)
     manager = PauseManager(serverapp, settings, config)
+    ledger.sign_with(config.keyring)
+    if config.keyring is None and os.environ.get("JUPYTERHUB_USER"):
+        serverapp.log.warning(
+            "jupyter-pause: no signing key on a JupyterHub: a checkpoint in this server's store is loaded "
+            "whoever wrote it, and on a shared store every user with its credentials can write one; give "
+            "each user a key of their own (jupyter_pause.hub.keys.signing_environment in jupyterhub_config.py)"
+        )
     serverapp.web_app.settings["jupyter_pause"] = manager
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from tornado import web
@@ -20,7 +21,7 @@ from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store import ledger
-from ..store.catalog import Catalog
+from ..store.catalog import Catalog, passed_over_note
 from ..store.storage import Store
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
 from . import kernelrun, lease, pulling, resources, views
@@ -226,8 +227,9 @@ class PauseManager:
                     f"{path} is {elsewhere.state} on {elsewhere.node} (since {since}); pause it there "
                     'first, or pass "force": true if that node is gone',
                 )
+        paused_from = elsewhere.checkpoint if elsewhere is not None else None
         try:
-            choice = await asyncio.to_thread(self.catalog.choose, session, checkpoint, self.config.signing_key or None)
+            choice = await asyncio.to_thread(self.catalog.choose, session, checkpoint, self.config.keyring, paused_from)
         except CheckpointDamaged as e:
             raise http_error(409, str(e)) from e
         except CheckpointNotFound as e:
@@ -255,7 +257,8 @@ class PauseManager:
             verdict=None,
             release=None,
         )
-        self.spawn(self._resume(path, session, manifest, location, held, note))
+        asked = Asked(checkpoint, paused_from or "")
+        self.spawn(self._resume(path, session, manifest, location, held, note, asked))
         return status
 
     async def _pulled_if_missing(self, path: Any) -> str:
@@ -274,13 +277,21 @@ class PauseManager:
         return await self.notebook(checked)
 
     async def _resume(
-        self, path: str, session: str, manifest: Any, location: str, held: lease.Lease, note: str = ""
+        self,
+        path: str,
+        session: str,
+        manifest: Any,
+        location: str,
+        held: lease.Lease,
+        note: str = "",
+        asked: Asked | None = None,
     ) -> None:
-        """Restore in the background; ``note`` (damaged checkpoints passed over) stays in each detail."""
+        """Restore in the background; ``note`` (checkpoints passed over) stays in each detail, and
+        at the end says what the kernel passed over."""
         outcome: ResumeReply | None = None
         failure = ""
         try:
-            outcome = await self._restore(path, session, manifest, location, note)
+            outcome = await self._restore(path, session, manifest, location, note, asked or Asked(manifest.id))
         except Exception as e:  # whatever stops a resume ends it as "failed", with the reason
             failure = f"resume failed: {e}"
         finally:
@@ -289,6 +300,11 @@ class PauseManager:
         if outcome is None:
             await self._state(session, SessionState.FAILED, _noted(failure, note))
         else:
+            passed_over = outcome.report.get("damaged") or {}
+            if isinstance(passed_over, dict) and passed_over:
+                note = passed_over_note({str(k): str(v) for k, v in passed_over.items()}, outcome.checkpoint)
+            if self.config.keyring is None and os.environ.get("JUPYTERHUB_USER"):
+                note = "; ".join(filter(None, [note, str(outcome.report.get("signature") or "")]))
             await self._state(
                 session,
                 SessionState.READY,
@@ -297,7 +313,9 @@ class PauseManager:
                 verdict=outcome.verdict,
             )
 
-    async def _restore(self, path: str, session: str, manifest: Any, location: str, note: str = "") -> ResumeReply:
+    async def _restore(
+        self, path: str, session: str, manifest: Any, location: str, note: str, asked: Asked
+    ) -> ResumeReply:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
@@ -322,7 +340,10 @@ class PauseManager:
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
         await self._state(session, SessionState.RESTORING, _noted(f"restoring checkpoint {manifest.id}", note))
-        source = call_source(ResumeRequest(manifest.id, session, location, _known(moments)))
+        # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
+        # so a checkpoint whose blobs turn out damaged is passed over there too.
+        request = ResumeRequest(asked.checkpoint, session, location, _known(moments), paused_from=asked.paused_from)
+        source = call_source(request)
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
         return parse_reply(output, ResumeReply)
 
@@ -359,6 +380,14 @@ class PauseManager:
         """Wait for the pauses and resumes in flight (tests and shutdown)."""
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a resume was asked for: ``latest`` or an id, and the checkpoint the session was paused from."""
+
+    checkpoint: str
+    paused_from: str = ""
 
 
 def _noted(detail: str, note: str) -> str:

@@ -26,7 +26,7 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
     if not manifest.notebook:
         raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
     try:
-        signing.verify(manifest, manager.config.signing_key)
+        signing.verify(manifest, manager.config.keyring)
     except signing.SignatureError as e:
         raise http_error(409, str(e)) from e
     good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])

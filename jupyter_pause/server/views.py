@@ -39,7 +39,7 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
     damaged checkpoints are listed (``damaged``: checkpoint, why) and named in ``detail``; a paused
     session has ``paused_since`` and ``gpu_hours_released`` (``accounting.paused``)."""
     rows = []
-    key = manager.config.signing_key or None
+    key = manager.config.keyring
     for session in manager.catalog.sessions():
         listing = manager.catalog.listing(session, key)
         checkpoints = listing.checkpoints

@@ -160,8 +160,8 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     models = _start_model_checks(chosen.values, dump.segments)
     position = lineage.position(ctx.store.url, ctx.session)
     try:
-        algorithm = signing.hash_for(ctx.config.signing_key)
-        before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.signing_key or None)
+        algorithm = signing.hash_for(ctx.config.keyring)
+        before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
         seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
         dump.collector.gather()  # only what changed on its device since the last checkpoint
         plan = plan_arrays(dump, algorithm, defer=defer_hashing)

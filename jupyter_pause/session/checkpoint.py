@@ -264,7 +264,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         "bytes_kept_on_device": p.device.kept_bytes if p.device else 0,  # unchanged by fingerprint: not copied
     }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
-    catalog.commit(manifest, ctx.config.signing_key or None)
+    catalog.commit(manifest, ctx.config.keyring)
     devicehash.remember(ctx.store, manifest)
     ledger.committed(ctx.store, manifest)
     probe.remember(manifest.id, p.probe_value)

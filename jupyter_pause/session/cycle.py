@@ -11,9 +11,11 @@ from ..config import PauseConfig
 from ..proof import probe
 from ..proof.verdict import Verdict, verify_manifest
 from ..store import report as reports
+from ..store import signing
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest
 from ..store.report import RunReport
+from ..store.signing import Keys
 from . import activity, ledger, lineage
 from .context import make_context
 from .options import ResumeOptions
@@ -83,6 +85,7 @@ def resume_and_verify(
         damaged=result.damaged,
         environment=result.environment,
         details=verdict.details,
+        signature=signing.describe(m.signature, ctx.config.keyring),
         moments={
             "checkpoint_requested": m.timings.get("requested"),
             "checkpoint_committed": m.timings.get("committed"),
@@ -95,7 +98,7 @@ def resume_and_verify(
     return Cycle(result, verdict, run, key)
 
 
-def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None, key: str | None) -> Manifest:
+def _target(catalog: Catalog, store_url: str, session: str, checkpoint: str | None, key: Keys) -> Manifest:
     """The checkpoint to test against; with a signing ``key``, only one it signed."""
     if checkpoint not in (None, "", "latest"):
         return catalog.resolve(session, checkpoint, key)  # type: ignore[arg-type]
@@ -129,5 +132,5 @@ def verify(
         ``kind`` is one of ``restored``, ``partial``, ``fresh`` or ``live``.
     """
     ctx = make_context(store=store, session=session, config=config, namespace=namespace)
-    key = ctx.config.signing_key or None
+    key = ctx.config.keyring
     return verify_manifest(ctx, _target(Catalog(ctx.store), ctx.store.url, ctx.session, checkpoint, key))

@@ -137,6 +137,7 @@ def kernel_loaded(config: Any, shell: Any = None) -> bool:
     except StoreError as e:
         records.log.warning("jupyter-pause ledger: kernel start not recorded: %s", e)
         return False
+    records.sign_with(config.keyring)
     session = default_session()
     _loaded.append(session)
     # In the background: %load_ext must not wait on a slow or unreachable store.

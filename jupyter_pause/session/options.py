@@ -155,6 +155,9 @@ class ResumeOptions:
     overwrite
         Replace a local module of the notebook that differs from the checkpoint's (without it,
         such a file is kept and named).
+    paused_from
+        The checkpoint the session was paused from (the server's resume sets it): without a
+        signing key, "latest" keeps to its lineage and names the others (``Listing.following``).
     """
 
     checkpoint: str = "latest"
@@ -163,6 +166,7 @@ class ResumeOptions:
     only: tuple[str, ...] | None = None
     map_location: str = "auto"
     overwrite: bool = False
+    paused_from: str | None = None
 
     def __post_init__(self) -> None:
         """Normalise ``only`` to a tuple and refuse a bad value, saying what to write instead."""
@@ -178,6 +182,7 @@ class ResumeOptions:
             store=_store(self.store),
             session=_session(self.session),
             overwrite=_flag(self.overwrite, "overwrite"),
+            paused_from=self.paused_from or None,
         )
 
 

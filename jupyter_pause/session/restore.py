@@ -21,6 +21,7 @@ from ..store import signing
 from ..store.catalog import Catalog
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
+from ..store.signing import Keys
 from ..store.storage import Buffer
 from . import activity, lineage, positions, rng, settings
 from .context import Context, make_context
@@ -190,7 +191,14 @@ def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> l
     return positions.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
 
 
-def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, map_location: str = "auto") -> Chosen:
+def _choose(
+    catalog: Catalog,
+    session: str,
+    ref: str,
+    key: Keys = None,
+    map_location: str = "auto",
+    paused_from: str | None = None,
+) -> Chosen:
     """The checkpoint to restore, its blobs, and the newer ones passed over: damaged manifests
     (checksum, signature, torn write) and checkpoints whose blobs do not verify, each with why.
 
@@ -198,6 +206,8 @@ def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, ma
     saying why; "no checkpoint" only when the session has none at all.
     """
     listing = catalog.listing(session, key)
+    if not key:
+        listing = listing.following(paused_from)  # without signing, "latest" keeps to the paused lineage
     if ref not in ("latest", ""):
         manifest = listing.resolve(ref).manifest
         return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over={})
@@ -206,8 +216,8 @@ def _choose(catalog: Catalog, session: str, ref: str, key: str | None = None, ma
     for manifest in listing.checkpoints:
         blobs = _fetch(catalog, manifest, map_location)
         if not blobs.bad:
-            passed_over = dict(sorted({**listing.newer_damaged(manifest), **damaged}.items(), reverse=True))
-            return Chosen(manifest=manifest, blobs=blobs, passed_over=passed_over)
+            newer = {**listing.newer_damaged(manifest), **listing.newer_elsewhere(manifest), **damaged}
+            return Chosen(manifest=manifest, blobs=blobs, passed_over=dict(sorted(newer.items(), reverse=True)))
         damaged[manifest.id] = describe(manifest, blobs.bad)
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
@@ -272,8 +282,8 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     only, map_location = options.only, options.map_location
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
-    key = ctx.config.signing_key or None
-    chosen = _choose(catalog, ctx.session, options.checkpoint, key, map_location)
+    key = ctx.config.keyring
+    chosen = _choose(catalog, ctx.session, options.checkpoint, key, map_location, options.paused_from)
     manifest, blobs = chosen.manifest, chosen.blobs.good
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved

@@ -5,7 +5,7 @@ from __future__ import annotations
 import calendar
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import CheckpointDamaged, CheckpointNotFound
 from .integrity import Damage, read_manifest
@@ -20,6 +20,7 @@ from .layout import (
     session_of,
 )
 from .manifest import Manifest
+from .signing import Keys
 from .storage import Store
 
 
@@ -41,6 +42,38 @@ class Listing:
     #: When each damaged checkpoint was taken, from its manifest where that can still be read,
     #: else the end of the second its id names.
     taken: dict[str, float] = field(default_factory=dict)
+    #: Intact checkpoints of other lineages, set aside by ``following`` (id: why): "latest"
+    #: passes over them, asking by id still finds them.
+    elsewhere: dict[str, str] = field(default_factory=dict)
+    aside: list[Manifest] = field(default_factory=list, repr=False)
+
+    def following(self, paused_from: str | None) -> Listing:
+        """This listing with "latest" kept to the lineage of checkpoint ``paused_from`` (the one the
+        session was paused from), the other lineages' checkpoints set aside and named.
+
+        For a store without signing: there a checkpoint that starts another lineage in the
+        session may have been written by anyone with the store's credentials, and it never
+        becomes "latest" for the server's resume. Unchanged when ``paused_from`` is not an intact
+        checkpoint here (nothing tells which lineage is the session's).
+        """
+        lineage = next((m.lineage for m in self.checkpoints if m.id == paused_from), None)
+        if lineage is None:
+            return self
+        aside = [m for m in self.checkpoints if m.lineage != lineage]
+        why = (
+            "not resumed as latest: it starts lineage {lineage} (written on {node}), not {paused}, the one this "
+            "session was paused from, and with signing off nothing proves who wrote it; resume it by id if it is yours"
+        )
+        return replace(
+            self,
+            checkpoints=[m for m in self.checkpoints if m.lineage == lineage],
+            elsewhere={m.id: why.format(lineage=m.lineage, node=m.node, paused=lineage) for m in aside},
+            aside=aside,
+        )
+
+    def newer_elsewhere(self, than: Manifest) -> dict[str, str]:
+        """Checkpoints of other lineages (see ``following``) newer than ``than``, newest first."""
+        return {m.id: self.elsewhere[m.id] for m in self.aside if m.created > than.created}
 
     def newer_damaged(self, than: Manifest | None) -> dict[str, str]:
         """Damaged checkpoints newer than ``than`` (all of them for None), newest first."""
@@ -61,8 +94,8 @@ class Listing:
             if not self.checkpoints:
                 self._none_intact()
             newest = self.checkpoints[0]
-            return Choice(newest, self.newer_damaged(newest))
-        ids = [m.id for m in self.checkpoints] + list(self.damaged) + list(self.unreadable)
+            return Choice(newest, self.newer_damaged(newest), self.newer_elsewhere(newest))
+        ids = [m.id for m in self.checkpoints + self.aside] + list(self.damaged) + list(self.unreadable)
         matches = [i for i in ids if i == ref] or list(dict.fromkeys(i for i in ids if i.startswith(ref)))
         if len(matches) > 1:
             raise CheckpointNotFound(
@@ -77,7 +110,7 @@ class Listing:
                 f"see them all with `jupyter pause list --session {self.session}`"
             )
         (found,) = matches
-        for manifest in self.checkpoints:
+        for manifest in self.checkpoints + self.aside:
             if manifest.id == found:
                 return Choice(manifest, {})
         why = self.damaged.get(found) or f"its manifest cannot be read from the store: {self.unreadable[found]}"
@@ -103,20 +136,31 @@ class Listing:
         )
 
 
+def passed_over_note(passed_over: dict[str, str], used: str) -> str:
+    """One line naming the checkpoints a resume of "latest" passed over (damaged ones, and other
+    lineages' set aside by ``Listing.following``), or "" when it passed over none."""
+    if not passed_over:
+        return ""
+    named = "; ".join(
+        f"checkpoint {i} {'was passed over' if why.startswith('not resumed') else 'is damaged'}: {why}"
+        for i, why in passed_over.items()
+    )
+    return f"{named}; using {used}, the newest intact checkpoint, instead"
+
+
 @dataclass
 class Choice:
-    """The checkpoint a reader goes to, and the newer damaged ones it passed over (id: why)."""
+    """The checkpoint a reader goes to, and the newer ones it passed over (id: why): damaged ones,
+    and other lineages' (``elsewhere``, see ``Listing.following``)."""
 
     manifest: Manifest
     passed_over: dict[str, str]
+    elsewhere: dict[str, str] = field(default_factory=dict)
 
     @property
     def note(self) -> str:
-        """One line saying which damaged checkpoints were passed over, or "" when none were."""
-        if not self.passed_over:
-            return ""
-        damaged = "; ".join(f"checkpoint {i} is damaged: {why}" for i, why in self.passed_over.items())
-        return f"{damaged}; using {self.manifest.id}, the newest intact checkpoint, instead"
+        """One line saying which checkpoints were passed over, or "" when none were."""
+        return passed_over_note({**self.passed_over, **self.elsewhere}, self.manifest.id)
 
 
 class Catalog:
@@ -130,7 +174,7 @@ class Catalog:
         names = {session_of(key) for key in self.store.list(SESSIONS)}
         return sorted(n for n in names if n is not None)
 
-    def listing(self, session: str, key: str | None = None) -> Listing:
+    def listing(self, session: str, key: Keys = None) -> Listing:
         """Every committed checkpoint of ``session`` (newest first) plus damaged, unreadable and
         pending ones; with a signing ``key``, a manifest it did not sign is damaged too."""
         keys = self.store.list(manifest_prefix(session))
@@ -162,15 +206,20 @@ class Catalog:
             found.damaged[checkpoint_id] = why
         return found
 
-    def checkpoints(self, session: str, key: str | None = None) -> list[Manifest]:
+    def checkpoints(self, session: str, key: Keys = None) -> list[Manifest]:
         """Intact committed checkpoints of ``session``, newest first."""
         return self.listing(session, key).checkpoints
 
-    def choose(self, session: str, ref: str, key: str | None = None) -> Choice:
-        """The checkpoint named by ``ref`` (see ``Listing.resolve``) and the damaged ones passed over."""
-        return self.listing(session, key).resolve(ref)
+    def choose(self, session: str, ref: str, key: Keys = None, paused_from: str | None = None) -> Choice:
+        """The checkpoint named by ``ref`` (see ``Listing.resolve``) and the ones passed over.
 
-    def resolve(self, session: str, ref: str, key: str | None = None) -> Manifest:
+        Without a signing ``key``, "latest" stays in the lineage of ``paused_from`` (see
+        ``Listing.following``); with one, every checkpoint listed was signed by it.
+        """
+        listing = self.listing(session, key)
+        return (listing if key else listing.following(paused_from)).resolve(ref)
+
+    def resolve(self, session: str, ref: str, key: Keys = None) -> Manifest:
         """The checkpoint named by ``ref``: ``latest`` (the newest intact one), a full id or a
         unique prefix of one; a damaged one raises ``CheckpointDamaged`` saying why."""
         return self.choose(session, ref, key).manifest
@@ -180,7 +229,7 @@ class Catalog:
         note = {"id": checkpoint_id, "created": created, "blobs": blobs}
         self.store.write(pending_key(session, checkpoint_id), json.dumps(note).encode())
 
-    def commit(self, manifest: Manifest, signing_key: str | None = None) -> None:
+    def commit(self, manifest: Manifest, signing_key: Keys = None) -> None:
         """Write the manifest (the checkpoint now exists), then drop its pending note."""
         self.store.write(manifest_key(manifest.session, manifest.id), manifest.to_bytes(signing_key))
         self.store.delete([pending_key(manifest.session, manifest.id)])

@@ -41,7 +41,7 @@ class Damage:
     created: float | None = None
 
 
-def read_manifest(data: Buffer, checkpoint_id: str, key: str | None = None) -> Manifest | Damage:
+def read_manifest(data: Buffer, checkpoint_id: str, key: signing.Keys = None) -> Manifest | Damage:
     """The manifest in ``data``, or why it is damaged: checksum, signature (when ``key`` is
     given), a torn write, bytes that are not JSON, an unknown format."""
     try:
@@ -51,7 +51,7 @@ def read_manifest(data: Buffer, checkpoint_id: str, key: str | None = None) -> M
     try:
         signing.verify(manifest, key)
     except signing.SignatureError:
-        return Damage(signature_damage(manifest, key or ""), manifest.created)
+        return Damage(signature_damage(manifest, key), manifest.created)
     return manifest
 
 
@@ -78,14 +78,17 @@ def manifest_damage(data: bytes, error: BaseException) -> Damage:
     return Damage(f"unknown format (fields this jupyter-pause cannot read: {type(error).__name__}: {error})", created)
 
 
-def signature_damage(manifest: Manifest, key: str) -> str:
-    """Why ``signing.verify`` refused ``manifest`` under ``key``, in a few words."""
+def signature_damage(manifest: Manifest, keys: signing.Keys) -> str:
+    """Why ``signing.verify`` refused ``manifest`` under ``keys``, in a few words."""
+    ring = signing.keyring(keys)
+    assert ring is not None, "only a key refuses a signature"
     signature = manifest.signature
     if not signature or manifest.canonical is None:
         return "signature: not signed, and a signing key is configured (unset JUPYTER_PAUSE_SIGNING_KEY to load it)"
-    if signature.get("key_id") != signing.key_id(key):
-        theirs, ours = signature.get("key_id"), signing.key_id(key)
-        return f"signature: signed with another key (key id {theirs}; this one is {ours})"
+    key = ring.matching(signature.get("key_id"))
+    if key is None:
+        theirs = signature.get("key_id")
+        return f"signature: signed with another key (key id {theirs}; this one is {signing.accepted(ring)})"
     if manifest.hash != "sha256" and signing.sign(manifest.canonical, key)["value"] == signature.get("value"):
         return f"signature: signed over {manifest.hash} blob digests, not sha256"
     return "signature: does not match (the manifest was changed after it was signed)"

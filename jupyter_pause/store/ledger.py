@@ -4,12 +4,18 @@ Append-only: every event is its own object under ``ledger/<day>/`` (see ``layout
 rewrite of a shared file, so any number of servers, kernels and Hub services write at once and
 lose nothing. Writing never fails a pause or a resume: a store error is logged with the count of
 events lost so far. Reading skips, and counts, records that are not events.
+
+Anyone with the store's credentials can write records, so a ledger can be forged. Where this
+process has a signing key (``sign_with``: the server and its kernels use their configured key),
+every record carries ``sig``, an HMAC over the rest of it; ``trust`` tells a reader holding the
+keys which records are verified, unsigned, or carry a signature that does not match.
 """
 
 from __future__ import annotations
 
 import calendar
 import getpass
+import hmac
 import json
 import logging
 import math
@@ -17,10 +23,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..vocabulary import LedgerEvent
+from . import signing
 from .layout import LEDGER, ledger_key, ledger_of, ledger_prefix
 from .storage import Store
 
@@ -38,6 +46,14 @@ _RANK = {event: rank for rank, event in enumerate(LedgerEvent)}
 
 _lost = 0
 _lost_lock = threading.Lock()
+
+#: The field of a record that holds its signature.
+SIGNATURE = "sig"
+
+#: The keys for an event's record, given the event (see ``sign_with``).
+Signer = Callable[["Event"], signing.Keys]
+
+_signer: Signer | None = None
 
 
 @dataclass
@@ -145,6 +161,51 @@ def make(event: str, node: str | None = None, at: float | None = None, **fields:
     return Event(event=event, at=time.time() if at is None else at, node=node or socket.gethostname(), **fields)
 
 
+def sign_with(keys: signing.Keys | Signer) -> None:
+    """Sign every record this process writes from now on: with ``keys``, or with the keys a
+    callable gives for each event (the Hub service: each user's own); None stops signing."""
+    global _signer
+    if callable(keys):
+        _signer = keys
+        return
+    ring = signing.keyring(keys)
+    _signer = None if ring is None else (lambda _event: ring)
+
+
+def _canonical(record: dict[str, Any]) -> bytes:
+    body = {k: v for k, v in record.items() if k != SIGNATURE}
+    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+
+def encode(event: Event) -> bytes:
+    """The bytes of ``event``'s record, signed when this process signs (``sign_with``)."""
+    record = event.to_dict()
+    record.pop(SIGNATURE, None)
+    keys = _signer(event) if _signer is not None else None
+    if keys:
+        record[SIGNATURE] = signing.sign(_canonical(record), keys)
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+#: What ``trust`` says of a record.
+VERIFIED, UNSIGNED, BAD_SIGNATURE = "verified", "unsigned", "bad signature"
+
+
+def trust(event: Event, keys: signing.Keys) -> str:
+    """Whether ``event``'s record was signed by one of ``keys``: ``VERIFIED``, ``UNSIGNED`` (no
+    signature: anyone with the store's credentials could have written it) or ``BAD_SIGNATURE``
+    (another key's, or changed after signing)."""
+    signature = event.extra.get(SIGNATURE)
+    if not isinstance(signature, dict):
+        return UNSIGNED
+    ring = signing.keyring(keys)
+    key = ring.matching(signature.get("key_id")) if ring is not None else None
+    if key is None:
+        return BAD_SIGNATURE
+    expected = signing.sign(_canonical(event.to_dict()), key)["value"]
+    return VERIFIED if hmac.compare_digest(expected, str(signature.get("value", ""))) else BAD_SIGNATURE
+
+
 def lost() -> int:
     """Events this process could not write since it started."""
     return _lost
@@ -163,7 +224,7 @@ def write(store: Store | None, event: Event, tag: str | None = None) -> str | No
         return None
     try:
         key = ledger_key(event.at, tag)
-        store.write(key, json.dumps(event.to_dict(), separators=(",", ":")).encode())
+        store.write(key, encode(event))
         return key
     except Exception as e:  # any failure of the store or of the record: counted and logged, never raised
         with _lost_lock:
@@ -181,7 +242,7 @@ def write_many(store: Store | None, events: list[Event]) -> list[str]:
     items: dict[str, bytes | bytearray | memoryview] = {}
     try:
         for event in events:
-            items[ledger_key(event.at)] = json.dumps(event.to_dict(), separators=(",", ":")).encode()
+            items[ledger_key(event.at)] = encode(event)
         store.write_many(items)
         return list(items)
     except Exception as e:  # as in write: counted and logged, never raised

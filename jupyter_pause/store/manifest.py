@@ -9,7 +9,7 @@ from typing import Any
 import xxhash
 
 from ..errors import IntegrityError
-from .signing import sign
+from .signing import Keys, sign
 
 #: Version of the manifest layout; readers refuse layouts newer than they know.
 FORMAT = 1
@@ -126,7 +126,7 @@ class Manifest:
     signature: dict[str, Any] | None = field(default=None, compare=False, repr=False)
     canonical: bytes | None = field(default=None, compare=False, repr=False)
 
-    def to_bytes(self, signing_key: str | None = None) -> bytes:
+    def to_bytes(self, signing_key: Keys = None) -> bytes:
         """Serialise with a trailing checksum (a torn or edited manifest is recognised), signed
         with ``signing_key`` when one is given."""
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_BODY}

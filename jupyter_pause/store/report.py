@@ -54,6 +54,8 @@ class RunReport:
     environment: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)
     moments: dict[str, float | None] = field(default_factory=dict)
+    #: How the checkpoint was vouched for (``signing.describe``): signature checked, or unsigned and why that matters.
+    signature: str = ""
 
     def durations(self) -> dict[str, float | None]:
         """Seconds between the moments that are known."""
@@ -86,7 +88,10 @@ class RunReport:
             if seconds is not None:
                 lines.append(f"  {name.replace('_', ' '):24} {units.duration(seconds)}")
         lines += [f"  not restored: {n}: {r}" for n, r in self.skipped.items()]
+        lines += [f"  passed over: {i}: {why}" for i, why in self.damaged.items()]
         lines += [f"  environment: {d}" for d in self.environment]
+        if self.signature:
+            lines.append(f"  signature: {self.signature}")
         return "\n".join(lines)
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Protocol
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
 
 import xxhash
 
@@ -45,10 +47,45 @@ class SignatureError(IntegrityError):
     """A checkpoint's signature is missing, from another key, or does not match its manifest."""
 
 
-def sign(canonical: bytes, key: str) -> dict[str, str]:
-    """The signature block of a manifest whose canonical body is ``canonical``."""
-    value = hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
-    return {"alg": ALGORITHM, "key_id": key_id(key), "value": value}
+@dataclass(frozen=True)
+class Keyring:
+    """The key this process signs with (``signing``), and former keys it still accepts when
+    loading (``verifying``: a rotated key, ``JUPYTER_PAUSE_VERIFY_KEYS``), never used to sign."""
+
+    signing: str
+    verifying: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.signing or not isinstance(self.signing, str):
+            raise ValueError("a keyring needs a signing key")
+
+    @property
+    def ids(self) -> list[str]:
+        """The key ids accepted, the signing key's first."""
+        return [key_id(k) for k in (self.signing, *self.verifying)]
+
+    def matching(self, wanted: Any) -> str | None:
+        """The accepted key whose id is ``wanted``, or None."""
+        return next((k for k in (self.signing, *self.verifying) if key_id(k) == wanted), None)
+
+
+#: What every function here takes as its key: one key, a ``Keyring``, or None (no signing).
+Keys: TypeAlias = "str | Keyring | None"
+
+
+def keyring(keys: Keys) -> Keyring | None:
+    """``keys`` as a ``Keyring`` (a plain key is one with no former keys); None without a key."""
+    if not keys:
+        return None
+    return keys if isinstance(keys, Keyring) else Keyring(keys)
+
+
+def sign(canonical: bytes, keys: str | Keyring) -> dict[str, str]:
+    """The signature block of a manifest whose canonical body is ``canonical``, by the signing key."""
+    ring = keyring(keys)
+    assert ring is not None, "sign needs a key"
+    value = hmac.new(ring.signing.encode(), canonical, hashlib.sha256).hexdigest()
+    return {"alg": ALGORITHM, "key_id": key_id(ring.signing), "value": value}
 
 
 class Signed(Protocol):
@@ -60,8 +97,8 @@ class Signed(Protocol):
     canonical: bytes | None
 
 
-def verify(manifest: Signed, key: str | None) -> None:
-    """Refuse a checkpoint ``key`` did not sign, before any of its data is read; without a key, accept any.
+def verify(manifest: Signed, keys: Keys) -> None:
+    """Refuse a checkpoint no key of ``keys`` signed, before any of its data is read; without a key, accept any.
 
     Raises
     ------
@@ -69,7 +106,8 @@ def verify(manifest: Signed, key: str | None) -> None:
         The manifest is unsigned, signed with another key, changed after it was signed, or
         signed over blob digests that are not sha256.
     """
-    if not key:
+    ring = keyring(keys)
+    if ring is None:
         return
     checkpoint, signature = manifest.id, manifest.signature
     if not signature or manifest.canonical is None:
@@ -77,11 +115,12 @@ def verify(manifest: Signed, key: str | None) -> None:
             f"checkpoint {checkpoint} is not signed, and a signing key is configured: refusing to load it "
             "(take a new checkpoint with the key set, or unset JUPYTER_PAUSE_SIGNING_KEY to load unsigned ones)"
         )
-    if signature.get("key_id") != key_id(key):
+    key = ring.matching(signature.get("key_id"))
+    if key is None:
         raise SignatureError(
             f"checkpoint {checkpoint} was signed with another key (key id {signature.get('key_id')}, "
-            f"this one is {key_id(key)}): refusing to load it (set JUPYTER_PAUSE_SIGNING_KEY to the key "
-            "that signed it)"
+            f"this one is {accepted(ring)}): refusing to load it (set JUPYTER_PAUSE_SIGNING_KEY to the key "
+            "that signed it, or JUPYTER_PAUSE_VERIFY_KEYS to accept a former one)"
         )
     expected = hmac.new(key.encode(), manifest.canonical, hashlib.sha256).hexdigest()
     if signature.get("alg") != ALGORITHM or not hmac.compare_digest(expected, str(signature.get("value", ""))):
@@ -96,10 +135,40 @@ def verify(manifest: Signed, key: str | None) -> None:
         )
 
 
-def describe(signature: dict[str, Any] | None, key: str | None) -> str:
+#: The JupyterHub's secret that each user's key derives from, in the Hub's (and a reader's) environment.
+HUB_SECRET_ENV = "JUPYTER_PAUSE_HUB_SECRET"
+#: Former Hub secrets whose keys still verify, separated by commas.
+HUB_OLD_SECRETS_ENV = "JUPYTER_PAUSE_HUB_OLD_SECRETS"
+
+_PER_USER = b"jupyter-pause per-user signing key v1\0"
+
+
+def user_key(secret: str, user: str) -> str:
+    """The signing key of ``user`` under a Hub's ``secret`` (hex; a function of both, nothing else)."""
+    return hmac.new(secret.encode(), _PER_USER + user.encode(), hashlib.sha256).hexdigest()
+
+
+def user_keyring(secret: str, former: list[str] | tuple[str, ...], user: str) -> Keyring:
+    """``user``'s keys under a Hub's ``secret`` and its ``former`` secrets."""
+    return Keyring(user_key(secret, user), tuple(user_key(old, user) for old in former if old != secret))
+
+
+def accepted(ring: Keyring) -> str:
+    """The key ids ``ring`` accepts, for a message: ``abc`` or ``abc (former keys: def, ...)``."""
+    first, *former = ring.ids
+    return f"{first} (former keys: {', '.join(former)})" if former else first
+
+
+def describe(signature: dict[str, Any] | None, key: Keys) -> str:
     """One line on how a loaded checkpoint was (or was not) vouched for."""
     if signature and key:
         return f"signature checked (key id {signature.get('key_id')})"
     if signature:
         return f"signed (key id {signature.get('key_id')}), not checked: no signing key is configured here"
+    if os.environ.get("JUPYTERHUB_USER"):
+        return (
+            "UNSIGNED, on a JupyterHub: every user with the store's credentials could have written this "
+            "checkpoint, and loading it ran its code in this server; give each user a signing key of their own "
+            "(jupyter_pause.hub.keys.signing_environment in jupyterhub_config.py)"
+        )
     return "unsigned: anyone who can write to the store could have written it"

@@ -6,6 +6,7 @@ import contextlib
 import functools
 import os
 import secrets
+import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +18,7 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import StoreError
-from . import conditions, credentials, layout, mapping
+from . import conditions, credentials, layout, mapping, placeholders
 from .credentials import redact
 
 #: Blobs in flight at once when writing or reading many keys.
@@ -33,6 +34,9 @@ ALIGNMENT = 64
 #: twice in memory: each blob in flight costs at most about one part and one chunk extra.
 REMOTE_CHUNK = 8 << 20
 REMOTE_BLOCK = 16 << 20  # S3 parts must be at least 5 MiB
+
+#: Keys per S3 batch delete (DeleteObjects takes at most 1000).
+S3_DELETE_BATCH = 1000
 
 Progress = Callable[[int], None]
 
@@ -106,6 +110,26 @@ def _mtime(info: dict[str, Any]) -> float | None:
     return None
 
 
+def _is_s3(fs: Any) -> bool:
+    """Whether ``fs`` is s3fs's ``S3FileSystem`` (or a subclass; s3fs is imported already if so)."""
+    cls = getattr(sys.modules.get("s3fs"), "S3FileSystem", None)
+    return cls is not None and isinstance(fs, cls)
+
+
+def _s3_reply(error: BaseException) -> tuple[str | None, int | None]:
+    """The error code and HTTP status of the S3 reply behind ``error``; ``(None, None)`` if no
+    reply is (s3fs keeps botocore's ``ClientError``, which holds it, as the cause)."""
+    seen: BaseException | None = error
+    for _ in range(16):
+        if seen is None:
+            break
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            return response.get("Error", {}).get("Code"), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        seen = seen.__cause__ or seen.__context__
+    return None, None
+
+
 class Store:
     """A folder of keys (``a/b/c``) on any filesystem fsspec opens.
 
@@ -116,6 +140,7 @@ class Store:
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
         if not url or not isinstance(url, str):
             raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
+        url = placeholders.expand(url)
         self.url = url
         self.display_url = redact(url)
         self._secrets = credentials.secrets(url, storage_options or {})
@@ -368,11 +393,15 @@ class Store:
             raise self._fail("look up", key, e) from e
 
     def delete(self, keys: Iterable[str]) -> None:
-        """Delete keys; keys already gone are ignored."""
-        keys = list(keys)
-        paths = [self.path(key) for key in keys]
-        if not paths:
+        """Delete keys; keys already gone are ignored. A key the store refuses to delete raises
+        ``StoreError`` naming it."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
             return
+        if _is_s3(self.fs):
+            self._delete_s3(keys)
+            return
+        paths = [self.path(key) for key in keys]
         try:
             self.fs.rm(paths)
         except FileNotFoundError:
@@ -383,6 +412,46 @@ class Store:
                     continue
         except Exception as e:
             raise self._fail("delete", keys[0], e) from e
+
+    def _delete_s3(self, keys: list[str]) -> None:
+        """``delete`` on S3: batch deletes (DeleteObjects), whose per-key refusals are raised.
+
+        A batch delete answers 200 whatever became of each key, and lists the keys it did not
+        delete, with why, in the reply's ``Errors``; s3fs's ``rm`` drops that list, so a refused
+        delete (``AccessDenied``: a key scoped to another prefix, a bucket policy, object lock)
+        would pass for done. S3 deletes a key that is not there without error, and a bucket that
+        is not there holds nothing to delete: both stay silent, as on every other backend.
+        """
+        names: dict[str, str] = {}  # S3 object key -> store key
+        bucket = ""
+        for key in keys:
+            bucket, name, _ = self.fs.split_path(self.path(key))
+            names[name] = key
+        batch_names = list(names)
+        refused: list[tuple[str, dict[str, Any]]] = []
+        try:
+            for start in range(0, len(batch_names), S3_DELETE_BATCH):
+                batch = batch_names[start : start + S3_DELETE_BATCH]
+                objects = {"Objects": [{"Key": name} for name in batch], "Quiet": True}
+                try:
+                    reply = self.fs.call_s3("delete_objects", Bucket=bucket, Delete=objects)
+                except FileNotFoundError:  # NoSuchBucket: nothing there to delete
+                    return
+                finally:
+                    for name in batch:  # forget what this client listed of these keys before
+                        self.fs.invalidate_cache(f"{bucket}/{name}")
+                for error in reply.get("Errors") or []:
+                    if error.get("Code") != "NoSuchKey":
+                        refused.append((names.get(error.get("Key"), names[batch[0]]), error))
+        except Exception as e:
+            raise self._fail("delete", keys[0], e) from e
+        if refused:
+            order = {key: i for i, key in enumerate(keys)}
+            key, error = min(refused, key=lambda item: order[item[0]])
+            reason = f"{error.get('Message') or 'refused'} ({error.get('Code') or 'no error code'})"
+            if len(refused) > 1:
+                reason += f"; {len(refused) - 1} more key(s) were refused too"
+            raise self._fail("delete", key, PermissionError(reason))
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the store can be used (a local folder is created)."""
@@ -398,7 +467,29 @@ class Store:
                 raise self._fail("reach", "", e) from e
             # An object-store prefix with nothing under it yet is fine; a missing bucket is not.
             bucket = self.root.split("/", 1)[0]
-            if bucket and not self.root.startswith("/") and not self.fs.exists(bucket):
+            if bucket and not self.root.startswith("/") and self._bucket_missing(bucket, e):
                 raise self._fail("reach", "", FileNotFoundError(f"bucket {bucket!r} does not exist")) from e
         except Exception as e:
             raise self._fail("reach", "", e) from e
+
+    def _bucket_missing(self, bucket: str, error: FileNotFoundError) -> bool:
+        """Whether listing the root raised ``error`` because ``bucket`` does not exist, rather than
+        because nothing is under the root yet.
+
+        An S3 listing answered 404 (``NoSuchBucket``) names a missing bucket: listing a prefix
+        with nothing under it is no error on S3. s3fs raises a ``FileNotFoundError`` of its own,
+        with no reply behind it, when its listing worked and found nothing: an empty prefix.
+        The bucket itself is not asked about: a key confined to a prefix (an IAM policy on
+        ``s3:prefix``, a SeaweedFS ``Read:bucket/prefix/*`` action) may list its prefix but not
+        look at the bucket (``HeadBucket`` is refused), which s3fs's ``exists`` takes for absent.
+        Other backends are asked whether the bucket exists; a refusal counts as present.
+        """
+        code, status = _s3_reply(error)
+        if code is not None or status is not None:
+            return code == "NoSuchBucket" or status == 404
+        if _is_s3(self.fs):
+            return False
+        try:
+            return not self.fs.exists(bucket)
+        except PermissionError:
+            return False

@@ -1,0 +1,87 @@
+"""Per-user signing keys derived by the Hub: a function of the Hub's secret and the user's name,
+a clear error (never a guessable key) without a secret, and former secrets kept for verifying."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from traitlets.config import Config
+
+import jupyter_pause.hub
+from jupyter_pause.hub import keys
+from jupyter_pause.store.signing import key_id, user_key
+
+SECRET = "a" * 64
+FORMER = "b" * 64
+
+
+def spawner(user: str, config: Config | None = None) -> SimpleNamespace:
+    return SimpleNamespace(user=SimpleNamespace(name=user), config=config or Config())
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_the_environment(monkeypatch):
+    monkeypatch.delenv(keys.SECRET_ENV, raising=False)
+    monkeypatch.delenv(keys.OLD_SECRETS_ENV, raising=False)
+
+
+def test_each_user_gets_a_key_of_their_own_from_the_secret_in_the_environment(monkeypatch):
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    alice, mallory = keys.signing_key_for(spawner("alice")), keys.signing_key_for(spawner("mallory"))
+    assert alice == user_key(SECRET, "alice") and alice != mallory
+    assert len(alice) == 64 and SECRET not in alice
+    assert keys.signing_key_for(spawner("alice")) == alice  # the same on every spawn
+    assert jupyter_pause.hub.signing_key_for is keys.signing_key_for
+
+
+def test_the_secret_may_come_from_hub_config():
+    config = Config()
+    config.PauseHubKeys.secret = SECRET
+    assert keys.signing_key_for(spawner("alice", config)) == user_key(SECRET, "alice")
+
+
+def test_the_environment_wins_over_hub_config(monkeypatch):
+    config = Config()
+    config.PauseHubKeys.secret = FORMER
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    assert keys.signing_key_for(spawner("alice", config)) == user_key(SECRET, "alice")
+
+
+def test_no_secret_is_a_clear_error_at_hub_start_and_at_each_spawn():
+    with pytest.raises(keys.MissingSecret, match="JUPYTER_PAUSE_HUB_SECRET.*openssl rand -hex 32.*PauseHubKeys"):
+        keys.signing_environment(Config())
+    with pytest.raises(keys.MissingSecret, match="need a Hub secret"):
+        keys.signing_key_for(spawner("alice"))
+
+
+def test_a_short_secret_is_refused(monkeypatch):
+    monkeypatch.setenv(keys.SECRET_ENV, "hunter2")
+    with pytest.raises(keys.MissingSecret, match=f"has 7 characters; give it at least {keys.MIN_SECRET}"):
+        keys.signing_environment()
+
+
+def test_signing_environment_gives_the_two_variables_as_spawner_callables(monkeypatch):
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    env = keys.signing_environment()
+    assert set(env) == {"JUPYTER_PAUSE_SIGNING_KEY", "JUPYTER_PAUSE_VERIFY_KEYS"}
+    assert env["JUPYTER_PAUSE_SIGNING_KEY"](spawner("ana")) == user_key(SECRET, "ana")
+    assert env["JUPYTER_PAUSE_VERIFY_KEYS"](spawner("ana")) == ""
+
+
+def test_a_rotation_signs_with_the_new_secret_and_verifies_with_the_former(monkeypatch):
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    monkeypatch.setenv(keys.OLD_SECRETS_ENV, f"{FORMER}, {SECRET}")
+    assert keys.signing_key_for(spawner("ana")) == user_key(SECRET, "ana")
+    assert keys.verify_keys_for(spawner("ana")) == user_key(FORMER, "ana")  # the current one is not repeated
+    config = Config()
+    config.PauseHubKeys.secret = SECRET
+    config.PauseHubKeys.old_secrets = [FORMER]
+    monkeypatch.delenv(keys.OLD_SECRETS_ENV)
+    monkeypatch.delenv(keys.SECRET_ENV)
+    assert keys.verify_keys_for(spawner("ana", config)) == user_key(FORMER, "ana")
+
+
+def test_key_ids_tell_users_apart_without_giving_their_keys_away():
+    assert key_id(user_key(SECRET, "alice")) != key_id(user_key(SECRET, "bob"))
+    assert user_key(SECRET, "alice") != user_key(FORMER, "alice")

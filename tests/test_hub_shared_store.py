@@ -1,0 +1,208 @@
+"""A shared store on a real JupyterHub: one writable store, a ``{user}`` prefix per user, and what
+keeps one user from running code in another user's server through it.
+
+The attack: mallory writes a checkpoint into alice's session (``%checkpoint --store <alice's
+prefix> --session train``), holding an object whose unpickling runs a shell command. With per-user
+signing keys (``jupyter_pause.hub.keys``) alice's server refuses it before a byte is unpickled and
+resumes her own checkpoint. Without keys the server keeps to the lineage alice paused (mallory's
+checkpoint starts another). With one key shared by everybody it is loaded: the README says so.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+
+from jupyter_pause.hub.keys import user_key
+from jupyter_pause.store.layout import manifest_id, manifest_key, manifest_prefix, report_prefix
+from jupyter_pause.store.signing import key_id
+from jupyter_pause.store.storage import Store
+from tests.hub import run_hub, wait_for
+
+pytestmark = pytest.mark.integration
+
+NOTEBOOK = "train.ipynb"
+SESSION = "train"
+SHARED_KEY = secrets.token_hex(32)
+
+
+def hub_config(team: Path, secret: str | None, old: list[str] | None = None) -> str:
+    """jupyterhub_config.py lines: every server's store a ``{user}`` folder of ``team``, each
+    user's signing keys derived from ``secret`` (and ``old``, former secrets), servers that may
+    stop themselves."""
+    lines = [
+        f"c.Spawner.environment['JUPYTER_PAUSE_STORE'] = {str(team / '{user}')!r}",
+        'c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "delete:servers!server"]',
+    ]
+    if secret is not None:
+        lines.append(f"c.PauseHubKeys.secret = {secret!r}")
+        if old:
+            lines.append(f"c.PauseHubKeys.old_secrets = {old!r}")
+        lines += [
+            "from jupyter_pause.hub.keys import signing_environment",
+            "c.Spawner.environment.update(signing_environment(c))",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def planted(target_store: Path, canary: Path) -> str:
+    """The cell mallory runs: a gift whose unpickling touches ``canary``, checkpointed into alice's session."""
+    return (
+        "import os\n"
+        "class Gift:\n"
+        "    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {canary}',))\n"
+        "gift = Gift()\n"
+        "marker = 666\n"
+        "get_ipython().run_line_magic('load_ext', 'jupyter_pause')\n"
+        f"get_ipython().run_line_magic('checkpoint', '--store {target_store} --session {SESSION}')\n"
+    )
+
+
+def pause_and_stop(hub, user: str) -> None:
+    """Pause All and Stop Server, as the button does; wait until the Hub shows the server stopped."""
+    answer = hub.server_fetch(user, "jupyter-pause/api/release", "POST", {})
+    assert answer.code == 202, answer
+    wait_for(lambda: hub.server_model(user), lambda m: m is None, 120, f"{user}'s server stopped")
+
+
+def resume(hub, user: str) -> dict:
+    """The server's resume of the notebook's ``latest`` (the Resume button); its final status."""
+    answer = hub.server_fetch(user, "jupyter-pause/api/resume", "POST", {"path": NOTEBOOK})
+    assert answer.code == 202, answer
+    return wait_for(
+        lambda: hub.server_fetch(user, f"jupyter-pause/api/status?path={NOTEBOOK}").body,
+        lambda s: s["state"] in ("ready", "failed"),
+        120,
+        f"{user}'s resume",
+    )
+
+
+def marker_of(hub, user: str) -> int:
+    (session,) = hub.server_fetch(user, "api/sessions").body
+    return json.loads(hub.execute(user, session["kernel"]["id"], "import json; print(json.dumps(marker))"))
+
+
+def checkpoint_ids(team: Path, user: str) -> list[str]:
+    return sorted(i for key in Store(str(team / user)).list(manifest_prefix(SESSION)) if (i := manifest_id(key)))
+
+
+def written_manifest(team: Path, user: str, checkpoint: str) -> dict:
+    return json.loads(bytes(Store(str(team / user)).read(manifest_key(SESSION, checkpoint))))
+
+
+def run_report(team: Path, user: str, checkpoint: str) -> dict:
+    store = Store(str(team / user))
+    (key,) = [k for k in store.list(report_prefix(SESSION)) if k.split("/")[-1].startswith(checkpoint)]
+    return json.loads(bytes(store.read(key)))
+
+
+def alice_works_then_mallory_plants(hub, team: Path, alice: str, mallory: str) -> tuple[str, Path]:
+    """alice pauses her notebook (marker 1); mallory writes her gift into alice's session. The id of
+    mallory's checkpoint, and the file its unpickling would create."""
+    canary = hub.root / f"PWNED-{alice}"
+    hub.start_server(alice)
+    kernel = hub.open_notebook(alice, NOTEBOOK)
+    hub.execute(alice, kernel, "marker = 1")
+    pause_and_stop(hub, alice)
+    (alices,) = checkpoint_ids(team, alice)
+
+    hub.start_server(mallory)
+    kernel = hub.open_notebook(mallory, "mine.ipynb")
+    said = hub.execute(mallory, kernel, planted(team / alice, canary))
+    assert "Checkpoint" in said or "checkpoint" in said, said
+    hub.stop_server(mallory)
+    new = set(checkpoint_ids(team, alice)) - {alices}
+    assert len(new) == 1, said
+    (planted_id,) = new
+    assert not canary.exists()
+    return planted_id, canary
+
+
+@pytest.fixture(scope="module")
+def team_hub(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    team = root / "team-store"
+    secret = secrets.token_hex(32)
+    with run_hub(root, config=hub_config(team, secret)) as hub:
+        hub.team = team
+        hub.secret = secret
+        yield hub
+
+
+def test_a_checkpoint_planted_by_another_user_is_refused_unread_and_her_own_resumed(team_hub):
+    hub, team = team_hub, team_hub.team
+    hub.create_user("alice")
+    hub.create_user("mallory")
+    planted_id, canary = alice_works_then_mallory_plants(hub, team, "alice", "mallory")
+
+    hub.start_server("alice")
+    rows = hub.server_fetch("alice", "jupyter-pause/api/sessions").body["sessions"]
+    (row,) = [r for r in rows if r["session"] == SESSION]
+    assert planted_id in json.dumps(row) and "signed with another key" in json.dumps(row), row
+
+    status = resume(hub, "alice")
+    assert status["state"] == "ready" and status["verdict"] == "restored", status
+    assert not canary.exists(), "mallory's checkpoint was unpickled in alice's server"
+    assert marker_of(hub, "alice") == 1
+    assert planted_id in status["detail"] and "signed with another key" in status["detail"], status
+    assert status["checkpoint"] != planted_id
+
+    report = run_report(team, "alice", status["checkpoint"])
+    assert planted_id in report["damaged"] and "signed with another key" in report["damaged"][planted_id], report
+    assert report["signature"] == f"signature checked (key id {key_id(user_key(hub.secret, 'alice'))})"
+    assert (team / "alice").is_dir() and not (team / "{user}").exists()
+    hub.stop_server("alice")
+
+
+def test_with_one_key_shared_by_every_user_the_planted_checkpoint_is_loaded(team_hub):
+    """Why the README says a shared key is not safe on a shared store: mallory's checkpoint carries
+    a valid signature, so alice's server loads it (and runs its code)."""
+    hub, team = team_hub, team_hub.team
+    shared = {"JUPYTER_PAUSE_SIGNING_KEY": SHARED_KEY, "JUPYTER_PAUSE_VERIFY_KEYS": ""}
+    hub.create_user("shared-alice", environment=shared)
+    hub.create_user("shared-mallory", environment=shared)
+    planted_id, canary = alice_works_then_mallory_plants(hub, team, "shared-alice", "shared-mallory")
+
+    hub.start_server("shared-alice")
+    status = resume(hub, "shared-alice")
+    assert status["checkpoint"] == planted_id, status
+    wait_for(canary.exists, bool, 30, "the planted command's file")
+    assert marker_of(hub, "shared-alice") == 666
+    hub.stop_server("shared-alice")
+
+
+def test_with_signing_off_the_resume_keeps_to_the_paused_lineage_and_names_the_planted_one(team_hub):
+    """Without keys nothing proves who wrote a checkpoint; the server still resumes the lineage
+    the session was paused from, and the planted checkpoint (a new lineage) is named, not loaded."""
+    hub, team = team_hub, team_hub.team
+    unsigned = {"JUPYTER_PAUSE_SIGNING_KEY": "", "JUPYTER_PAUSE_VERIFY_KEYS": ""}
+    hub.create_user("open-alice", environment=unsigned)
+    hub.create_user("open-mallory", environment=unsigned)
+    planted_id, canary = alice_works_then_mallory_plants(hub, team, "open-alice", "open-mallory")
+
+    hub.start_server("open-alice")
+    status = resume(hub, "open-alice")
+    assert status["verdict"] == "restored" and status["checkpoint"] != planted_id, status
+    assert f"checkpoint {planted_id} was passed over: not resumed as latest" in status["detail"], status
+    assert not canary.exists()
+    assert marker_of(hub, "open-alice") == 1
+    report = run_report(team, "open-alice", status["checkpoint"])
+    assert report["signature"].startswith("UNSIGNED, on a JupyterHub: every user with the store's credentials")
+    assert planted_id in report["damaged"], report
+    assert "UNSIGNED, on a JupyterHub" in status["detail"]
+    hub.stop_server("open-alice")
+
+
+def test_an_unknown_placeholder_in_the_store_url_is_named_and_nothing_is_written(team_hub):
+    hub = team_hub
+    hub.create_user("typo", environment={"JUPYTER_PAUSE_STORE": str(hub.team / "{username}")})
+    hub.start_server("typo")
+    assert hub.server_fetch("typo", "jupyter-pause/api/status").code == 404  # the extension did not load
+    log = hub.log_tail(60000)
+    assert "{username}" in log and "does not know" in log and "{user}" in log, log[-3000:]
+    assert not (hub.team / "{username}").exists()
+    hub.stop_server("typo")
