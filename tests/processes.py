@@ -6,7 +6,7 @@ import secrets
 
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash
-from jupyter_pause.session import lineage
+from jupyter_pause.session import lineage, positions
 
 
 def forget_session_state() -> None:
@@ -14,6 +14,7 @@ def forget_session_state() -> None:
     lineage.forget()
     probe.forget()
     devicehash.forget()
+    positions.forget()
 
 
 def another_process() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server.status import StatusBoard
+from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import release_key
 from jupyter_pause.store.storage import Store
 from tests.hub import run_hub, wait_for
@@ -109,3 +110,41 @@ def test_a_server_whose_token_may_not_stop_it_is_paused_not_stopped_and_names_th
     assert hub.server_model("bounded-bo")["ready"]  # still running: nothing was stopped
     assert hub.server_fetch("bounded-bo", "api/sessions").body == []  # but its kernel is paused
     hub.stop_server("bounded-bo")
+
+
+def test_a_release_mid_epoch_with_loader_workers_continues_exactly_on_the_next_server(hub):
+    """The training loop's DataLoader has two worker processes; the release stops the cell at a
+    safe point, the server stops, and the next server's resume continues it bit-identically."""
+    from tests.training import LOSSES, STEPS, TRAIN, setup_with
+
+    hub.create_user("wendy")
+    hub.start_server("wendy")
+    reference = hub.open_notebook("wendy", "reference.ipynb")
+    hub.execute("wendy", reference, setup_with("workers"))
+    hub.execute("wendy", reference, TRAIN)
+    want = json.loads(hub.execute("wendy", reference, LOSSES))
+    assert len(want) == STEPS
+    hub.server_fetch("wendy", f"api/kernels/{reference}", "DELETE")
+
+    kernel = hub.open_notebook("wendy", "train.ipynb")
+    hub.execute("wendy", kernel, setup_with("workers") + "\npace = 0.2")
+    hub.execute("wendy", kernel, TRAIN, wait=False)  # the release waits for the loop's next safe point
+    release(hub, "wendy")
+    wait_for(lambda: hub.server_model("wendy"), lambda m: m is None, 120, "the Hub showing wendy's server stopped")
+    taken = Catalog(Store(str(hub.store("wendy")))).checkpoints(session_from_path("train.ipynb"))
+    assert [m.trigger for m in taken] == ["release"] and 0 < taken[0].loops[-1]["done"] < STEPS, taken
+
+    hub.start_server("wendy")
+    answer = hub.server_fetch("wendy", "jupyter-pause/api/resume", "POST", {"path": "train.ipynb"})
+    assert answer.code == 202, answer
+    resumed = wait_for(
+        lambda: hub.server_fetch("wendy", "jupyter-pause/api/status?path=train.ipynb").body,
+        lambda s: s["state"] in ("ready", "failed"),
+        120,
+        "wendy's resume",
+    )
+    assert resumed["verdict"] == "restored", resumed
+    (session,) = [s for s in hub.server_fetch("wendy", "api/sessions").body if s["path"] == "train.ipynb"]
+    hub.execute("wendy", session["kernel"]["id"], TRAIN)
+    assert json.loads(hub.execute("wendy", session["kernel"]["id"], LOSSES)) == want
+    hub.stop_server("wendy")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_pause.serialize.digests import value_digest
 from tests.test_pickler import notebook, resume_elsewhere, roundtrip
 
 
@@ -252,3 +253,21 @@ def test_exceptions_with_a_reduction_of_their_own_keep_it() -> None:
         2,
         "data.csv",
     )
+
+
+@pytest.mark.integration  # starts a worker process
+def test_a_persistent_loader_between_passes_is_saved_without_its_worker_processes():
+    import pickle
+
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=1, persistent_workers=True)
+    first = [b[0].tolist() for b in loader]
+    assert loader._iterator is not None  # its worker waits for the next pass
+    with pytest.raises(NotImplementedError, match="cannot be pickled"):
+        pickle.dumps(loader)
+    result, loaded, failed = roundtrip({"loader": loader})
+    assert failed == {} and result.failed == {}, result.failed
+    assert loaded["loader"]._iterator is None and [b[0].tolist() for b in loaded["loader"]] == first
+    assert value_digest(loaded["loader"]) == value_digest(loader)  # the restore test sees it back

@@ -342,6 +342,7 @@ def test_an_ended_loop_keeps_no_locals_alive():
 
 
 def test_a_checkpoint_outside_any_loop_records_no_positions():
+    positions.forget()  # as a new process: no loop ran here
     where = positions.capture()
     assert where.records == [] and where.state is None and where.notes == []
 

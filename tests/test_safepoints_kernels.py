@@ -10,12 +10,13 @@ import time
 from pathlib import Path
 
 import nbformat
+import psutil
 import pytest
 
-from jupyter_pause.protocol import channel
+from jupyter_pause.protocol import SafePointRequest, channel
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
-from tests.training import LOSSES, SETUP, STEPS, TRAIN
+from tests.training import LOSSES, SETUP, STEPS, TRAIN, setup_with
 
 pytestmark = pytest.mark.integration
 
@@ -170,3 +171,94 @@ def test_a_steps_loop_checkpoints_on_sigterm_without_load_ext(start_kernel, jupy
     assert terminate(a) == -signal.SIGTERM
     (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("plain")
     assert taken.trigger == "sigterm" and not taken.mid_cell and taken.loops[-1]["done"] > 0
+
+
+# -- a loader with worker processes: SIGTERM, SIGKILL, and a SIGTERM that follows a pause ---------
+
+
+def _kernels(start_kernel, tmp_path):
+    env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "t"}
+    for folder in ("ref", "a", "b"):
+        (tmp_path / folder).mkdir()
+    ref = start_kernel(tmp_path / "ref")
+    ref.run(setup_with("workers")).ok()
+    ref.run(TRAIN).ok()
+    want = json.loads(ref.run(LOSSES).ok().stdout)
+    return env, want
+
+
+def _continues(start_kernel, tmp_path, env, want, cell: str = TRAIN) -> str:
+    """Resume in a new kernel, run the training ``cell`` again; its output (the losses must be ``want``)."""
+    b = start_kernel(tmp_path / "b", **env)
+    resumed = b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    assert "verdict: restored" in resumed, resumed
+    out = b.run(cell).ok().stdout
+    assert json.loads(b.run(LOSSES).ok().stdout) == want
+    return resumed + out
+
+
+def paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env):
+    """A kernel whose training cell (loader with workers) a pause request stopped at a safe point,
+    as the server's Pause does, without the shutdown that follows it."""
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\n" + setup_with("workers") + "pace = 0.1").ok()
+    msg = a.send(TRAIN)
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    channel.send_request(a.manager.provisioner.process, SafePointRequest("t", "button", requested=time.time()))
+    stopped = a.collect(msg)
+    assert stopped.ename == "CellPaused", stopped
+    return a
+
+
+def test_sigterm_mid_epoch_with_workers_continues_exactly(start_kernel, jupyter_dirs, tmp_path):
+    env, want = _kernels(start_kernel, tmp_path)
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\n" + setup_with("workers") + "pace = 0.1").ok()
+    a.send(TRAIN)
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("t")
+    assert taken.trigger == "sigterm" and 0 < taken.loops[-1]["done"] < STEPS
+    assert "continues where the checkpoint left it" in _continues(start_kernel, tmp_path, env, want)
+
+
+def test_sigkill_between_periodic_checkpoints_with_workers_continues_exactly(start_kernel, tmp_path):
+    env, want = _kernels(start_kernel, tmp_path)
+    a = start_kernel(tmp_path / "a", **env)
+    a.run(setup_with("workers") + "pace = 0.1").ok()
+    periodic = TRAIN.replace("jp.steps(loader)", "jp.steps(loader, every=3)")
+    a.send(periodic)
+    catalog = Catalog(Store(env["JUPYTER_PAUSE_STORE"]))
+    wait_for(lambda: len(catalog.checkpoints("t")) >= 2, 90, "two periodic checkpoints")
+    a.kill()
+    newest = catalog.checkpoints("t")[0]
+    assert newest.trigger == "periodic" and 0 < newest.loops[-1]["done"] < STEPS
+    _continues(start_kernel, tmp_path, env, want, periodic)
+
+
+def test_a_sigterm_after_a_pause_takes_no_second_checkpoint_and_the_place_is_kept(start_kernel, jupyter_dirs, tmp_path):
+    """The pause stops the cell at a safe point; the shutdown that follows escalates to SIGTERM:
+    the pause's checkpoint stays the newest, and the run continues from it exactly."""
+    env, want = _kernels(start_kernel, tmp_path)
+    a = paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env)
+    workers = psutil.Process(a.pid).children()  # asked from outside: a cell run here would end the pause
+    assert workers == [], f"the loader's worker processes outlived the pause: {workers}"
+    (paused,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("t")
+    assert terminate(a) == -signal.SIGTERM
+    (still,) = Catalog(Store(env["JUPYTER_PAUSE_STORE"])).checkpoints("t")
+    assert still.id == paused.id and paused.trigger == "button"
+    _continues(start_kernel, tmp_path, env, want)
+
+
+def test_a_checkpoint_taken_after_a_pause_before_the_rerun_keeps_the_loops_place(start_kernel, jupyter_dirs, tmp_path):
+    """A cell that is not the paused one runs (no place is lost by it), then %checkpoint: the new
+    checkpoint holds the paused loops' positions and says the re-run continues there."""
+    env, want = _kernels(start_kernel, tmp_path)
+    a = paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env)
+    said = a.run("print(len(losses))\n%checkpoint").ok().stdout
+    assert "loops held at" in said, said
+    catalog = Catalog(Store(env["JUPYTER_PAUSE_STORE"]))
+    newest, paused = catalog.checkpoints("t")
+    assert newest.trigger == "manual" and newest.loops == paused.loops
+    a.kill()
+    assert "loops held at" in _continues(start_kernel, tmp_path, env, want)

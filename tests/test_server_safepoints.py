@@ -18,7 +18,7 @@ from jupyter_pause.server import kernelrun, watchers
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import call, open_kernel, poll_state, run, server_config, status, wait_state, write_notebook
-from tests.training import LOSSES, SETUP, STEPS, TRAIN
+from tests.training import LOADERS, LOSSES, SETUP, STEPS, TRAIN, setup_with
 
 pytestmark = pytest.mark.integration
 
@@ -54,23 +54,31 @@ def marker(serverapp: Any, kernel_id: str) -> Path:
     return channel.marker_path(serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid)
 
 
-async def training_started(fetch: Any, serverapp: Any, path: str, pace: float) -> tuple[str, asyncio.Task]:
+async def training_started(
+    fetch: Any, serverapp: Any, path: str, pace: float, setup: str = SETUP
+) -> tuple[str, asyncio.Task]:
     """A kernel for ``path`` with the training cell running (its loop past a safe point)."""
     kernel = await open_kernel(fetch, path)
-    await run(serverapp, kernel, f"{SETUP}\npace = {pace}")
+    await run(serverapp, kernel, f"{setup}\npace = {pace}")
     cell = asyncio.ensure_future(run(serverapp, kernel, TRAIN))
     await wait_for(marker(serverapp, kernel).exists, 60, "the loop's first safe point")
     return kernel, cell
 
 
+async def uninterrupted(fetch: Any, serverapp: Any, root: Path, setup: str = SETUP) -> tuple[str, list[str]]:
+    """The losses of the training run, never paused, in a kernel of its own (and that kernel)."""
+    kernel = await open_kernel(fetch, write_notebook(root, f"reference-{len(setup)}.ipynb", "x = 1"))
+    await run(serverapp, kernel, setup)
+    await run(serverapp, kernel, TRAIN)
+    losses = json.loads(await run(serverapp, kernel, LOSSES))
+    assert len(losses) == STEPS
+    return kernel, losses
+
+
 async def test_rest_pause_stops_the_loop_at_a_safe_point_and_the_rerun_continues_exactly(
     jp_fetch, jp_serverapp, jp_root_dir, store
 ):
-    reference = await open_kernel(jp_fetch, write_notebook(jp_root_dir, "reference.ipynb", "x = 1"))
-    await run(jp_serverapp, reference, SETUP)
-    await run(jp_serverapp, reference, TRAIN)
-    want = json.loads(await run(jp_serverapp, reference, LOSSES))
-    assert len(want) == STEPS
+    reference, want = await uninterrupted(jp_fetch, jp_serverapp, jp_root_dir)
 
     path = write_notebook(jp_root_dir, "train.ipynb", SETUP, TRAIN)
     kernel, cell = await training_started(jp_fetch, jp_serverapp, path, pace=0.2)
@@ -134,3 +142,33 @@ async def test_a_preemption_notice_pauses_a_running_loop_at_its_safe_point(jp_fe
     (taken,) = Catalog(Store(str(store))).checkpoints(session_from_path(path))
     assert taken.trigger == "spot" and 0 < taken.loops[-1]["done"] < STEPS
     await manager.wait()
+
+
+# -- a loader with worker processes ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loader", list(LOADERS))
+async def test_the_toolbar_pause_mid_epoch_continues_exactly_and_takes_one_checkpoint(
+    jp_fetch, jp_serverapp, jp_root_dir, store, loader
+):
+    _, want = await uninterrupted(jp_fetch, jp_serverapp, jp_root_dir, setup_with(loader))
+    path = write_notebook(jp_root_dir, f"train-{loader}.ipynb", setup_with(loader), TRAIN)
+    _, cell = await training_started(jp_fetch, jp_serverapp, path, 0.2, setup_with(loader))
+    await call(jp_fetch, "pause", path=path)
+    done = await wait_state(jp_fetch, path, ("paused", "failed"))
+    assert done["state"] == "paused", done
+    with pytest.raises(kernelrun.KernelCodeError, match="CellPaused"):
+        await cell
+    # the kernel is gone: a slow shutdown would have got SIGTERM, and a second checkpoint with it
+    (taken,) = Catalog(Store(str(store))).checkpoints(session_from_path(path))
+    assert taken.trigger == "button" and 0 < taken.loops[-1]["done"] < STEPS
+    assert any("run the cell again" in note for note in taken.loop_notes), taken.loop_notes
+    assert not taken.skipped, taken.skipped
+
+    await call(jp_fetch, "resume", path=path)
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"))
+    assert ready["verdict"] == "restored", ready
+    sessions = json.loads((await jp_fetch("api", "sessions")).body)
+    (resumed,) = [s["kernel"]["id"] for s in sessions if s["path"] == path]
+    await run(jp_serverapp, resumed, TRAIN)
+    assert json.loads(await run(jp_serverapp, resumed, LOSSES)) == want

@@ -39,3 +39,20 @@ for epoch in jp.steps(range({EPOCHS})):
 LOSSES = "print(json.dumps([repr(v) for v in losses]))"
 
 STEPS = EPOCHS * BATCHES
+
+
+#: The loaders the training run is also tried with, each with two worker processes.
+LOADERS = {
+    "workers": "DataLoader(data, batch_size=8, shuffle=True, num_workers=2)",
+    "persistent": "DataLoader(data, batch_size=8, shuffle=True, num_workers=2, persistent_workers=True)",
+    "stateful": "StatefulDataLoader(data, batch_size=8, shuffle=True, num_workers=2)",
+}
+
+
+def setup_with(loader: str) -> str:
+    """``SETUP`` with the loader ``LOADERS[loader]``."""
+    text = SETUP.replace("DataLoader(data, batch_size=8, shuffle=True)", LOADERS[loader])
+    assert text != SETUP
+    if loader == "stateful":
+        text = "from torchdata.stateful_dataloader import StatefulDataLoader\n" + text
+    return text

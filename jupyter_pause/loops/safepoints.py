@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol import ErrorReply, PauseReply, SafePointRequest, channel
-from ..session import background, capture
+from ..session import background, capture, positions
 from .points import SafePoint, on_safe_point
 
 
@@ -52,6 +52,7 @@ class _State:
     requested: bool = False  # the pause signal came since the last safe point
     sigterm: Callable[[], object] | None = None  # takes the checkpoint and ends the process
     sigterm_deadline: float = 0.0
+    paused: str = ""  # the checkpoint a pause stopped the cell with, until a cell runs again
 
 
 _state = _State()
@@ -140,6 +141,9 @@ def install_sigterm_checkpoint(take: Callable[[], Any], grace: float = 0.0) -> b
         if not _in_progress.acquire(blocking=False):
             return  # a second SIGTERM while saving: the first one finishes the job
         try:
+            if _state.paused:  # no cell ran since the pause's checkpoint: it is the session's state
+                _say(f"SIGTERM after a pause: nothing ran since checkpoint {_state.paused}, which stays the newest")
+                return
             with capture.capturing_mid_cell(mid_cell):
                 take()
             where = " mid-cell (no safe point came)" if mid_cell else ""
@@ -230,7 +234,13 @@ def _connection_file() -> str:
 
 def _pause_here(request: SafePointRequest, point: SafePoint) -> None:
     """Checkpoint for the server's request, answer it, then stop the cell (or, if the checkpoint
-    failed, answer that and let the loop go on)."""
+    failed, answer that and let the loop go on).
+
+    Once the checkpoint is committed the loops' positions are held (``positions.hold``: any
+    checkpoint before the cell runs again carries them), their DataLoaders' worker processes are
+    stopped (the kernel's shutdown then waits on none), and until a cell runs a SIGTERM takes no
+    second checkpoint: this one is the session's state.
+    """
     from ..session.checkpoint import checkpoint
 
     try:
@@ -238,6 +248,9 @@ def _pause_here(request: SafePointRequest, point: SafePoint) -> None:
     except Exception as e:  # the server reports the failure; the loop goes on, nothing was stopped
         channel.write_reply(os.getpid(), ErrorReply.of(request.entry, e))
         return
+    positions.hold(positions.capture())
+    positions.release_workers()
+    _state.paused = reply.checkpoint
     channel.write_reply(os.getpid(), reply)
     if _state.sigterm is not None:
         _state.sigterm()
@@ -259,6 +272,7 @@ def _leave_loop() -> None:
 
 def _cell_started(info: Any = None) -> None:
     _state.cell_running = True
+    _state.paused = ""
 
 
 def _cell_ended(result: Any = None) -> None:

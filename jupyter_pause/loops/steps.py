@@ -152,7 +152,7 @@ class Steps:
         kind = resumable.kind_of(self.iterable)
         loop = Loop(self.identity, self.label, self.depth, self.iterable, kind, _length(self.iterable))
         loop.frame, loop.thread = sys._getframe(1), threading.get_ident()
-        iterator = self._begin(loop)
+        iterator = loop.iterator = self._begin(loop)
         clock = _clocks.setdefault(self.identity, Clock())
         positions.enter(loop)
         try:
@@ -174,6 +174,7 @@ class Steps:
                 if self.every is not None and clock.tick(self.every) and not taken:
                     _periodic(loop, clock)
         finally:
+            loop.iterator = None
             positions.leave(loop)
 
     def _begin(self, loop: Loop) -> Iterator[Any]:
@@ -258,6 +259,7 @@ def _forget_after_each_cell() -> None:
     if _hooked or shell is None:
         return
     _hooked = True
+    shell.events.register("pre_run_cell", lambda info=None: positions.new_cell())
     shell.events.register("post_run_cell", lambda result=None: positions.forget_ended(threading.get_ident()))
 
 

@@ -171,6 +171,7 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) "
         "match their digests"
     )
+    verdict.details += manifest.loop_notes  # what running the cell again does with its loops
     if wrong or failed_models:
         verdict.kind = "partial"
         verdict.details.append("not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models]))

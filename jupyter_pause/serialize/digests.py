@@ -29,7 +29,8 @@ What a digest covers, kind by kind:
   attributes in name order, where an empty attribute dictionary is no state (an exception's
   dictionary exists once something looks at it, and pickle does not bring an empty one back),
   without the few entries ``_NOT_STATE`` names (caches, counters and ``id()`` keys of matplotlib
-  figures); an object pickle cannot describe (a lock, a weak reference) by its type only.
+  figures, a persistent DataLoader's iterator); an object pickle cannot describe (a lock, a
+  weak reference) by its type only.
 
 Taking a digest changes only what asking for pickle state changes anyway (copyreg caches
 ``__slotnames__`` on a class; matplotlib advances its callback counter), and adds no warning to a
@@ -88,6 +89,8 @@ _NOT_STATE = {
     "matplotlib.transforms.TransformNode": frozenset({"_invalid", "_parents"}),
     "matplotlib.artist.Artist": frozenset({"_stale"}),
     "matplotlib.figure.Figure": frozenset({"_number"}),
+    # a persistent_workers loader's iterator: this process's worker processes, never saved
+    "torch.utils.data.dataloader.DataLoader": frozenset({"_iterator"}),
 }
 
 #: Kinds digested by value without a memo entry.
@@ -373,7 +376,7 @@ def _is_dynamic(cls: type) -> bool:
 
 def _without_caches(state: dict[Any, Any], kind: type) -> dict[Any, Any]:
     """``state`` without the entries ``_NOT_STATE`` names for ``kind`` or a class it derives from."""
-    if "matplotlib" not in sys.modules:  # the only library listed
+    if "matplotlib" not in sys.modules and "torch" not in sys.modules:  # the libraries listed
         return state
     skip = set().union(*(_NOT_STATE.get(f"{c.__module__}.{c.__qualname__}", ()) for c in kind.__mro__))
     return {k: v for k, v in state.items() if k not in skip} if skip else state

@@ -13,6 +13,7 @@ object) are the entry points; files live in ``openfiles``, weak references in ``
 from __future__ import annotations
 
 import collections
+import copyreg
 import gc
 import io
 import itertools
@@ -223,6 +224,27 @@ def reduce_exception(error: BaseException) -> Any:
     return (make_exception, (kind, error.args), reduced[2] if len(reduced) > 2 else None)
 
 
+def reduce_dataloader(loader: Any) -> tuple[Any, ...]:
+    """A DataLoader without the iterator a ``persistent_workers`` loader keeps between passes: it
+    holds this process's worker processes and queues, and its next pass starts new ones."""
+    state = dict(loader.__dict__)
+    state["_iterator"] = None
+    return (copyreg.__newobj__, (type(loader),), state)
+
+
+#: Reducers of library classes named rather than imported (importing torch to dispatch would cost
+#: every checkpoint that holds none), for the class and its subclasses.
+_BY_NAME: dict[str, Reducer] = {"torch.utils.data.dataloader.DataLoader": reduce_dataloader}
+
+
+def _by_name(kind: type) -> Reducer | None:
+    for cls in kind.__mro__:
+        reducer = _BY_NAME.get(f"{cls.__module__}.{cls.__qualname__}")
+        if reducer is not None:
+            return reducer
+    return None
+
+
 # -- dispatch ----------------------------------------------------------------------------------
 
 _EXACT: dict[type, Reducer] = {
@@ -257,7 +279,7 @@ def reducer_for(kind: type) -> Reducer | None:
     for base, reducer in _BY_BASE:
         if issubclass(kind, base):
             return reducer
-    return None
+    return _by_name(kind)
 
 
 def reduce_kind(obj: Any) -> Any:

@@ -79,6 +79,7 @@ class Prepared:
     unhashed: dict[str, Any]
     loops: list[dict[str, Any]] = field(default_factory=list)
     loop_state: BlobRef | None = None
+    loop_notes: list[str] = field(default_factory=list)  # where the loops are, for the manifest and its readers
     # filled in by ``describe``
     variables: list[VariableRecord] = field(default_factory=list)
     small: dict[str, Any] = field(default_factory=dict)
@@ -199,6 +200,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         unhashed=plan.unhashed,
         loops=running.records,
         loop_state=loop_ref,
+        loop_notes=running.notes,
         notes=running.notes + kept.notes + _graph_notes(dump),
         mid_cell=mid_cell(),
         kept=kept,

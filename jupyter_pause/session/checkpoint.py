@@ -237,6 +237,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         checks=p.checks,
         loops=p.loops,
         loop_state=p.loop_state,
+        loop_notes=p.loop_notes,
         probe=probe.fingerprint(p.probe_value),
         environment=p.environment,
         process=p.process,

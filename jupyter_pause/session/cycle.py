@@ -86,6 +86,7 @@ def resume_and_verify(
         environment=result.environment,
         details=verdict.details,
         signature=signing.describe(m.signature, ctx.config.keyring),
+        loops=list(m.loop_notes),
         moments={
             "checkpoint_requested": m.timings.get("requested"),
             "checkpoint_committed": m.timings.get("committed"),

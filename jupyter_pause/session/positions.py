@@ -5,6 +5,11 @@ loops to come.
 A loop runs in a frame; it is running while that frame is on its thread's stack. A loop left by
 ``break`` or an exception is not told, so loops whose frame has stopped are forgotten whenever
 the stack is looked at.
+
+An armed position is part of the session's state until its loop takes it: a pause that stops a
+cell at a safe point arms the loops' positions in this process (``hold``), as a resume does, so a
+checkpoint taken before the cell runs again (on SIGTERM, periodic, manual, a release) still holds
+where the loops were, and the cell run again continues there.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class Loop:
     finished: bool = False
     marks: tuple[tuple[Loop, int], ...] = ()  # once finished: the enclosing loops and their items then
     carried: Any = None  # once finished: what the loader's next pass starts from (``resumable.after_pass``)
+    iterator: Any = None  # what the pass draws from (a DataLoader's iterator holds its worker processes)
 
     @property
     def done(self) -> int:
@@ -75,6 +81,7 @@ def forget_ended(thread: int) -> list[Loop]:
     stale = [loop for loop in _running if loop.thread == thread and id(loop.frame) not in live]
     for loop in stale:
         _running.remove(loop)
+        _left(loop)
     for identity, loop in list(_finished.items()):
         if loop.thread == thread and (id(loop.frame) not in live or not _still_inside(loop)):
             del _finished[identity]
@@ -106,12 +113,13 @@ def leave(loop: Loop) -> None:
     """``loop`` stops running (ended, broken out of, or raised in)."""
     if loop in _running:
         _running.remove(loop)
+        _left(loop)
 
 
 def finish(loop: Loop) -> None:
     """``loop``'s pass ended: a checkpoint taken before the code around it ends records it."""
-    leave(loop)
     loop.finished, loop.between = True, True
+    leave(loop)
     loop.marks = tuple((o, o.yielded) for o in _running if o.thread == loop.thread and o.depth < loop.depth)
     loop.before = loop.created = None
     _finished[loop.identity] = loop
@@ -162,7 +170,71 @@ def capture() -> Positions:
             _warn_inexact(loop, notes[-1])
     if running:
         notes.append(f"loops at {describe(running[-1])}: run the cell again after a resume to continue there")
+    held = _held(records, states)
+    if held:
+        notes.append(f"loops held at {held}, where a pause stopped their cell: run that cell again to continue there")
+    notes += [why for identity, why in _interrupted.items() if identity not in {r["loop"] for r in records}]
     return Positions(records, pickle.dumps(states, protocol=5) if states else None, notes)
+
+
+def _held(records: list[dict[str, Any]], states: dict[str, Any]) -> str:
+    """Add the armed positions no running loop has taken yet to ``records`` and ``states``; the
+    description of the innermost unfinished one ("" when none is held)."""
+    recorded = {r["loop"] for r in records}
+    innermost = ""
+    for identity, armed in _armed.items():
+        if identity in recorded or armed.record is None:
+            continue
+        records.append(dict(armed.record))
+        if armed.state is not None:
+            states[identity] = armed.state
+        if not armed.finished:
+            innermost = armed.description
+    return innermost
+
+
+#: Loops left in the middle of a pass (``break``, an exception, an interrupt), by identity: until
+#: the loop runs again, a checkpoint says it holds no position for them.
+_interrupted: dict[str, str] = {}
+
+
+def _left(loop: Loop) -> None:
+    if not loop.finished:
+        _interrupted[loop.identity] = (
+            f"loop {loop.label!r} was left at {describe(loop)} (by break, an exception or an interrupt), and "
+            "this checkpoint holds no position for it: the cell run again starts it from its first item"
+        )
+
+
+def new_cell() -> None:
+    """A cell starts: loops an earlier cell left mid-pass are that cell's story, not this one's."""
+    _interrupted.clear()
+
+
+def forget() -> None:
+    """Forget every loop, position and note (what a new process starts with; a test helper)."""
+    _running.clear()
+    _finished.clear()
+    _carried.clear()
+    _armed.clear()
+    _interrupted.clear()
+
+
+def hold(taken: Positions) -> None:
+    """Keep the positions a pause's checkpoint recorded (``taken``) as this process's own, armed
+    for the cell run again, and part of every checkpoint until then (see the module's docstring)."""
+    arm(taken.records, taken.state)
+
+
+def release_workers() -> list[str]:
+    """Stop the worker processes of the DataLoaders the running loops draw from, now (a paused
+    cell will not come back to them, and a kernel shutting down would wait on them); the labels
+    of the loops whose workers were stopped. A persistent loader starts new workers on its next pass."""
+    stopped = []
+    for loop in _running:
+        if resumable.release_workers(loop.iterator, loop.source):
+            stopped.append(loop.label)
+    return stopped
 
 
 #: Loops already told to be inexact (periodic checkpoints print no summary, so it is said once here).
@@ -200,6 +272,7 @@ class Armed:
     description: str
     finished: bool = False
     state: Any = None
+    record: dict[str, Any] | None = None  # as the checkpoint recorded it: a checkpoint before the loop runs keeps it
 
 
 #: Positions a resume brought back, by loop identity; each is taken by its loop's first pass.
@@ -208,6 +281,7 @@ _armed: dict[str, Armed] = {}
 
 def take_armed(identity: str) -> Armed | None:
     """The armed position of the loop ``identity``, taken by its first pass."""
+    _interrupted.pop(identity, None)
     return _armed.pop(identity, None)
 
 
@@ -238,7 +312,7 @@ def arm(records: list[dict[str, Any]], state: bytes | bytearray | None) -> list[
     states = moved.loads(bytes(state)) if state else {}
     for r in records:
         _armed[r["loop"]] = Armed(
-            r["kind"], r["done"], r.get("length"), r["description"], r.get("finished", False), states.get(r["loop"])
+            r["kind"], r["done"], r.get("length"), r["description"], r.get("finished", False), states.get(r["loop"]), r
         )
     running = [r for r in records if not r.get("finished")]
     if not running:

@@ -111,6 +111,21 @@ def state_now(iterable: Any, kind: Kind) -> Any:
     return iterable.state_dict() if kind.name == "stateful" else None
 
 
+def release_workers(iterator: Any, source: Any) -> bool:
+    """Stop the worker processes of a DataLoader's ``iterator`` now; whether it had any.
+
+    A ``persistent_workers`` loader keeps its iterator for the next pass: it is dropped too, so
+    that pass starts workers of its own rather than reuse stopped ones.
+    """
+    shutdown = getattr(iterator, "_shutdown_workers", None)
+    if not callable(shutdown) or not getattr(iterator, "_num_workers", 0):
+        return False
+    shutdown()
+    if getattr(source, "_iterator", None) is iterator:
+        source._iterator = None
+    return True
+
+
 def after_pass(iterable: Any, kind: Kind) -> Any:
     """What a loader carries from one pass to the next, taken when a pass ends: a stateful
     loader's state, a DataLoader's own generators (its next shuffle draws from them); ``None``

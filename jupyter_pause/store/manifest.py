@@ -104,6 +104,9 @@ class Manifest:
     stats: dict[str, int] = field(default_factory=dict)
     loops: list[dict[str, Any]] = field(default_factory=list)  # running ``steps`` loops and their positions
     loop_state: BlobRef | None = None  # what continuing those loops needs (RNG at a loader's start...)
+    #: What the checkpoint says of its loops: a re-run continues them (and where), or a loop was
+    #: left mid-pass and has no position. Empty for older checkpoints, which lack the field.
+    loop_notes: list[str] = field(default_factory=list)
     #: Captured inside a running cell, outside any safe point (a SIGTERM mid-cell): variables that
     #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
     mid_cell: bool = False

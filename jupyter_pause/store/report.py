@@ -56,6 +56,8 @@ class RunReport:
     moments: dict[str, float | None] = field(default_factory=dict)
     #: How the checkpoint was vouched for (``signing.describe``): signature checked, or unsigned and why that matters.
     signature: str = ""
+    #: What a re-run of the checkpoint's cell does with its loops (the manifest's ``loop_notes``).
+    loops: list[str] = field(default_factory=list)
 
     def durations(self) -> dict[str, float | None]:
         """Seconds between the moments that are known."""
@@ -90,6 +92,7 @@ class RunReport:
         lines += [f"  not restored: {n}: {r}" for n, r in self.skipped.items()]
         lines += [f"  passed over: {i}: {why}" for i, why in self.damaged.items()]
         lines += [f"  environment: {d}" for d in self.environment]
+        lines += [f"  loops: {note}" for note in self.loops]
         if self.signature:
             lines.append(f"  signature: {self.signature}")
         return "\n".join(lines)
