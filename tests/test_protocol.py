@@ -78,13 +78,20 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
 
 
 def test_the_request_format_is_version_2():
-    """What travels: version 2 added the resume's ``paused_from`` (the kernel chooses "latest" itself);
-    a kernel of version 1 refuses it by its version, saying to align the two."""
+    """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial`` (the kernel
+    chooses "latest" itself); a kernel of version 1 refuses it by its version, saying to align the two."""
     assert PROTOCOL == 2
     assert json.loads(encode_request(ResumeRequest("latest", "s", paused_from="c"))) == {
         "protocol": 2,
         "entry": "resume",
-        "args": {"checkpoint": "latest", "session": "s", "map_location": "auto", "moments": {}, "paused_from": "c"},
+        "args": {
+            "checkpoint": "latest",
+            "session": "s",
+            "map_location": "auto",
+            "moments": {},
+            "paused_from": "c",
+            "allow_partial": False,
+        },
     }
     assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})) == ResumeRequest("c", "s")
 

@@ -60,14 +60,44 @@ def test_damaged_newest_is_named_and_previous_is_used(tmp_path, damage):
     assert ns["step"] == 1 and torch.equal(ns["w"], torch.arange(300_000, dtype=torch.float32))
 
 
-def test_explicit_damaged_checkpoint_restores_only_what_verifies(tmp_path):
+def test_an_explicit_damaged_checkpoint_is_refused_naming_the_damage_and_the_newest_intact(tmp_path):
+    first, second = _two_checkpoints(tmp_path)
+    _blob_path(tmp_path, second, _array_blob(second, "w")).unlink()
+    ns: dict = {"kept": 1}
+    with pytest.raises(CheckpointDamaged) as refused:
+        jp.resume(second.id, store=str(tmp_path), session="s", namespace=ns)
+    said = str(refused.value)
+    assert f"checkpoint {second.id} of session 's' is damaged: blob " in said and "(array data of w)" in said
+    assert f"the newest intact checkpoint is {first.id}" in said and "--allow-partial" in said
+    assert ns == {"kept": 1}  # nothing was restored
+
+
+def test_explicit_damaged_checkpoint_with_allow_partial_restores_only_what_verifies(tmp_path):
     _, second = _two_checkpoints(tmp_path)
     _blob_path(tmp_path, second, _array_blob(second, "w")).unlink()
     ns: dict = {}
-    result = jp.resume(second.id, store=str(tmp_path), session="s", namespace=ns)
+    result = jp.resume(second.id, store=str(tmp_path), session="s", namespace=ns, allow_partial=True)
     assert "w" not in ns and ns["step"] == 2 and ns["arr"].sum() == 20_000
     assert not result.complete and "w" in result.skipped
     assert "not restored: w" in result.summary()
+
+
+def test_every_checkpoint_with_a_damaged_blob_is_refused_unless_allow_partial(tmp_path):
+    first, second = _two_checkpoints(tmp_path)
+    for manifest in (first, second):
+        _blob_path(tmp_path, manifest, _array_blob(manifest, "w")).unlink(missing_ok=True)
+    with pytest.raises(CheckpointDamaged, match=r"every checkpoint of session 's' is damaged \(.*array data of w"):
+        jp.resume(store=str(tmp_path), session="s", namespace={})
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=ns, allow_partial=True)
+    assert result.manifest.id == second.id and ns["step"] == 2 and "w" not in ns
+
+
+def test_the_magic_takes_allow_partial():
+    from jupyter_pause.kernel.magics import parse_resume
+
+    assert parse_resume("abc --allow-partial").options.allow_partial is True
+    assert parse_resume("abc").options.allow_partial is False
 
 
 def test_nothing_touches_the_namespace_before_checks_pass(tmp_path):
@@ -185,7 +215,7 @@ def test_variable_sharing_lost_data_is_not_restored(tmp_path):
     _blob_path(tmp_path, manifest, weight_blob).unlink()
     another_process()
     target: dict = {}
-    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
+    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target, allow_partial=True)
     assert set(result.skipped) == {"model", "opt"}
     assert target == {"epoch": 7}
 
@@ -285,7 +315,7 @@ def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
     moved = _place_on_cpu_as_if_a_device(monkeypatch)
     another_process()
     target: dict = {}
-    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target)
+    result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target, allow_partial=True)
     assert len(moved) == 1 and moved[0] == manifest.blobs[_array_blob(manifest, "b")]
     assert "w" in result.skipped and torch.equal(target["b"], ns["b"])
 

@@ -14,9 +14,12 @@ from tornado.httpclient import HTTPClientError
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.notebook import session_from_path
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.layout import blob_key
+from jupyter_pause.store.storage import Store
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
-from tests.server_helpers import call, server_config, wait_state, write_notebook
+from tests.server_helpers import call, open_kernel, run, server_config, wait_state, write_notebook
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("new_process")]
 
@@ -103,4 +106,104 @@ async def test_resume_of_latest_uses_the_newest_intact_and_says_so(jp_fetch, jp_
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
     assert done["state"] == "ready" and done["checkpoint"] == first.id, done
     assert note in done["detail"] and f"using {first.id}, the newest intact checkpoint, instead" in done["detail"]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+
+# -- a damaged blob (the manifest intact): the server's resume chooses as %resume does ----------------
+
+BIG = "import numpy as np\nbig = np.zeros(200_000)\nmarker = 1\n"
+NEWER = "big = big + 1\nmarker = 2\n"
+
+
+async def _blob_damaged(jp_fetch: Any, jp_serverapp: Any, root: Path, store: Path) -> tuple[Any, Any, str]:
+    """Two checkpoints the notebook's kernel takes (``big`` then ``big + 1``, ``marker`` 1 then 2),
+    the kernel shut down, and the newest blob of ``big`` flipped on disk, as a bad sector would."""
+    write_notebook(root, PATH, BIG, NEWER)
+    kernel = await open_kernel(jp_fetch, PATH)
+    await run(jp_serverapp, kernel, BIG + "%load_ext jupyter_pause\n%checkpoint")
+    await run(jp_serverapp, kernel, NEWER + "%checkpoint")
+    for s in json.loads((await jp_fetch("api", "sessions")).body):
+        await jp_fetch("api", "sessions", s["id"], method="DELETE")
+    session = session_from_path(PATH)
+    second, first = Catalog(Store(str(store))).checkpoints(session)
+    (big,) = [v for v in second.variables if v.name == "big"]
+    path = store / blob_key(session, second.arrays[big.arrays[0]].blob)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(data)
+    return first, second, session
+
+
+async def _values(jp_fetch: Any, jp_serverapp: Any, path: str) -> list[Any]:
+    sessions = json.loads((await jp_fetch("api", "sessions")).body)
+    (kernel,) = [s["kernel"]["id"] for s in sessions if s["path"] == path]
+    out = await run(jp_serverapp, kernel, "import json; print(json.dumps([marker, float(big[0])]))")
+    return json.loads(out)
+
+
+async def test_a_damaged_blob_in_the_newest_is_passed_over_and_named_by_the_servers_resume(
+    jp_fetch, jp_root_dir, store, jp_serverapp
+):
+    first, second, _ = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
+    await call(jp_fetch, "resume", path=PATH)
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert done["state"] == "ready" and done["verdict"] == "restored" and done["checkpoint"] == first.id, done
+    assert f"checkpoint {second.id} is damaged: blob " in done["detail"], done
+    assert "(array data of big) checksum mismatch" in done["detail"], done
+    assert await _values(jp_fetch, jp_serverapp, PATH) == [1, 0.0]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+
+async def test_pull_and_resume_on_a_fresh_server_passes_the_damaged_blob_over_too(
+    jp_fetch, jp_root_dir, store, jp_serverapp
+):
+    """The notebook is not on this server (a new pod without a volume): it is pulled, then resumed."""
+    first, second, _ = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
+    (jp_root_dir / PATH).unlink()
+    await call(jp_fetch, "resume", path=PATH)
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert (jp_root_dir / PATH).exists()
+    assert done["verdict"] == "restored" and done["checkpoint"] == first.id, done
+    assert f"checkpoint {second.id} is damaged" in done["detail"]
+    assert await _values(jp_fetch, jp_serverapp, PATH) == [1, 0.0]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+
+async def test_a_checkpoint_with_a_damaged_blob_asked_for_by_id_fails_naming_it_and_restores_nothing(
+    jp_fetch, jp_root_dir, store, jp_serverapp
+):
+    first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
+    await call(jp_fetch, "resume", path=PATH, checkpoint=second.id)
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert done["state"] == "failed", done
+    assert f"checkpoint {second.id} of session {session!r} is damaged: blob " in done["detail"], done
+    assert f"the newest intact checkpoint is {first.id}" in done["detail"] and "allow_partial" in done["detail"]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+    sessions = json.loads((await jp_fetch("api", "sessions")).body)
+    for s in sessions:  # the failed resume's kernel: shut it down, then ask for the partial one
+        await jp_fetch("api", "sessions", s["id"], method="DELETE")
+    await call(jp_fetch, "resume", path=PATH, checkpoint=second.id, allow_partial=True)
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert done["state"] == "ready" and done["verdict"] == "partial", done
+    sessions = json.loads((await jp_fetch("api", "sessions")).body)
+    (kernel,) = [s["kernel"]["id"] for s in sessions if s["path"] == PATH]
+    assert json.loads(await run(jp_serverapp, kernel, "import json; print(json.dumps([marker, 'big' in dir()]))")) == [
+        2,
+        False,
+    ]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+
+async def test_every_checkpoint_with_a_damaged_blob_fails_the_resume_saying_so(
+    jp_fetch, jp_root_dir, store, jp_serverapp
+):
+    first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
+    (big,) = [v for v in first.variables if v.name == "big"]
+    (store / blob_key(session, first.arrays[big.arrays[0]].blob)).unlink()
+    await call(jp_fetch, "resume", path=PATH)
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert done["state"] == "failed", done
+    assert f"every checkpoint of session {session!r} is damaged ({second.id}: blob " in done["detail"], done
+    assert f"{first.id}: blob " in done["detail"] and "allow_partial" in done["detail"]
     await jp_serverapp.web_app.settings["jupyter_pause"].wait()

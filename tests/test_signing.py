@@ -99,8 +99,8 @@ def test_a_swapped_blob_is_caught_by_its_sha256(tmp_path):
     first = _take(tmp_path, KEY, payload=[1, 2, 3])
     blob = tmp_path / f"sessions/s/blobs/{first.variables[0].blob.key[:2]}/{first.variables[0].blob.key}"
     blob.write_bytes(pickle.dumps([9, 9, 9], protocol=3))
-    result, target = _resume(tmp_path, KEY, first.id)
-    assert "payload" not in target and "payload" in result.skipped
+    with pytest.raises(CheckpointDamaged, match=rf"{first.id} of session 's' is damaged: blob .* checksum mismatch"):
+        _resume(tmp_path, KEY, first.id)
 
 
 def test_newest_refused_falls_back_to_older_signed(tmp_path):
@@ -205,7 +205,7 @@ def test_pull_refuses_an_unsigned_notebook_when_the_server_has_a_key(tmp_path):
     manager = SimpleNamespace(catalog=catalog, store=catalog.store, config=PauseConfig(signing_key=KEY))
     with pytest.raises(web.HTTPError) as e:
         asyncio.run(pull(manager, "s"))
-    assert e.value.status_code == 409 and f"checkpoint {unsigned.id} is not signed" in str(e.value.log_message)
+    assert e.value.status_code == 409 and f"{unsigned.id} is damaged: signature: not signed" in str(e.value.log_message)
 
 
 # -- key rotation: a keyring signs with its key and still accepts its former ones ----------------

@@ -178,6 +178,11 @@ class PauseMagics(Magics):
         action="store_true",
         help="replace the notebook's local modules (.py files) that differ from the checkpoint's",
     )
+    @argument(
+        "--allow-partial",
+        action="store_true",
+        help="bring back what verifies of a damaged checkpoint (asked for by id, or every one damaged)",
+    )
     @line_magic
     def resume(self, line: str) -> None:
         """Bring back a checkpoint's state into this kernel, then prove it (the restore test)."""
@@ -247,6 +252,7 @@ def parse_resume(line: str) -> ResumeLine:
             only=args.only,
             map_location=args.map_location,
             overwrite=args.overwrite,
+            allow_partial=args.allow_partial,
         )
     except PauseError as e:
         raise UsageError(str(e)) from e

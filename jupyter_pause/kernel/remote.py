@@ -45,6 +45,7 @@ def _resume(request: ResumeRequest) -> ResumeReply:
         session=request.session,
         map_location=request.map_location,
         paused_from=request.paused_from or None,
+        allow_partial=request.allow_partial,
     )
     cycle = resume_and_verify(options=options, moments=moments)
     return ResumeReply.of(cycle)

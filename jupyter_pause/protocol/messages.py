@@ -60,8 +60,9 @@ class ResumeRequest(Request):
 
     ``checkpoint`` is what was asked for (``latest``, or an id), chosen by the kernel by the same
     rule as ``%resume``; ``paused_from`` is the checkpoint the session was paused from ("" when
-    unknown). ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds
-    since the epoch) of the steps before the kernel got the request, for the run report.
+    unknown); ``allow_partial`` brings back what verifies of a damaged one instead of refusing
+    it. ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds since the
+    epoch) of the steps before the kernel got the request, for the run report.
     """
 
     entry: ClassVar[str] = "resume"
@@ -71,6 +72,7 @@ class ResumeRequest(Request):
     map_location: str = "auto"
     moments: dict[str, float] = field(default_factory=dict)
     paused_from: str = ""
+    allow_partial: bool = False
 
 
 #: The request of each entry point, by its name on the wire.

@@ -47,17 +47,18 @@ class PauseHandler(_Base):
 
 
 class ResumeHandler(_Base):
-    """POST ``{"path", "checkpoint", "map_location", "force"}``: wait for resources, start, restore, verify."""
+    """POST ``{"path", "checkpoint", "map_location", "force", "allow_partial"}``: wait for resources,
+    start, restore, verify."""
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
         body = self.body()
-        force = body.get("force", False)
-        if not isinstance(force, bool):
-            raise http_error(400, '"force" must be true or false')
+        force, partial = body.get("force", False), body.get("allow_partial", False)
+        if not isinstance(force, bool) or not isinstance(partial, bool):
+            raise http_error(400, '"force" and "allow_partial" must be true or false')
         status = await self.pause.resume(
-            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location"), force
+            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location"), force, partial
         )
         self.reply(status.public(), 202)
 

@@ -199,7 +199,12 @@ class PauseManager:
     # -- resume ----------------------------------------------------------------------------
 
     async def resume(
-        self, path: str, checkpoint: str = "latest", map_location: str | None = None, force: bool = False
+        self,
+        path: str,
+        checkpoint: str = "latest",
+        map_location: str | None = None,
+        force: bool = False,
+        allow_partial: bool = False,
     ) -> Status:
         """Start resuming ``path``: take the lease now (409 if held), do the rest in the background.
 
@@ -257,7 +262,7 @@ class PauseManager:
             verdict=None,
             release=None,
         )
-        asked = Asked(checkpoint, paused_from or "")
+        asked = Asked(checkpoint, paused_from or "", allow_partial)
         self.spawn(self._resume(path, session, manifest, location, held, note, asked))
         return status
 
@@ -342,7 +347,14 @@ class PauseManager:
         await self._state(session, SessionState.RESTORING, _noted(f"restoring checkpoint {manifest.id}", note))
         # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
         # so a checkpoint whose blobs turn out damaged is passed over there too.
-        request = ResumeRequest(asked.checkpoint, session, location, _known(moments), paused_from=asked.paused_from)
+        request = ResumeRequest(
+            asked.checkpoint,
+            session,
+            location,
+            _known(moments),
+            paused_from=asked.paused_from,
+            allow_partial=asked.allow_partial,
+        )
         source = call_source(request)
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
         return parse_reply(output, ResumeReply)
@@ -388,6 +400,7 @@ class Asked:
 
     checkpoint: str
     paused_from: str = ""
+    allow_partial: bool = False
 
 
 def _noted(detail: str, note: str) -> str:

@@ -7,8 +7,7 @@ import json
 import os
 from typing import Any
 
-from ..errors import CheckpointNotFound, PauseError
-from ..store import signing
+from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..store.integrity import fetch
 from .http import MAX_PATH, http_error, maybe_await
 
@@ -19,16 +18,14 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
         raise http_error(400, 'give the session to pull as "session"')
     if path is not None and (not isinstance(path, str) or len(path) > MAX_PATH):
         raise http_error(400, f'"path" must be a notebook path of at most {MAX_PATH} characters')
-    try:
-        manifest = await asyncio.to_thread(manager.catalog.resolve, session, "latest")
+    try:  # with a signing key, only a checkpoint it signed (the same rule as a resume)
+        manifest = await asyncio.to_thread(manager.catalog.resolve, session, "latest", manager.config.keyring)
+    except CheckpointDamaged as e:
+        raise http_error(409, str(e)) from e
     except (CheckpointNotFound, PauseError) as e:
         raise http_error(404, str(e)) from e
     if not manifest.notebook:
         raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
-    try:
-        signing.verify(manifest, manager.config.keyring)
-    except signing.SignatureError as e:
-        raise http_error(409, str(e)) from e
     good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])
     if bad:
         raise http_error(409, f"the notebook in checkpoint {manifest.id} is damaged: {bad}")

@@ -158,6 +158,9 @@ class ResumeOptions:
     paused_from
         The checkpoint the session was paused from (the server's resume sets it): without a
         signing key, "latest" keeps to its lineage and names the others (``Listing.following``).
+    allow_partial
+        Bring back what verifies of a damaged checkpoint: one asked for by id, or the newest when
+        every one is damaged. Without it such a resume is refused, naming the damage.
     """
 
     checkpoint: str = "latest"
@@ -167,6 +170,7 @@ class ResumeOptions:
     map_location: str = "auto"
     overwrite: bool = False
     paused_from: str | None = None
+    allow_partial: bool = False
 
     def __post_init__(self) -> None:
         """Normalise ``only`` to a tuple and refuse a bad value, saying what to write instead."""
@@ -183,6 +187,7 @@ class ResumeOptions:
             session=_session(self.session),
             overwrite=_flag(self.overwrite, "overwrite"),
             paused_from=self.paused_from or None,
+            allow_partial=_flag(self.allow_partial, "allow_partial"),
         )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import units
 from ..config import PauseConfig
-from ..errors import RestoreError, SelectionError
+from ..errors import CheckpointDamaged, RestoreError, SelectionError
 from ..proof import fingerprint, probe
 from ..serialize import moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
@@ -19,7 +19,7 @@ from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
 from ..store import signing
 from ..store.catalog import Catalog
-from ..store.integrity import describe, fetch
+from ..store.integrity import check, describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
@@ -198,19 +198,29 @@ def _choose(
     key: Keys = None,
     map_location: str = "auto",
     paused_from: str | None = None,
+    allow_partial: bool = False,
 ) -> Chosen:
     """The checkpoint to restore, its blobs, and the newer ones passed over: damaged manifests
     (checksum, signature, torn write) and checkpoints whose blobs do not verify, each with why.
 
-    A damaged checkpoint asked for by id, or every checkpoint damaged, raises ``CheckpointDamaged``
-    saying why; "no checkpoint" only when the session has none at all.
+    A checkpoint asked for by id whose manifest or blobs are damaged, or every checkpoint
+    damaged, raises ``CheckpointDamaged`` saying why and which checkpoint is intact, unless
+    ``allow_partial`` (then what verifies is brought back, and the rest named); "no checkpoint"
+    only when the session has none at all.
     """
     listing = catalog.listing(session, key)
     if not key:
         listing = listing.following(paused_from)  # without signing, "latest" keeps to the paused lineage
     if ref not in ("latest", ""):
         manifest = listing.resolve(ref).manifest
-        return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over={})
+        blobs = _fetch(catalog, manifest, map_location)
+        if blobs.bad and not allow_partial:
+            raise CheckpointDamaged(
+                f"checkpoint {manifest.id} of session {session!r} is damaged: {describe(manifest, blobs.bad)}; "
+                f"{_intact_other(catalog, listing, manifest)}; or bring back what verifies of it with "
+                "allow_partial (%resume --allow-partial)"
+            )
+        return Chosen(manifest=manifest, blobs=blobs, passed_over={})
     listing.resolve("latest")  # no intact checkpoint: says whether there is none or all are damaged
     damaged: dict[str, str] = {}
     for manifest in listing.checkpoints:
@@ -219,11 +229,25 @@ def _choose(
             newer = {**listing.newer_damaged(manifest), **listing.newer_elsewhere(manifest), **damaged}
             return Chosen(manifest=manifest, blobs=blobs, passed_over=dict(sorted(newer.items(), reverse=True)))
         damaged[manifest.id] = describe(manifest, blobs.bad)
+    if not allow_partial:
+        whys = "; ".join(f"{i}: {why}" for i, why in damaged.items())
+        raise CheckpointDamaged(
+            f"every checkpoint of session {session!r} is damaged ({whys}); bring back what verifies of the "
+            "newest with allow_partial (%resume --allow-partial), or take a new checkpoint"
+        )
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
     manifest = listing.checkpoints[0]
     passed_over = {k: v for k, v in {**listing.newer_damaged(manifest), **damaged}.items() if k != manifest.id}
     return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over=passed_over)
+
+
+def _intact_other(catalog: Catalog, listing: Any, damaged: Manifest) -> str:
+    """Which checkpoint of the listing is whole (its blobs checked, newest first), for a message."""
+    for manifest in listing.checkpoints:
+        if manifest.id != damaged.id and not check(catalog.store, manifest):
+            return f"the newest intact checkpoint is {manifest.id} (resume it by id, or resume 'latest')"
+    return "no other checkpoint of this session is intact"
 
 
 def resume(
@@ -283,7 +307,9 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.keyring
-    chosen = _choose(catalog, ctx.session, options.checkpoint, key, map_location, options.paused_from)
+    chosen = _choose(
+        catalog, ctx.session, options.checkpoint, key, map_location, options.paused_from, options.allow_partial
+    )
     manifest, blobs = chosen.manifest, chosen.blobs.good
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
