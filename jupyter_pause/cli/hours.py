@@ -96,11 +96,9 @@ def ledger_keys(env: dict[str, str] | None = None) -> Callable[[str | None], sig
     """The keys each user's ledger records are checked with: derived per user from a Hub's secret
     (``JUPYTER_PAUSE_HUB_SECRET``, with its former ones), else this process's signing keys for
     everyone; None when neither is set (records are then not checked)."""
-    env = dict(os.environ) if env is None else env
-    secret = env.get(signing.HUB_SECRET_ENV)
-    if secret:
-        former = [s for s in env.get(signing.HUB_OLD_SECRETS_ENV, "").split(",") if s.strip()]
-        return lambda user: signing.user_keyring(secret, former, user) if user else None
+    per_user = signing.hub_keyrings(dict(os.environ) if env is None else env)
+    if per_user is not None:
+        return per_user
     ring = PauseConfig().keyring
     return None if ring is None else (lambda _user: ring)
 

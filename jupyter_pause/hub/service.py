@@ -317,10 +317,9 @@ def server_ledger(args: argparse.Namespace, env: dict[str, str]) -> ServerLedger
     options = parse_storage_options(env.get(ENV_VARS["storage_options"], "") or "{}")
     store = Store(args.store, options)
     store.check()
-    if env.get(signing.HUB_SECRET_ENV):
-        secret, former = env[signing.HUB_SECRET_ENV], env.get(signing.HUB_OLD_SECRETS_ENV, "").split(",")
-        # each server's records signed with its user's own key, as that user's server signs its own
-        records.sign_with(lambda event: signing.user_keyring(secret, former, event.user) if event.user else None)
+    per_user = signing.hub_keyrings(env)
+    if per_user is not None:  # each server's records signed with its user's key, as its server signs its own
+        records.sign_with(lambda event: per_user(event.user))
     return ServerLedger(store, args.server_gpus, args.profile_gpus)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -151,6 +152,17 @@ def user_key(secret: str, user: str) -> str:
 def user_keyring(secret: str, former: list[str] | tuple[str, ...], user: str) -> Keyring:
     """``user``'s keys under a Hub's ``secret`` and its ``former`` secrets."""
     return Keyring(user_key(secret, user), tuple(user_key(old, user) for old in former if old != secret))
+
+
+def hub_keyrings(env: dict[str, str]) -> Callable[[str | None], Keyring | None] | None:
+    """Each user's keys as the Hub derives them, from ``JUPYTER_PAUSE_HUB_SECRET`` (and its former
+    secrets) in ``env``: for readers beside the Hub that check every user's records. None without
+    a secret; a user of None has no keys."""
+    secret = env.get(HUB_SECRET_ENV)
+    if not secret:
+        return None
+    former = [s.strip() for s in env.get(HUB_OLD_SECRETS_ENV, "").split(",") if s.strip()]
+    return lambda user: user_keyring(secret, former, user) if user else None
 
 
 def accepted(ring: Keyring) -> str:
