@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .proof.verdict import Verdict
     from .session.checkpoint import BackgroundCheckpoint, CheckpointResult, checkpoint, checkpoint_async
     from .session.cycle import Cycle, resume_and_verify, verify
+    from .session.hooks import after_resume, before_checkpoint
     from .session.options import CheckpointOptions, ResumeOptions
     from .session.restore import ResumeResult, resume
 
@@ -44,6 +45,8 @@ _LAZY = {
     "CheckpointOptions": ".session.options",
     "ResumeOptions": ".session.options",
     "checkpoint": ".session.checkpoint",
+    "after_resume": ".session.hooks",
+    "before_checkpoint": ".session.hooks",
     "checkpoint_async": ".session.checkpoint",
     "Cycle": ".session.cycle",
     "resume_and_verify": ".session.cycle",
@@ -72,6 +75,8 @@ __all__ = [
     "SerializationError",
     "StoreError",
     "Verdict",
+    "after_resume",
+    "before_checkpoint",
     "checkpoint",
     "checkpoint_async",
     "journal",

@@ -24,7 +24,12 @@ ENV_VARS = {
     "signing_key": "JUPYTER_PAUSE_SIGNING_KEY",
     "verify_keys": "JUPYTER_PAUSE_VERIFY_KEYS",
     "sigterm_grace": "JUPYTER_PAUSE_SIGTERM_GRACE",
+    "hook_time_limit": "JUPYTER_PAUSE_HOOK_TIME_LIMIT",
+    "rebuild": "JUPYTER_PAUSE_REBUILD",
 }
+
+#: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
+SWITCH_WORDS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 def default_store_url() -> str:
@@ -85,6 +90,20 @@ class PauseConfig(Configurable):
         "under the platform's warning minus the time a checkpoint takes: GCE gives 30 s, AWS spot 120 s.",
     ).tag(config=True)
 
+    rebuild = Bool(
+        True,
+        help="On resume, rebuild what the checkpoint could not save (a generator, a hash object, a database "
+        "connection) by replaying the recorded statements that made it (env JUPYTER_PAUSE_REBUILD: 0 or off "
+        "switches it off). %resume --no-rebuild and the server's PauseServer.rebuild switch it off too.",
+    ).tag(config=True)
+
+    hook_time_limit = Float(
+        5.0,
+        help="Seconds the @jupyter_pause.before_checkpoint hooks of one checkpoint may take together under "
+        "SIGTERM, at periodic checkpoints and at a pause inside a steps loop; a hook still running then is "
+        "stopped and named, and the checkpoint goes on (env JUPYTER_PAUSE_HOOK_TIME_LIMIT).",
+    ).tag(config=True)
+
     @default("store")
     def _default_store(self) -> str:
         return default_store_url()
@@ -119,7 +138,11 @@ def _from_env(name: str, var: str, raw: str) -> Any:
         return parse_storage_options(raw)
     if name == "verify_keys":
         return [key.strip() for key in raw.split(",") if key.strip()]
-    if name == "sigterm_grace":
+    if name == "rebuild":
+        if raw.strip().lower() not in SWITCH_WORDS:
+            raise PauseError(f"{var} is on or off (1, true, yes, on / 0, false, no, off), not {raw!r}")
+        return SWITCH_WORDS[raw.strip().lower()]
+    if name in ("sigterm_grace", "hook_time_limit"):
         try:
             return float(raw)
         except ValueError as e:

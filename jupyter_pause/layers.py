@@ -43,8 +43,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "server": frozenset({"errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "protocol"}),
     # The GPU-hours report, from the ledger.
     "hours": frozenset({"errors", "units", "vocabulary", "store"}),
-    # The JupyterHub service, beside the Hub.
-    "hub": frozenset({"errors", "units", "config", "vocabulary", "store"}),
+    # The JupyterHub service, beside the Hub (``hours`` for its GPU-hours metrics).
+    "hub": frozenset({"errors", "units", "config", "vocabulary", "store", "hours"}),
     # The `jupyter pause` command line (``session`` for the options the drill parses its arguments into).
     "cli": frozenset(
         {"errors", "units", "config", "notebook", "vocabulary", "store", "protocol", "session", "hours", "journal"}

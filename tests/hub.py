@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -126,7 +127,9 @@ class Hub:
         self.extra_config = config
         self.debug = debug
         self.process: subprocess.Popen[bytes] | None = None
-        self._client = HTTPClient()
+        # one blocking client per thread: a benchmark calls the Hub from many threads at once
+        self._local = threading.local()
+        self._clients: list[HTTPClient] = []
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -273,7 +276,8 @@ c.Spawner.pre_spawn_hook = _per_user
         _end(started, timeout=10)
         self.process = None
         self.log.close()
-        self._client.close()
+        for client in self._clients:
+            client.close()
 
     def log_tail(self, chars: int = 6000) -> str:
         """The end of the Hub's log (the proxy's and the servers' output are in it too)."""
@@ -294,7 +298,7 @@ c.Spawner.pre_spawn_hook = _per_user
             url, method=method, body=data, headers=headers, request_timeout=timeout, follow_redirects=False
         )
         try:
-            answer = self._client.fetch(request)
+            answer = self._client().fetch(request)
         except HTTPClientError as e:
             if e.response is None:
                 raise
@@ -305,6 +309,13 @@ c.Spawner.pre_spawn_hook = _per_user
         except json.JSONDecodeError:
             parsed = text
         return Response(answer.code, parsed)
+
+    def _client(self) -> HTTPClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = HTTPClient()
+            self._clients.append(client)
+        return client
 
     def api(self, method: str, path: str, body: Any = None, token: str = "", expect: Iterable[int] = ()) -> Any:
         """A Hub API call (``path`` under /hub/api/); its JSON. Fails on an unexpected code."""

@@ -48,12 +48,25 @@ def _get(url: str) -> object:
         return json.loads(response.read())
 
 
+# A third cell for the resume_on_open test: a checkpoint of the state so far, then a new model
+# (so the pause's checkpoint holds a blob of its own, which the test damages).
+CHECKPOINT_THEN_NEW_MODEL = "%load_ext jupyter_pause\n%checkpoint\nmodel = torch.nn.Linear(3, 1)\nprint('new model')"
+
+
+def _send(url: str, method: str, body: object | None = None) -> object:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"token {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
 def _write_notebook(root: Path) -> None:
-    """browser.ipynb: a cell that builds some state, and one that reads it."""
+    """browser.ipynb: a cell that builds some state, one that reads it, one that checkpoints it."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell("import torch\nmodel = torch.nn.Linear(3, 1)\nx = 41 + 1\nprint('built', x)"),
         nbformat.v4.new_code_cell("print('value', x, type(model).__name__)"),
+        nbformat.v4.new_code_cell(CHECKPOINT_THEN_NEW_MODEL),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(root / "browser.ipynb"))
@@ -276,7 +289,27 @@ def test_pause_and_resume_from_the_toolbar(lab):
         page.screenshot(path=str(ARTIFACTS / "after-resume.png"))
 
 
-def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_open):
+def _damage_model_blob(store: Path) -> tuple[str, str]:
+    """Flip a byte of the model's weights in the newest checkpoint of browser.ipynb, as a bad
+    sector would; the ids of that checkpoint and of the one before it."""
+    from jupyter_pause.notebook import session_from_path
+    from jupyter_pause.store.catalog import Catalog
+    from jupyter_pause.store.layout import blob_key
+    from jupyter_pause.store.storage import Store
+
+    session = session_from_path("browser.ipynb")
+    newest, older = Catalog(Store(str(store))).checkpoints(session)[:2]
+    (model,) = [v for v in newest.variables if v.name == "model"]
+    path = store / blob_key(session, newest.arrays[model.arrays[0]].blob)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(data)
+    return newest.id, older.id
+
+
+def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_open, tmp_path):
+    """Opening the notebook resumes it by the same rule as Resume: the pause's checkpoint is
+    damaged, so the one before it comes back whole, and the status says which and why."""
     lab = lab_resume_on_open
     with _browser_page("failure-resume-on-open.png") as page:
         page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
@@ -287,11 +320,15 @@ def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_
         _run_cell(page, 0)
         expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
         _expect_kernel_idle(page, "after the first cell")
+        _run_cell(page, 2)
+        expect(page.locator(".jp-Cell").nth(2).locator(".jp-OutputArea")).to_contain_text("new model", timeout=60_000)
+        _expect_kernel_idle(page, "after the checkpoint cell")
 
         toolbar.get_by_role("button", name="Pause", exact=True).click()
         expect(status).to_have_attribute("data-state", "paused", timeout=120_000)
         _expect_no_kernel(page, "after the pause")
         assert _get(f"{lab}/api/kernels") == []
+        damaged, intact = _damage_model_blob(tmp_path / "store")
 
         # Close the notebook (the pause saved it), then open it again from the file browser.
         tab = page.locator("#jp-main-dock-panel .lm-TabBar-tab", has_text="browser.ipynb")
@@ -307,14 +344,61 @@ def test_opening_a_paused_notebook_resumes_it_with_resume_on_open(lab_resume_on_
         status = page.locator(".jp-NotebookPanel-toolbar .jp-PauseStatus")
         expect(status).to_have_attribute("data-verdict", "restored", timeout=120_000)
         expect(status).to_have_attribute("data-state", "ready")
-        expect(status).to_contain_text("restored")
+        expect(status).to_contain_text(f"restored ({intact})")
+        # The words shown (the indicator's tooltip): which checkpoint was passed over, and why.
+        expect(status).to_have_attribute(
+            "title", re.compile(rf"checkpoint {damaged} is damaged: blob \w+ \(array data of model\) checksum mismatch")
+        )
+        expect(status).to_have_attribute("title", re.compile(rf"using {intact}, the newest intact checkpoint, instead"))
         expect(page.locator(".jp-Dialog")).to_have_count(0)
         assert len(_get(f"{lab}/api/kernels")) == 1
         _expect_kernel_idle(page, "after opening the paused notebook")
         _run_cell(page, 1)
-        expect(page.locator(".jp-OutputArea-output").nth(1)).to_contain_text("value 42 Linear", timeout=60_000)
+        expect(page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")).to_contain_text(
+            "value 42 Linear", timeout=60_000
+        )
         assert len(_get(f"{lab}/api/kernels")) == 1
         page.screenshot(path=str(ARTIFACTS / "resumed-on-open.png"))
+
+
+def _warn(lab: str, seconds: float) -> dict:
+    """Warn the server as the Hub's pause service does."""
+    body = {"reason": "idle for 2.0 h", "release_at": time.time() + seconds, "idle_for": 7200}
+    return _send(f"{lab}/jupyter-pause/api/release/warning", "POST", body)
+
+
+def test_the_warning_of_a_release_counts_down_and_keep_working_or_pause_now_answer_it(lab):
+    """What the pause service's warning looks like: a countdown, Keep working, Pause now."""
+    warning_url = f"{lab}/jupyter-pause/api/release/warning"
+    with _browser_page("failure-warning.png") as page:
+        page.goto(f"{lab}/lab/tree/browser.ipynb?token={TOKEN}")
+        _expect_kernel_idle(page, "before running the first cell")
+        _run_cell(page, 0)
+        expect(page.locator(".jp-OutputArea-output").first).to_contain_text("built 42", timeout=60_000)
+        _expect_kernel_idle(page, "after the first cell")
+
+        _warn(lab, 300)
+        toast = page.locator(".Toastify__toast", has_text="This server will be paused in")
+        expect(toast).to_be_visible(timeout=30_000)  # at the next poll of the server's status
+        expect(toast).to_contain_text("(idle for 2.0 h). Your notebooks are saved and come back with Resume.")
+        first = re.search(r"paused in (\d+:\d\d)", toast.inner_text()).group(1)
+        expect(toast).not_to_contain_text(f"paused in {first}", timeout=5_000)  # it counts down
+        page.screenshot(path=str(ARTIFACTS / "warning.png"))
+        toast.get_by_role("button", name="Keep working").click()
+        expect(toast).to_have_count(0)
+        assert _get(warning_url) is None
+
+        _warn(lab, 300)
+        toast = page.locator(".Toastify__toast", has_text="This server will be paused in")
+        expect(toast).to_be_visible(timeout=30_000)
+        toast.get_by_role("button", name="Pause now").click()
+        status = page.locator(".jp-NotebookPanel-toolbar .jp-PauseStatus")
+        # outside a Hub the release pauses every session and leaves the server running
+        expect(status).to_have_attribute("data-release", "paused", timeout=120_000)
+        expect(page.locator(".Toastify__toast", has_text="This server will be paused in")).to_have_count(0)
+        assert _get(warning_url) is None
+        release = _get(f"{lab}/jupyter-pause/api/status")["release"]
+        assert release["trigger"] == "button" and [s["state"] for s in release["sessions"]] == ["paused"]
 
 
 # The user's server may stop itself (the Hub's default token scopes leave that out).

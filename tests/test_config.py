@@ -98,3 +98,18 @@ def test_parse_storage_options_names_its_source() -> None:
     assert parse_storage_options('{"key": "v"}', "--storage-options") == {"key": "v"}
     with pytest.raises(PauseError, match="--storage-options"):
         parse_storage_options("nope", "--storage-options")
+
+
+@pytest.mark.parametrize(("raw", "on"), [("0", False), ("off", False), ("No", False), ("1", True), ("on", True)])
+def test_rebuild_by_replay_is_switched_by_the_environment(monkeypatch: pytest.MonkeyPatch, raw: str, on: bool) -> None:
+    assert PauseConfig().rebuild is True  # on by default
+    monkeypatch.setenv("JUPYTER_PAUSE_REBUILD", raw)
+    assert PauseConfig().rebuild is on
+
+
+def test_a_rebuild_switch_that_is_neither_on_nor_off_says_what_it_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_REBUILD", "maybe")
+    with pytest.raises(
+        PauseError, match=r"JUPYTER_PAUSE_REBUILD is on or off \(1, true, yes, on / 0, false, no, off\)"
+    ):
+        PauseConfig()

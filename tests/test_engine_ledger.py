@@ -47,6 +47,23 @@ def test_checkpoints_and_resumes_are_in_the_ledger(tmp_path, monkeypatch) -> Non
     assert events[-1].extra["verdict"] == "restored" and events[-1].checkpoint == second.manifest.id
 
 
+def test_a_kernel_under_our_server_signs_its_checkpoint_and_resume_records(tmp_path, monkeypatch) -> None:
+    """Under a server of ours the kernel never records its own start (so never set up signing
+    there); its checkpoint and resume records are signed with its key all the same."""
+    key = "k" * 40
+    monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", key)
+    monkeypatch.setenv(kernel_ledger.SERVER_RECORDS, "1")
+    monkeypatch.setattr(ledger, "_signer", None)  # as in a new kernel; put back afterwards
+    jp.checkpoint(store=str(tmp_path), session="nb", namespace={"x": 1}, trigger="release")
+    another_process()
+    moments = {"resume_requested": 1.0e9, "resources_available": 1.0e9 + 1, "kernel_ready": 1.0e9 + 2}
+    jp.resume_and_verify(store=str(tmp_path), session="nb", namespace={}, moments=moments)
+    events, _ = ledger.read(Store(str(tmp_path)))
+    kinds = ["checkpoint_committed", "resume_requested", "resources_available", "kernel_ready", "next_cell_run"]
+    assert sorted(e.event for e in events) == sorted(kinds)
+    assert {e.event: ledger.trust(e, key) for e in events} == dict.fromkeys(kinds, ledger.VERIFIED)
+
+
 KERNEL = """
 import sys, time
 from IPython.core.interactiveshell import InteractiveShell

@@ -2,7 +2,8 @@
 is released (its sessions paused, the Hub shows it stopped), a server running a cell is left
 alone, a server whose token cannot stop it stays paused and the report says which setting to
 change (or the service stops it with --stop-paused), and a server without jupyter_pause is
-skipped with the reason. One Hub serves the whole module."""
+skipped with the reason; a warned server is released only when the warning is due, and one
+used after its warning is kept; the metrics count what happened. One Hub serves the whole module."""
 
 from __future__ import annotations
 
@@ -78,9 +79,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         Service("jupyter-pause", SCOPES),
         Service("jupyter-pause-stopper", SCOPES, url=False),
         Service("jupyter-pause-managed", SCOPES, command=managed),
+        Service("jupyter-pause-warner", SCOPES),
     ]
     with run_hub(root / "hub", config=CONFIG, services=services) as hub:
-        users = ("ann", "bob", "cat", "dan", "eve")
+        users = ("ann", "bob", "cat", "dan", "eve", "fay", "gus")
         for user in users:
             hub.create_user(user, extension=user != "dan")
             hub.request_server(user, options=QUICK)
@@ -103,7 +105,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 "jupyter-pause",
                 logs,
                 *quick,
-                "--exclude-users=eve",
+                "--exclude-users=eve,fay,gus",
                 f"--store={root / 'ledger'}",
                 "--profile-gpus=quick=2",
             ),
@@ -195,6 +197,94 @@ def test_the_page_needs_hub_auth(setup):
     answer = setup.hub.fetch(f"{setup.hub.url}/services/jupyter-pause/", token=None)
     assert answer.code in (302, 403)
     assert not isinstance(answer.body, dict)
+
+
+def _warning_of(setup: Setup, user: str) -> dict[str, Any] | None:
+    page = setup.page("jupyter-pause-warner")
+    return next((w for w in page["warnings"] if w["user"] == user), None)
+
+
+@pytest.fixture
+def warner(setup: Setup) -> Iterator[None]:
+    """A service that warns fay and gus 10 s before their release, started by the test that uses
+    it (their servers have been idle since the module's start: its first check warns both)."""
+    args = ("--profile-timeout=quick=10", "--warn-before=10s", "--users=fay,gus")
+    process = _service(setup.hub, "jupyter-pause-warner", setup.logs, *args)
+    try:
+        setup.hub.wait_service("jupyter-pause-warner")
+        yield
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_a_warned_server_is_released_once_its_warning_is_due_and_one_used_since_is_kept(setup, warner):
+    """gus and fay are warned at the same check; fay runs a cell in the window, gus does nothing."""
+    warned = wait_for(lambda: _warning_of(setup, "gus"), bool, 60, "gus warned (the warner's page)")
+    assert wait_for(lambda: _warning_of(setup, "fay"), bool, 10, "fay warned")
+    setup.hub.execute("fay", setup.kernels["fay"], "owner = 'fay, still here'")  # a cell: she is working
+    assert warned["reason"].startswith("idle for ")
+    assert warned["release_at"] - warned["warned_at"] == pytest.approx(10, abs=1)
+    # what the server holds, and shows its front end
+    held = setup.hub.server_fetch("gus", "jupyter-pause/api/release/warning").body
+    assert held["warned_at"] == warned["warned_at"] and held["reason"] == warned["reason"]
+    status = setup.hub.server_fetch("gus", "jupyter-pause/api/status").body
+    assert status["warning"]["release_at"] == warned["release_at"]
+
+    wait_for(lambda: setup.hub.server_model("gus"), lambda m: m is None, 90, "gus released after the warning")
+    released = [r for r in setup.page("jupyter-pause-warner")["released"] if r["user"] == "gus"]
+    assert len(released) == 1 and released[0]["at"] >= warned["release_at"], setup.service_log()
+    assert _warning_of(setup, "gus") is None
+
+    # fay's warning ended on her server when the cell ran: the release that came for gus skipped her
+    first = wait_for(setup.service_log, lambda t: "fay: keep (warning-ended" in t, 30, "fay's warning ended")
+    assert "ended on the server: it was used, or its user chose Keep working" in first
+    model = setup.hub.server_model("fay")
+    assert model is not None and model["ready"]  # kept running
+    assert not [r for r in setup.page("jupyter-pause-warner")["released"] if r["user"] == "fay"]
+    # and the next idle period warns her again
+    again = wait_for(
+        lambda: _warning_of(setup, "fay"), lambda w: w and w["warned_at"] > warned["release_at"], 60, "fay warned again"
+    )
+    assert again["reason"].startswith("idle for ")
+    metrics = str(_metrics(setup, "jupyter-pause-warner").body)
+    assert _series(metrics, "jupyter_pause_hub_warnings_issued_total")[""] >= 3  # fay twice, gus once
+    assert _series(metrics, "jupyter_pause_hub_warnings_cancelled_total")[""] >= 1  # fay's first
+
+
+def _metrics(setup: Setup, service: str = "jupyter-pause", token: str | None = "") -> Any:
+    return setup.hub.fetch(f"{setup.hub.url}/services/{service}/metrics", token=token)
+
+
+def _series(text: str, name: str) -> dict[str, float]:
+    """``{labels: value}`` of one series in Prometheus's text format."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            head, value = line.rsplit(" ", 1)
+            found[head[len(name) :]] = float(value)
+    return found
+
+
+def test_the_metrics_count_releases_decisions_warnings_and_gpu_hours_behind_hub_auth(setup):
+    wait_for(lambda: _released(setup, "ann"), bool, 90, "ann released")
+    answer = wait_for(
+        lambda: _metrics(setup),
+        lambda a: 'outcome="released"' in str(a.body) and 'user="ann"' in str(a.body),
+        60,
+        "the metrics with ann's release and her GPU-hours",
+    )
+    assert answer.code == 200
+    text = str(answer.body)
+    assert _series(text, "jupyter_pause_hub_releases_total")['{outcome="released"}'] >= 1
+    assert _series(text, "jupyter_pause_hub_releases_total").get('{outcome="no-extension"}', 0) >= 1  # dan
+    assert _series(text, "jupyter_pause_hub_kept_busy_total")[""] >= 1  # bob's running cell
+    assert _series(text, "jupyter_pause_hub_last_check_timestamp_seconds")[""] > 0
+    assert _series(text, "jupyter_pause_hub_decisions_total")['{reason="busy"}'] >= 1
+    hours = _series(text, "jupyter_pause_hub_gpu_hours")
+    assert hours['{kind="held",user="ann"}'] > 0 and '{kind="released",user="ann"}' in hours
+    assert not any("session" in k or "checkpoint" in k for k in hours)  # low cardinality
+    assert _metrics(setup, token=None).code in (302, 403)
 
 
 def _rows(answer: Any) -> list[dict[str, Any]]:

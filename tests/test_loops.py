@@ -140,7 +140,7 @@ def test_a_loop_at_the_end_of_its_pass_lets_the_rest_of_the_outer_item_run():
     assert continued == whole
 
 
-def test_identity_comes_from_the_cell_text_line_and_depth_not_the_file_name(at_step):
+def test_identity_comes_from_the_cells_steps_calls_not_its_other_text_nor_the_file_name(at_step):
     source = "for i in jp.steps(range(2)):\n    for j in jp.steps(range(2)):\n        pass\n"
     points = at_step(99, stop=False)
     run_cell(source, {"jp": jp}, kernel="1")
@@ -149,8 +149,16 @@ def test_identity_comes_from_the_cell_text_line_and_depth_not_the_file_name(at_s
     assert [p.loop for p in first] == [p.loop for p in second]
     assert len({p.loop for p in first}) == 2  # inner and outer differ
     assert {p.depth for p in first} == {0, 1}
-    run_cell("\n" + source, {"jp": jp})  # another cell (the text differs): other identities
-    assert not {p.loop for p in points[len(first) * 2 :]} & {p.loop for p in first}
+    seen = len(points)
+    edited = "import time\n" + source.replace("pass", "time.sleep(0)  # edited") + "print('done')\n"
+    run_cell(edited, {"jp": jp})  # edited outside its steps calls: the same identities
+    assert [p.loop for p in points[seen:]] == [p.loop for p in first]
+    seen = len(points)
+    run_cell(source.replace("range(2)):\n        pass", "range(1, 3)):\n        pass"), {"jp": jp})
+    assert not {p.loop for p in points[seen:]} & {p.loop for p in first}  # another iterable: other identities
+    seen = len(points)
+    run_cell(source + "for k in jp.steps([0]):\n    pass\n", {"jp": jp})  # one loop more: other identities
+    assert not {p.loop for p in points[seen:]} & {p.loop for p in first}
 
 
 def test_a_name_overrides_the_derived_identity(at_step):

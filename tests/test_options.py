@@ -73,6 +73,8 @@ def test_a_magic_line_parses_to_the_options_the_keywords_build():
     assert resume.check and resume.options == ResumeOptions(
         "20260101-120000-a1b2c3", only=("model", "opt"), map_location="cpu", overwrite=True
     )
+    assert parse_resume("--no-rebuild").options == ResumeOptions(rebuild=False)
+    assert ResumeOptions().rebuild is True
 
 
 def test_keywords_replace_fields_of_a_given_options_object():

@@ -77,22 +77,31 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_2():
-    """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial`` (the kernel
-    chooses "latest" itself); a kernel of version 1 refuses it by its version, saying to align the two."""
-    assert PROTOCOL == 2
-    assert json.loads(encode_request(ResumeRequest("latest", "s", paused_from="c"))) == {
-        "protocol": 2,
-        "entry": "resume",
-        "args": {
-            "checkpoint": "latest",
-            "session": "s",
-            "map_location": "auto",
-            "moments": {},
-            "paused_from": "c",
-            "allow_partial": False,
-        },
+def test_the_request_format_is_version_3():
+    """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial``, version 3
+    the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow; a
+    kernel of another version refuses it by its version, saying to align the two."""
+    assert PROTOCOL == 3
+    request = ResumeRequest("latest", "s", paused_from="c", candidates=["b", "a"], passed_over={"c": "why"})
+    args = json.loads(encode_request(request))["args"]
+    assert (
+        json.loads(encode_request(request))["protocol"] == 3
+        and json.loads(encode_request(request))["entry"] == "resume"
+    )
+    assert {k: args[k] for k in ("checkpoint", "session", "map_location", "moments", "paused_from")} == {
+        "checkpoint": "latest",
+        "session": "s",
+        "map_location": "auto",
+        "moments": {},
+        "paused_from": "c",
     }
+    assert (args["allow_partial"], args["candidates"], args["passed_over"], args["taken"]) == (
+        False,
+        ["b", "a"],
+        {"c": "why"},
+        {},
+    )
+    assert decode_request(encode_request(request)) == request
     assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})) == ResumeRequest("c", "s")
 
 
@@ -248,3 +257,12 @@ def test_importing_the_protocol_loads_neither_ipython_nor_torch():
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_resume_request_rebuilds_unless_it_says_not_to():
+    """``rebuild`` has a default: a server that does not send it gets the rebuild, as before."""
+    assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})).rebuild is True
+    off = ResumeRequest("c", "s", rebuild=False)
+    assert decode_request(encode_request(off)) == off
+    with pytest.raises(PauseError, match="rebuild='no', not a bool"):
+        decode_request(_request_text("resume", {"checkpoint": "c", "session": "s", "rebuild": "no"}))

@@ -11,8 +11,8 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.errors import CheckpointDamaged, RestoreError, SelectionError
-from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_key
+from jupyter_pause.store.catalog import Catalog, Decision
+from jupyter_pause.store.layout import blob_key, manifest_key
 from jupyter_pause.store.storage import Store
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
@@ -91,6 +91,56 @@ def test_every_checkpoint_with_a_damaged_blob_is_refused_unless_allow_partial(tm
     ns: dict = {}
     result = jp.resume(store=str(tmp_path), session="s", namespace=ns, allow_partial=True)
     assert result.manifest.id == second.id and ns["step"] == 2 and "w" not in ns
+
+
+def _no_listing(monkeypatch):
+    def listed(*args, **kwargs):
+        raise AssertionError("the store was listed: the decision should have been followed")
+
+    monkeypatch.setattr(Store, "list", listed)
+
+
+def test_a_decision_from_the_server_is_followed_without_listing_the_store(tmp_path, monkeypatch):
+    """The server listed and verified the manifests; the kernel reads the candidates by id,
+    passes over one whose blob is damaged, and names what the server had passed over too."""
+    first, second = _two_checkpoints(tmp_path)
+    _blob_path(tmp_path, second, _array_blob(second, "w")).unlink()
+    listing = Catalog(Store(str(tmp_path))).listing("s")
+    choice = listing.resolve("latest")
+    decision = Decision.of(listing, choice, by_id=False)
+    decision = Decision(
+        decision.candidates, {"20990101-000000-aaaaaa": "checksum mismatch"}, {"20990101-000000-aaaaaa": 4e9}
+    )
+    _no_listing(monkeypatch)
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=ns, decision=decision)
+    assert result.manifest.id == first.id and ns["step"] == 1
+    assert list(result.damaged) == ["20990101-000000-aaaaaa", second.id]
+    assert "array data of w" in result.damaged[second.id]
+
+
+def test_a_decision_by_id_of_a_checkpoint_damaged_since_is_refused(tmp_path, monkeypatch):
+    first, second = _two_checkpoints(tmp_path)
+    _blob_path(tmp_path, second, _array_blob(second, "w")).unlink()
+    ns: dict = {"kept": 1}
+    with pytest.raises(CheckpointDamaged) as refused:
+        jp.resume(second.id, store=str(tmp_path), session="s", namespace=ns, decision=Decision((second.id,)))
+    assert f"the newest intact checkpoint is {first.id}" in str(refused.value) and ns == {"kept": 1}
+    _no_listing(monkeypatch)  # with allow_partial, nothing is listed: what verifies comes back
+    result = jp.resume(
+        second.id, store=str(tmp_path), session="s", namespace=ns, decision=Decision((second.id,)), allow_partial=True
+    )
+    assert result.manifest.id == second.id and ns["step"] == 2 and "w" not in ns
+
+
+def test_a_decision_naming_a_manifest_gone_since_goes_on_to_the_next(tmp_path, monkeypatch):
+    first, second = _two_checkpoints(tmp_path)
+    decision = Decision((second.id, first.id))
+    (tmp_path / manifest_key("s", second.id)).unlink()
+    _no_listing(monkeypatch)
+    result = jp.resume(store=str(tmp_path), session="s", namespace={}, decision=decision)
+    assert result.manifest.id == first.id
+    assert result.damaged == {second.id: "its manifest is no longer in the store"}
 
 
 def test_the_magic_takes_allow_partial():

@@ -80,6 +80,39 @@ def test_sigterm_in_a_training_loop_checkpoints_at_a_safe_point_and_continues_ex
     assert got == want  # the same number of steps, each loss bit-identical
 
 
+def test_a_training_cell_edited_outside_its_loops_continues_where_the_checkpoint_left_it(
+    start_kernel, jupyter_dirs, tmp_path
+):
+    store, env = tmp_path / "store", {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "e"}
+    for folder in ("ref", "a", "b"):
+        (tmp_path / folder).mkdir()
+    want = reference_losses(start_kernel, tmp_path / "ref")
+
+    a = start_kernel(tmp_path / "a", **env)
+    a.run("%load_ext jupyter_pause\n" + SETUP + "pace = 0.1").ok()
+    a.send(TRAIN)
+    wait_for(marker_of(a, jupyter_dirs["JUPYTER_RUNTIME_DIR"]).exists, 60, "the loop's first safe point")
+    assert terminate(a) == -signal.SIGTERM
+    (taken,) = Catalog(Store(str(store))).checkpoints("e")
+    epoch = next(r for r in taken.loops if r["depth"] == 0)
+    batch = next(r for r in taken.loops if r["depth"] == 1 and not r["finished"])
+
+    b = start_kernel(tmp_path / "b", **env)
+    assert "verdict: restored" in b.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    before = len(b.value("losses"))
+    edited = (
+        "print('training again')\n"
+        + TRAIN.replace("time.sleep(pace)", "time.sleep(pace / 10)  # faster now")
+        + "print('trained', len(losses))\n"
+    )
+    out = b.run(edited).ok().stdout
+    where = f"epoch {epoch['done']}, step {batch['done']}"
+    assert f"the cell changed outside its loops since the checkpoint: continuing at {where}" in out
+    assert "starts from its first item" not in out
+    got = json.loads(b.run(LOSSES).ok().stdout)
+    assert 0 < before < STEPS and got == want  # only the remaining steps ran, each loss bit-identical
+
+
 def test_sigterm_mid_cell_without_steps_is_marked_and_the_verdict_says_so(start_kernel, tmp_path):
     env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "mid"}
     (tmp_path / "a").mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import sys
@@ -12,9 +13,12 @@ import numpy.linalg
 import pytest
 
 from jupyter_pause.errors import SelectionError
-from jupyter_pause.session.selection import looks_secret, select
+from jupyter_pause.session.selection import looks_secret, select, shadowing
 
 SECRET_NAMES = ["api_token", "db_password", "MY_SECRET", "aws_credentials", "openai_api_key"]
+
+#: What IPython puts in a namespace, as its ``user_ns_hidden`` holds it.
+IPYTHON_OWN = {"In": ["", "x = 1"], "Out": {}, "get_ipython": lambda: None, "exit": object(), "quit": object()}
 
 
 def user_namespace() -> dict:
@@ -31,11 +35,8 @@ def user_namespace() -> dict:
         "Model": Model,
         "model": Model(),
         # IPython's and Python's own
-        "In": ["", "x = 1"],
-        "Out": {},
-        "get_ipython": lambda: None,
-        "exit": None,
-        "quit": None,
+        **IPYTHON_OWN,
+        "open": open,
         "__builtins__": __builtins__,
         "__name__": "__main__",
         "_": 5,
@@ -51,21 +52,42 @@ def user_namespace() -> dict:
 
 
 def test_default_selection_keeps_user_variables_only() -> None:
-    selection = select(user_namespace())
+    selection = select(user_namespace(), hidden=IPYTHON_OWN)
     assert list(selection.values) == ["x", "data", "helper", "Model", "model"]
     assert selection.skipped == []
 
 
 def test_default_selection_records_modules_to_import_again() -> None:
-    selection = select(user_namespace())
+    selection = select(user_namespace(), hidden=IPYTHON_OWN)
     assert selection.imports == {"np": "numpy", "la": "numpy.linalg", "os": "os"}
 
 
-def test_hidden_names_are_left_out_silently() -> None:
-    ns = {"x": 1, "shell_thing": object(), "y": 2}
-    selection = select(ns, hidden={"shell_thing"})
+def test_hidden_names_are_left_out_silently_while_they_hold_the_shells_object() -> None:
+    thing = object()
+    ns = {"x": 1, "shell_thing": thing, "y": 2}
+    selection = select(ns, hidden={"shell_thing": thing})
     assert list(selection.values) == ["x", "y"]
     assert selection.skipped == []
+
+
+def test_a_users_value_under_ipythons_names_is_saved_and_named() -> None:
+    """By identity, not by name: ``display = CalibrationDisplay...`` is the user's."""
+    mine = {"display": {"curve": [0.1, 0.9]}, "In": [1, 2], "exit": 3, "get_ipython": "mine", "open": "door"}
+    ns = {**user_namespace(), **mine}
+    selection = select(ns, hidden=IPYTHON_OWN)
+    assert {n: selection.values[n] for n in mine} == mine
+    assert "Out" not in selection.values and "quit" not in selection.values  # still IPython's
+    assert shadowing(["x", *mine, "_i1"], IPYTHON_OWN, "restored") == [
+        f"{name}: restored (it shadows IPython's {name})" for name in mine
+    ]
+
+
+def test_ipythons_display_builtin_imported_into_the_namespace_is_not_saved(monkeypatch) -> None:
+    from IPython.display import display
+
+    monkeypatch.setattr(builtins, "display", display, raising=False)  # as IPython installs it in a kernel
+    selection = select({"display": display, "x": 1}, hidden={})
+    assert list(selection.values) == ["x"]
 
 
 def test_secret_looking_names_are_skipped_with_a_reason() -> None:
@@ -132,3 +154,32 @@ def test_dead_weak_proxy_is_reported_not_raised() -> None:
     assert record.name == "handle"
     assert "cannot be inspected" in record.reason
     assert "proxy" in record.type.lower()
+
+
+#: A notebook's own values under names IPython also uses, checked by value after the round trip.
+SHADOWING = {"display": {"curve": [0.1, 0.9], "name": "CalibrationDisplay"}, "In": [1, 2, 3], "exit": "not now"}
+
+
+@pytest.mark.integration
+def test_ipythons_names_holding_the_users_values_round_trip(start_kernel, tmp_path):
+    store = tmp_path / "store"
+    a = start_kernel(tmp_path, JUPYTER_PAUSE_STORE=str(store))
+    out = a.run("%load_ext jupyter_pause\nfrom IPython.display import display\nx = 1\n%checkpoint --session own").ok()
+    assert "saved 1 variable(s)" in out.stdout and "shadows" not in out.stdout, out.stdout  # IPython's own
+    a.run("\n".join(f"{name} = {value!r}" for name, value in SHADOWING.items())).ok()
+    out = a.run("%checkpoint --session shadow").ok().stdout
+    assert "saved 4 variable(s)" in out, out
+    for name in SHADOWING:
+        assert f"{name}: saved (it shadows IPython's {name})" in out, out
+    a.kill()
+
+    b = start_kernel(tmp_path, JUPYTER_PAUSE_STORE=str(store))
+    out = b.run("%load_ext jupyter_pause\n%resume --session own").ok().stdout
+    assert "restored 1 variable(s): x" in out and "shadows" not in out, out
+    assert b.value("display is __import__('IPython').display.display") is True
+    out = b.run("%resume --session shadow").ok().stdout
+    for name in SHADOWING:
+        assert f"{name}: restored (it shadows IPython's {name})" in out, out
+    assert "4 of 4 variable(s) match their digests" in out, out
+    assert {name: b.value(name) for name in SHADOWING} == SHADOWING
+    assert b.value("x") == 1  # the kernel still runs cells, with the user's In and exit in place

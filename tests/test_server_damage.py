@@ -126,8 +126,7 @@ async def _blob_damaged(jp_fetch: Any, jp_serverapp: Any, root: Path, store: Pat
         await jp_fetch("api", "sessions", s["id"], method="DELETE")
     session = session_from_path(PATH)
     second, first = Catalog(Store(str(store))).checkpoints(session)
-    (big,) = [v for v in second.variables if v.name == "big"]
-    path = store / blob_key(session, second.arrays[big.arrays[0]].blob)
+    path = store / blob_key(session, _big_blob(second))
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(data)
@@ -144,7 +143,7 @@ async def _values(jp_fetch: Any, jp_serverapp: Any, path: str) -> list[Any]:
 async def test_a_damaged_blob_in_the_newest_is_passed_over_and_named_by_the_servers_resume(
     jp_fetch, jp_root_dir, store, jp_serverapp
 ):
-    first, second, _ = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
+    first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
     await call(jp_fetch, "resume", path=PATH)
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
     assert done["state"] == "ready" and done["verdict"] == "restored" and done["checkpoint"] == first.id, done
@@ -152,6 +151,28 @@ async def test_a_damaged_blob_in_the_newest_is_passed_over_and_named_by_the_serv
     assert "(array data of big) checksum mismatch" in done["detail"], done
     assert await _values(jp_fetch, jp_serverapp, PATH) == [1, 0.0]
     await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+    # The sessions panel agrees with what the resume did: the damaged one named, the one used shown.
+    row = await _sessions(jp_fetch, session)
+    assert row["checkpoint"] == first.id, row
+    (found,) = [d for d in row["damaged"] if d["checkpoint"] == second.id]
+    assert found["why"].startswith("blob ") and "(array data of big) checksum mismatch" in found["why"], row
+
+    # The next resume of the same session is told, and reads none of the damaged blobs again.
+    for s in json.loads((await jp_fetch("api", "sessions")).body):
+        await jp_fetch("api", "sessions", s["id"], method="DELETE")
+    (store / blob_key(session, _big_blob(second))).unlink()  # read again, it would say "missing"
+    started = await call(jp_fetch, "resume", path=PATH)
+    assert started["checkpoint"] == first.id and f"checkpoint {second.id} is damaged: blob " in started["detail"]
+    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
+    assert done["verdict"] == "restored" and "checksum mismatch" in done["detail"] and "missing" not in done["detail"]
+    assert await _values(jp_fetch, jp_serverapp, PATH) == [1, 0.0]
+    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+
+
+def _big_blob(manifest: Any) -> str:
+    (big,) = [v for v in manifest.variables if v.name == "big"]
+    return str(manifest.arrays[big.arrays[0]].blob)
 
 
 async def test_pull_and_resume_on_a_fresh_server_passes_the_damaged_blob_over_too(
@@ -169,23 +190,21 @@ async def test_pull_and_resume_on_a_fresh_server_passes_the_damaged_blob_over_to
     await jp_serverapp.web_app.settings["jupyter_pause"].wait()
 
 
-async def test_a_checkpoint_with_a_damaged_blob_asked_for_by_id_fails_naming_it_and_restores_nothing(
+async def test_a_checkpoint_with_a_damaged_blob_asked_for_by_id_is_refused_with_409_and_starts_nothing(
     jp_fetch, jp_root_dir, store, jp_serverapp
 ):
     first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
-    await call(jp_fetch, "resume", path=PATH, checkpoint=second.id)
-    done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
-    assert done["state"] == "failed", done
-    assert f"checkpoint {second.id} of session {session!r} is damaged: blob " in done["detail"], done
-    assert f"the newest intact checkpoint is {first.id}" in done["detail"] and "allow_partial" in done["detail"]
-    await jp_serverapp.web_app.settings["jupyter_pause"].wait()
+    code, message = await _refused(call(jp_fetch, "resume", path=PATH, checkpoint=second.id))
+    assert code == 409, message
+    assert f"checkpoint {second.id} of session {session!r} is damaged: blob " in message
+    assert "(array data of big) checksum mismatch" in message
+    assert f"the newest intact checkpoint is {first.id}" in message and "allow_partial" in message
+    assert json.loads((await jp_fetch("api", "sessions")).body) == []  # no kernel was started
 
-    sessions = json.loads((await jp_fetch("api", "sessions")).body)
-    for s in sessions:  # the failed resume's kernel: shut it down, then ask for the partial one
-        await jp_fetch("api", "sessions", s["id"], method="DELETE")
     await call(jp_fetch, "resume", path=PATH, checkpoint=second.id, allow_partial=True)
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
     assert done["state"] == "ready" and done["verdict"] == "partial", done
+    assert "not back: big" in done["detail"], done
     sessions = json.loads((await jp_fetch("api", "sessions")).body)
     (kernel,) = [s["kernel"]["id"] for s in sessions if s["path"] == PATH]
     assert json.loads(await run(jp_serverapp, kernel, "import json; print(json.dumps([marker, 'big' in dir()]))")) == [
@@ -199,8 +218,7 @@ async def test_every_checkpoint_with_a_damaged_blob_fails_the_resume_saying_so(
     jp_fetch, jp_root_dir, store, jp_serverapp
 ):
     first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
-    (big,) = [v for v in first.variables if v.name == "big"]
-    (store / blob_key(session, first.arrays[big.arrays[0]].blob)).unlink()
+    (store / blob_key(session, _big_blob(first))).unlink()
     await call(jp_fetch, "resume", path=PATH)
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
     assert done["state"] == "failed", done

@@ -53,35 +53,65 @@ def _dates(epochs: list[float]) -> list[datetime]:
     return [datetime.fromtimestamp(e, UTC) for e in epochs]
 
 
-def timeline_chart(h: Hours) -> str:
-    """One row per session: held, active (inside held) and released by pauses, over the window."""
+#: Tick labels by the window's length: (shorter than, strftime), the first that fits wins.
+TIME_LABELS = ((600.0, "%H:%M:%S"), (86400.0, "%H:%M"), (3 * 86400.0, "%a %H:%M"), (float("inf"), "%a %d %b"))
+
+
+def time_axis(ax: Any, since: float, until: float) -> None:
+    """Ticks at real moments of ``[since, until]`` (UTC), labelled for the window's length: seconds
+    for a few minutes, clock times within a day, the day and time over a few days, days beyond."""
     from matplotlib import dates
 
+    span = until - since
+    label = next(form for longest, form in TIME_LABELS if span < longest)
+    ax.set_xlim(dates.date2num(datetime.fromtimestamp(since, UTC)), dates.date2num(datetime.fromtimestamp(until, UTC)))
+    ax.xaxis.set_major_locator(dates.AutoDateLocator(tz=UTC, minticks=4, maxticks=10))
+    ax.xaxis.set_major_formatter(dates.DateFormatter(label, tz=UTC))
+    day = text.when(since)[:10]
+    ax.set_xlabel(f"UTC, {day}" if span < 86400.0 and text.when(until)[:10] == day else "UTC")
+
+
+def chart_start(h: Hours) -> float:
+    """Where the timeline begins: the window's start, else the first moment any row shows (an
+    hour before the window's end when none shows anything)."""
+    if h.window.since is not None:
+        return h.window.since
+    starts = [a for s in h.sessions for spans in s.spans.values() for a, _ in spans]
+    return min(starts) if starts else h.window.until - 3600.0
+
+
+def without_gpus(h: Hours) -> list[str]:
+    """Rows that held no GPU: a kernel or server that ran on CPUs only."""
+    return [s.key for s in h.sessions if s.gpus == 0]
+
+
+def timeline_figure(h: Hours) -> Any:
+    """The timeline chart as a matplotlib figure (see ``timeline_chart``)."""
+    from matplotlib import dates
+    from matplotlib.patches import Patch
+
     rows = h.sessions
-    fig = _figure(11.5, 0.9 + 0.55 * len(rows))
+    none = set(without_gpus(h))
+    fig = _figure(11.5, 1.2 + 0.55 * len(rows))
     ax = fig.add_subplot()
     for y, s in enumerate(reversed(rows)):
         for name, top, tall in (("released", 0.3, 0.4), ("held", 0.3, 0.4), ("active", 0.4, 0.2)):
             bars = [(dates.date2num(a), dates.date2num(b) - dates.date2num(a)) for a, b in _pairs(s.spans[name])]
-            ax.broken_barh(bars, (y - 0.5 + top, tall), facecolors=COLOURS[name], label=name)
-    ax.set_yticks(range(len(rows)), [s.key for s in reversed(rows)])
-    since = (
-        h.window.since if h.window.since is not None else min(a for s in rows for a, _ in s.spans["held"] or [(0, 0)])
-    )
-    ax.set_xlim(*_dates([since, h.window.until]))
-    ax.xaxis.set_major_formatter(dates.DateFormatter("%a %d %b"))
+            hatch = "//" if s.key in none else None  # no GPU: the kernel's life, not GPUs held
+            ax.broken_barh(bars, (y - 0.5 + top, tall), facecolors=COLOURS[name], label=name, hatch=hatch)
+    ax.set_yticks(range(len(rows)), [s.key + (" (no GPUs)" if s.key in none else "") for s in reversed(rows)])
+    time_axis(ax, chart_start(h), h.window.until)
     ax.grid(axis="x", color="#e5e9ee")
-    handles = {label: handle for handle, label in zip(*ax.get_legend_handles_labels(), strict=True)}
-    ax.legend(
-        handles.values(),
-        ["released by pauses", "held", "active"],
-        loc="upper center",
-        ncols=3,
-        bbox_to_anchor=(0.5, 1.0 + 0.35 / (0.9 + 0.55 * len(rows))),
-        frameon=False,
-    )
+    names = {"released": "released by pauses", "held": "held", "active": "active"}
+    handles = [Patch(facecolor=COLOURS[name], label=label) for name, label in names.items()]
+    ax.legend(handles=handles, loc="lower center", ncols=3, bbox_to_anchor=(0.5, 1.0), frameon=False)
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    return _img(fig, "timeline per session: held, active and released")
+    return fig
+
+
+def timeline_chart(h: Hours) -> str:
+    """One row per session: held, active (inside held) and released by pauses, over the window."""
+    return _img(timeline_figure(h), "timeline per session: held, active and released")
 
 
 def _pairs(spans: list[tuple[float, float]]) -> list[tuple[datetime, datetime]]:
@@ -90,6 +120,11 @@ def _pairs(spans: list[tuple[float, float]]) -> list[tuple[datetime, datetime]]:
 
 def daily_chart(h: Hours) -> str:
     """GPU-hours held, active and released by pauses on each UTC day."""
+    return _img(daily_figure(h), "GPU-hours per day: held, active and released by pauses")
+
+
+def daily_figure(h: Hours) -> Any:
+    """The per-day chart as a matplotlib figure (see ``daily_chart``)."""
     per = {name: h.per_day(name) for name in ("held", "active", "released")}
     days = sorted(set().union(*per.values()))
     fig = _figure(11.5, 3.2)
@@ -101,7 +136,9 @@ def daily_chart(h: Hours) -> str:
         if name == "released":
             for xi, v in zip(x, values, strict=True):
                 if v:
-                    ax.annotate(f"{v:.0f}", (xi + 0.27, v), ha="center", va="bottom", fontsize=8)
+                    ax.annotate(
+                        f"{v:.1f}" if v < 10 else f"{v:.0f}", (xi + 0.27, v), ha="center", va="bottom", fontsize=8
+                    )
     ax.set_xticks(list(x), [datetime.fromtimestamp(d, UTC).strftime("%a %d %b") for d in days])
     ax.set_ylabel("GPU-hours")
     ax.legend(
@@ -109,7 +146,27 @@ def daily_chart(h: Hours) -> str:
     )
     ax.grid(axis="y", color="#e5e9ee")
     ax.set_axisbelow(True)
-    return _img(fig, "GPU-hours per day: held, active and released by pauses")
+    return fig
+
+
+def no_gpu_hours(h: Hours) -> str | None:
+    """Why the GPU-hours per day would be an empty chart; None when it has bars to show."""
+    if any(v > 0 for name in ("held", "active", "released") for v in h.per_day(name).values()):
+        return None
+    none, unknown = without_gpus(h), [s.key for s in h.sessions if s.gpus is None]
+    if none and len(none) == len(h.sessions):
+        return (
+            f"No GPU-hours to chart: {_names(none)} held no GPUs (CPUs only), and a session without GPUs holds "
+            "no GPU-hours; the timeline shows when each ran, worked and was paused."
+        )
+    if unknown:
+        return f"No GPU-hours to chart: the ledger does not say how many GPUs {_names(unknown)} held."
+    return "No GPU-hours to chart: no session held its GPUs inside this window."
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+    return f"{'the session' if len(keys) == 1 else f'all {len(keys)} sessions'} ({shown})"
 
 
 def whatif_chart(outcomes: list[Outcome]) -> str:
@@ -189,9 +246,11 @@ def _what_if(model: WaitModel, outcomes: list[Outcome]) -> list[str]:
         ]
         for o in outcomes
     ]
+    empty = not any(o.released or o.waiting for o in outcomes)
+    note = "Nothing to chart: under every threshold no GPU-hours are released and no user waits."
     return [
         "<h2>What-if: idle thresholds</h2>",
-        whatif_chart(outcomes),
+        f'<p class="note">{escape.escape(note)}</p>' if empty else whatif_chart(outcomes),
         _table(["policy", "held GPU-h", "released GPU-h", "pauses", "resumes", "user waiting"], rows),
         f'<p class="note">Resume wait model: {escape.escape(model.describe())}</p><ul class="note">',
         *(f"<li>{escape.escape(item)}</li>" for item in _items(ASSUMPTIONS)),
@@ -212,8 +271,15 @@ def html(h: Hours, what: tuple[WaitModel, list[Outcome]] | None = None) -> str:
         _summary(h),
         f'<p class="note">{escape.escape(text.money(h))}</p>',
     ]
+    if none := without_gpus(h):
+        said = f"{_names(none).capitalize()} held no GPUs (CPUs only): each holds none, and counts no GPU-hours."
+        parts.append(f'<p class="note">{escape.escape(said)}</p>')
     if h.sessions:
-        parts += ["<h2>Timeline per session</h2>", timeline_chart(h), "<h2>GPU-hours per day</h2>", daily_chart(h)]
+        parts += ["<h2>Timeline per session</h2>", timeline_chart(h), "<h2>GPU-hours per day</h2>"]
+        empty = no_gpu_hours(h)
+        parts.append(daily_chart(h) if empty is None else f'<p class="note">{escape.escape(empty)}</p>')
+    else:
+        parts.append('<p class="note">No ledger records in this window: nothing to chart.</p>')
     parts += ["<h2>Sessions (GPU-hours)</h2>", _sessions(h)]
     if died := text.deaths(h):
         parts.append(f'<p class="note">Kernels that died and were restarted by Jupyter: {escape.escape(died)}</p>')

@@ -32,7 +32,9 @@ def wait(seconds: float | None) -> str:
 
 
 def gpus(s: SessionHours) -> str:
-    """``2xH100``: the GPU count and a short model name."""
+    """``2xH100``: the GPU count and a short model name; ``none`` for a session that held no GPU."""
+    if s.gpus == 0:
+        return "none"
     model = (s.gpu_model or "").replace("NVIDIA ", "").split(" ")[0].split("-")[0]
     count = "?" if s.gpus is None else str(s.gpus)
     return f"{count}x{model}" if model else count

@@ -158,6 +158,16 @@ class ServerClient:
         404 where the server has no jupyter_pause extension."""
         return await fetch(self._url(server, "jupyter-pause/api/release"), self.token, "POST", {"trigger": trigger})
 
+    async def warn(self, server: ServerView, reason: str, release_at: float, idle_for: float | None) -> Answer:
+        """``POST jupyter-pause/api/release/warning``: 201 with the warning; 404 (or 405) where the
+        server's jupyter_pause takes no warnings (an older version) or is not there at all."""
+        body = {"reason": reason, "release_at": release_at, "idle_for": idle_for}
+        return await fetch(self._url(server, "jupyter-pause/api/release/warning"), self.token, "POST", body)
+
+    async def warning(self, server: ServerView) -> Answer:
+        """``GET jupyter-pause/api/release/warning``: the pending warning, or null once it ended."""
+        return await fetch(self._url(server, "jupyter-pause/api/release/warning"), self.token)
+
     async def status(self, server: ServerView) -> Answer:
         """``GET jupyter-pause/api/status``: the server's sessions and its current release."""
         return await fetch(self._url(server, "jupyter-pause/api/status"), self.token)

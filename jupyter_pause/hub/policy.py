@@ -20,6 +20,10 @@ EXCLUDED = "excluded"
 PENDING = "pending"
 ACTIVE = "active"
 BUSY = "busy"
+#: Warned: it is released at the warning's ``release_at`` unless it is used before.
+WARNED = "warned"
+#: Its warning ended on the server (it was used, or its user chose Keep working).
+WARNING_ENDED = "warning-ended"
 #: Reasons a server is released.
 IDLE = "idle"
 MAX_AGE = "max-age"
@@ -86,6 +90,8 @@ class Decision:
     reason: str
     detail: str
     timeout: float
+    #: Seconds without activity the Hub showed (an ``idle`` decision's), None otherwise.
+    idle_for: float | None = None
 
 
 def first_look(policy: Policy, server: ServerView, now: datetime) -> Decision:
@@ -106,7 +112,9 @@ def first_look(policy: Policy, server: ServerView, now: datetime) -> Decision:
     idle_for = (now - since).total_seconds()
     if idle_for <= timeout:
         return Decision("keep", ACTIVE, f"last active {idle_for:.0f} s ago (timeout {timeout:.0f} s)", timeout)
-    return Decision("check-kernels", IDLE, f"no activity for {idle_for:.0f} s (timeout {timeout:.0f} s)", timeout)
+    return Decision(
+        "check-kernels", IDLE, f"no activity for {idle_for:.0f} s (timeout {timeout:.0f} s)", timeout, idle_for
+    )
 
 
 def busy_kernels(kernels: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -122,7 +130,7 @@ def after_kernels(decision: Decision, kernels: Iterable[Mapping[str, Any]]) -> D
     if busy:
         detail = f"{decision.detail}, but {len(busy)} kernel(s) run a cell ({', '.join(busy)})"
         return Decision("keep", BUSY, detail, decision.timeout)
-    return Decision("release", decision.reason, decision.detail, decision.timeout)
+    return Decision("release", decision.reason, decision.detail, decision.timeout, decision.idle_for)
 
 
 def parse_profile_timeouts(values: Iterable[str]) -> dict[str, float]:

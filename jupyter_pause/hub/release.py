@@ -1,5 +1,13 @@
-"""Releasing one idle server: ask it for its kernels, ask it to release (pause every session,
-then stop itself through the Hub), follow the release to its end, and say what happened.
+"""Releasing one idle server: ask it for its kernels, warn it (``warn_before``), ask it to release
+(pause every session, then stop itself through the Hub), follow the release to its end, and say
+what happened.
+
+With a warning, the release is two steps apart: the first check that finds the server idle
+warns it (``release_at`` is ``warn_before`` later) and releases nothing; a later check asks the
+server for its warning (``after_warning``) and releases only when it is still pending and due.
+The server ends a warning itself when it is used, or when its user chooses Keep working. A
+server whose jupyter_pause takes no warnings (an older version: 404) is released at once, and
+the outcome says so.
 
 A server is only ever stopped by its own release, or by the service after a release that paused
 every session (``stop_paused``). A server without the extension, or whose release fails, keeps
@@ -13,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import units
 from ..vocabulary import RELEASE_ACTIVE_STATES, ReleaseState, SessionState
 from . import policy
 from .hubapi import Answer, HubClient, ServerClient
@@ -26,6 +35,8 @@ RELEASE_FAILED = "release-failed"
 RELEASE_TIMEOUT = "release-timeout"
 UNREACHABLE = "unreachable"
 DRY_RUN = "dry-run"
+#: Not released yet: warned, and released at the warning's ``release_at`` unless it is used.
+WARNED = policy.WARNED
 
 #: The hint for a missing scope.
 SCOPE_HINT = (
@@ -42,6 +53,8 @@ class Outcome:
     detail: str
     release: dict[str, Any] | None = None
     at: float = field(default_factory=time.time)
+    #: The warning the server holds (``WARNED``), as it answered.
+    warning: dict[str, Any] | None = None
 
     @property
     def released(self) -> bool:
@@ -50,12 +63,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Settings:
-    """How a release is followed: ``timeout`` for the whole release, polled ``every`` seconds."""
+    """How a release is followed: ``timeout`` for the whole release, polled ``every`` seconds;
+    ``warn_before`` seconds of warning before it (0: none; never more than the server's timeout)."""
 
     stop_paused: bool = False
     dry_run: bool = False
     timeout: float = 600.0
     every: float = 0.2
+    warn_before: float = 0.0
 
 
 async def handle(
@@ -72,7 +87,72 @@ async def handle(
         return final, None
     if settings.dry_run:
         return final, Outcome(DRY_RUN, f"would release {server.label}'s server: {final.detail}")
+    if settings.warn_before > 0:
+        return final, await warn(server, final, hub, servers, settings)
     return final, await release(server, hub, servers, settings)
+
+
+async def warn(
+    server: ServerView, decision: Decision, hub: HubClient, servers: ServerClient, settings: Settings
+) -> Outcome:
+    """Warn ``server`` that it will be released in ``warn_before`` seconds (at most its timeout);
+    a server whose jupyter_pause takes no warnings is released now, and the outcome says so."""
+    seconds = min(settings.warn_before, decision.timeout)
+    idle_for = decision.idle_for
+    reason = (
+        f"idle for {units.duration(idle_for)}"
+        if decision.reason == policy.IDLE and idle_for is not None
+        else decision.detail
+    )
+    answer = await servers.warn(server, reason, time.time() + seconds, idle_for)
+    if answer.ok and isinstance(answer.body, dict):
+        at = _clock(answer.body.get("release_at"))
+        detail = f"{server.label}: warned ({reason}); released at {at} unless used before"
+        return Outcome(WARNED, detail, warning=answer.body)
+    if answer.code in (404, 405):
+        outcome = await release(server, hub, servers, settings)
+        if outcome.reason != NO_EXTENSION:
+            outcome.detail += f" (released without a warning: its jupyter_pause takes none, {answer.reason()})"
+        return outcome
+    return Outcome(UNREACHABLE, f"{server.label}'s server could not be warned ({answer.reason()}); left running")
+
+
+async def after_warning(
+    server: ServerView, warned: dict[str, Any], hub: HubClient, servers: ServerClient, settings: Settings
+) -> tuple[Decision, Outcome | None, bool]:
+    """A later check of a warned server: keep it while its warning is pending and not due, keep
+    it when the warning ended (it was used), release it when the warning is due. The decision,
+    the outcome of the release (None without one), and whether the warning still holds."""
+    timeout = float(warned.get("timeout") or 0.0)
+    answer = await servers.warning(server)
+    given = _clock(warned.get("warned_at"))
+    if answer.ok and answer.body is None or answer.code == 404:
+        detail = f"its warning of {given} ended on the server: it was used, or its user chose Keep working"
+        return Decision("keep", policy.WARNING_ENDED, detail, timeout), None, False
+    if not answer.ok or not isinstance(answer.body, dict):
+        detail = f"warned at {given}; its warning could not be read ({answer.reason()}); asking again at the next check"
+        return Decision("keep", WARNED, detail, timeout), None, True
+    pending = answer.body
+    release_at = pending.get("release_at")
+    if isinstance(release_at, int | float) and time.time() < release_at:
+        detail = f"warned at {given}; released at {_clock(release_at)} unless used before"
+        return Decision("keep", WARNED, detail, timeout), None, True
+    due = Decision(
+        "check-kernels", str(warned.get("reason_kind") or policy.IDLE), f"warned at {given}, not used since", timeout
+    )
+    final, outcome = await handle(server, due, hub, servers, _without_warning(settings))
+    return final, outcome, False
+
+
+def _without_warning(settings: Settings) -> Settings:
+    return Settings(settings.stop_paused, settings.dry_run, settings.timeout, settings.every, 0.0)
+
+
+def _clock(moment: Any) -> str:
+    """A time of day in UTC, as a page and a log show it."""
+    if not isinstance(moment, int | float):
+        return "an unknown time"
+    return time.strftime("%H:%M:%S UTC", time.gmtime(moment))
 
 
 async def release(server: ServerView, hub: HubClient, servers: ServerClient, settings: Settings) -> Outcome:

@@ -24,6 +24,13 @@ Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
 - ``--users``, ``--exclude-users``: comma lists of the users whose servers it releases / never.
 - ``--stop-paused``: stop a server whose release paused everything but could not stop it. Off,
   the server stays running, paused, and is not asked again until it restarts or is used again.
+- ``--warn-before`` (5m; 0 turns it off): warn a server this long before releasing it. The first
+  check that finds it idle warns it (its JupyterLab shows a countdown with Keep working and Pause
+  now) and releases nothing; a later check releases it once ``release_at`` has come, unless it
+  was used since (a cell ran, something was saved or started, Keep working): then the next idle
+  period warns again. Never more than the server's idle timeout; a server whose jupyter_pause
+  takes no warnings (an older version) is released without one, and its row says so.
+- ``--metrics-window`` (1d): the window of the GPU-hours series of the metrics (with ``--store``).
 - ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision at
   every check (INFO logs a decision when it changes, and every release).
 - ``--store URL`` (storage options from ``$JUPYTER_PAUSE_STORAGE_OPTIONS``): write each server's
@@ -35,8 +42,9 @@ The Hub updates ``last_activity`` from the proxy every ``c.JupyterHub.last_activ
 (300 s by default), so idle times are only that precise.
 
 The service's page, ``/services/jupyter-pause/`` (JSON: options, last check, servers with the
-decision on each, releases, servers left running with the reason), needs a token or login with
-access to the service (``access:services!service=jupyter-pause``; admins have it).
+decision on each, releases, servers left running with the reason, pending warnings), and its
+Prometheus metrics, ``/services/jupyter-pause/metrics`` (see ``hub.metrics``), need a token or
+login with access to the service (``access:services!service=jupyter-pause``; admins have it).
 
 In ``jupyterhub_config.py``::
 
@@ -93,6 +101,7 @@ from ..store.storage import Store
 from . import policy, release
 from .hubapi import HubClient, HubError, ServerClient
 from .ledger import ServerLedger, parse_profile_gpus
+from .metrics import LedgerHours, ServiceMetrics
 from .policy import Decision, Policy, ServerView
 from .release import NO_EXTENSION, PAUSED_NOT_STOPPED, Outcome, Settings
 from .report import Report
@@ -126,6 +135,8 @@ class PauseService:
         self.slots = asyncio.Semaphore(concurrency)
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.settled: dict[tuple[str, str], tuple[datetime | None, Outcome]] = {}
+        #: Servers warned of their release: when each started, and its warning (see ``release.warn``).
+        self.warned: dict[tuple[str, str], tuple[datetime | None, dict[str, Any]]] = {}
         self.ledger = ledger
 
     async def check(self) -> None:
@@ -148,6 +159,10 @@ class PauseService:
         key = (view.user, view.server_name)
         if key in self.running:
             return  # its release is under way; its row says so
+        warned = self._warned(view)
+        if warned is not None:  # the Hub saw the warning's own requests: the server tells whether it was used
+            self._spawn(key, self._follow_warning(view, warned))
+            return
         decision = policy.first_look(self.rules, view, now)
         settled = self._settled(view)
         if decision.action == "check-kernels" and settled is not None:
@@ -169,9 +184,38 @@ class PauseService:
         self.report.record(view, dataclasses.replace(decision, reason="releasing"), None)
         if self.ledger is not None:  # a stop seen while the release runs is the release's
             self.ledger.released.add(view.label)
-        task = asyncio.create_task(self._release(view, decision))
+        self._spawn(key, self._release(view, decision))
+
+    def _spawn(self, key: tuple[str, str], work: Any) -> None:
+        task = asyncio.create_task(work)
         self.running[key] = task
         task.add_done_callback(lambda _: self.running.pop(key, None))
+
+    def _warned(self, view: ServerView) -> dict[str, Any] | None:
+        """The warning ``view`` holds from this service, unless it restarted or stopped since."""
+        key = (view.user, view.server_name)
+        started, warning = self.warned.get(key, (None, None))
+        if warning is None:
+            return None
+        if started != view.started or view.pending or not view.ready:
+            del self.warned[key]
+            self.report.unwarn(view)
+            return None
+        return warning
+
+    async def _follow_warning(self, view: ServerView, warned: dict[str, Any]) -> None:
+        if self.ledger is not None:  # a stop seen while this runs is a release's (``_ended`` takes it back)
+            self.ledger.released.add(view.label)
+        async with self.slots:
+            try:
+                final, outcome, holds = await release.after_warning(view, warned, self.hub, self.servers, self.settings)
+            except (HubError, OSError) as e:
+                final = Decision("keep", release.WARNED, f"{view.label}: {e}; asking again at the next check", 0.0)
+                outcome, holds = None, True
+        if not holds:
+            self.warned.pop((view.user, view.server_name), None)
+            self.report.unwarn(view)
+        self._ended(view, final, outcome)
 
     async def _release(self, view: ServerView, decision: Decision) -> None:
         async with self.slots:
@@ -179,6 +223,18 @@ class PauseService:
                 final, outcome = await release.handle(view, decision, self.hub, self.servers, self.settings)
             except (HubError, OSError) as e:
                 final, outcome = decision, Outcome(release.RELEASE_FAILED, f"{view.label}: {e}; left running")
+        if outcome is not None and outcome.reason == release.WARNED and outcome.warning is not None:
+            warning = {**outcome.warning, "timeout": final.timeout, "reason_kind": final.reason}
+            self.warned[(view.user, view.server_name)] = (view.started, warning)
+            log.info("%s", outcome.detail)
+            if self.ledger is not None:
+                self.ledger.released.discard(view.label)
+            self.report.record(view, final, outcome)
+            return
+        self._ended(view, final, outcome)
+
+    def _ended(self, view: ServerView, final: Decision, outcome: Outcome | None) -> None:
+        """Log and record what a release (or a check of a warned server) came to."""
         if outcome is None:
             log.info("%s: keep (%s: %s)", view.label, final.reason, final.detail)
         elif outcome.released:
@@ -246,6 +302,12 @@ def parser(env: dict[str, str]) -> argparse.ArgumentParser:
         "--stop-paused", action="store_true", help="stop a server whose release paused everything but could not stop it"
     )
     p.add_argument("--release-timeout", type=duration, default=600.0, help="seconds a release may take")
+    p.add_argument(
+        "--warn-before", default=None, help="warn a server this long before its release (default 5m; 0: off)"
+    )
+    p.add_argument(
+        "--metrics-window", type=duration, default=86400.0, help="window of the GPU-hours metrics (with --store)"
+    )
     p.add_argument("--dry-run", action="store_true", help="decide and report, release nothing")
     p.add_argument("--log-level", default="INFO", help="DEBUG shows the decision on every server at every check")
     p.add_argument("--store", default=None, help="write server starts and stops to the ledger of this store")
@@ -266,6 +328,10 @@ def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namesp
         p.error(str(e))
     if args.concurrency < 1:
         p.error("--concurrency must be 1 or more")
+    try:
+        args.warn_before = warn_before(args.warn_before, args.idle_timeout, profiles)
+    except ValueError as e:
+        p.error(str(e))
     if args.server_gpus < 0:
         p.error("--server-gpus must be 0 or more")
     try:
@@ -279,8 +345,36 @@ def configure(argv: Sequence[str], env: dict[str, str]) -> tuple[argparse.Namesp
         users=policy.parse_users(args.users),
         exclude_users=policy.parse_users(args.exclude_users),
     )
-    settings = Settings(stop_paused=args.stop_paused, dry_run=args.dry_run, timeout=args.release_timeout)
+    settings = Settings(
+        stop_paused=args.stop_paused, dry_run=args.dry_run, timeout=args.release_timeout, warn_before=args.warn_before
+    )
     return args, rules, settings
+
+
+#: The warning before a release when ``--warn-before`` is not given (shortened to a server's idle
+#: timeout when that is shorter).
+DEFAULT_WARN_BEFORE = 300.0
+
+
+def warn_before(written: str | None, idle_timeout: float, profiles: dict[str, float]) -> float:
+    """The seconds of ``--warn-before``; ``ValueError`` saying what to write for a bad value, a
+    negative one, or one longer than an idle timeout it applies to."""
+    if written is None:
+        return DEFAULT_WARN_BEFORE
+    try:
+        value = units.seconds(written.lstrip("-"))
+    except ValueError:
+        raise ValueError(f"--warn-before {written!r} is not a duration: write 0 (no warning), 90s, 5m...") from None
+    if written.strip().startswith("-"):
+        raise ValueError(f"--warn-before {written}: a warning comes before the release, write 0 or more (e.g. 5m)")
+    longest = {"--idle-timeout": idle_timeout, **{f"--profile-timeout {k}": v for k, v in profiles.items()}}
+    for name, timeout in longest.items():
+        if value > timeout:
+            raise ValueError(
+                f"--warn-before {written} is longer than {name} ({units.duration(timeout)}): "
+                "a warning never lasts longer than the idle time that leads to it; shorten it"
+            )
+    return value
 
 
 def shown(args: argparse.Namespace, rules: Policy) -> dict[str, Any]:
@@ -303,9 +397,13 @@ async def serve_forever(args: argparse.Namespace, rules: Policy, settings: Setti
         raise PauseError("JUPYTERHUB_API_TOKEN is not set: run jupyter-pause-hub as a Hub service (see its docstring)")
     report = Report(shown(args, rules))
     hub, servers = HubClient(args.url, token), ServerClient(args.proxy_url, token)
-    service = PauseService(rules, settings, hub, servers, report, args.concurrency, server_ledger(args, env))
+    ledger = server_ledger(args, env)
+    hours = LedgerHours(ledger.store, args.metrics_window) if ledger is not None else None
+    report.metrics = ServiceMetrics(hours)
+    service = PauseService(rules, settings, hub, servers, report, args.concurrency, ledger)
     if env.get("JUPYTERHUB_SERVICE_URL"):
-        serve(report, env["JUPYTERHUB_SERVICE_URL"], env.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-pause/"))
+        prefix = env.get("JUPYTERHUB_SERVICE_PREFIX", "/services/jupyter-pause/")
+        serve(report, env["JUPYTERHUB_SERVICE_URL"], prefix, report.metrics)
     log.info("jupyter-pause-hub: Hub %s, servers through %s, options %s", args.url, args.proxy_url, report.options)
     await service.run(args.check_every)
 

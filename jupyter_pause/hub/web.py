@@ -1,4 +1,5 @@
-"""The service's JSON page at its prefix (the Hub proxies /services/<name>/ to it), behind
+"""The service's JSON page at its prefix (the Hub proxies /services/<name>/ to it), and its
+Prometheus metrics at ``<prefix>metrics``, behind
 JupyterHub's service auth: a token with access to the service in the Authorization header, or a
 browser's Hub login (OAuth)."""
 
@@ -10,10 +11,24 @@ from typing import Any
 from urllib.parse import urlparse
 
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from prometheus_client import CONTENT_TYPE_LATEST
 from tornado import web
 from tornado.httpserver import HTTPServer
 
+from .metrics import ServiceMetrics
 from .report import Report
+
+
+class MetricsHandler(HubOAuthenticated, web.RequestHandler):
+    """``GET <prefix>metrics``: the service's Prometheus metrics, with the page's auth."""
+
+    def initialize(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    @web.authenticated
+    def get(self) -> None:
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(self.metrics.exposition())
 
 
 class StateHandler(HubOAuthenticated, web.RequestHandler):
@@ -28,11 +43,13 @@ class StateHandler(HubOAuthenticated, web.RequestHandler):
         self.finish(json.dumps(self.report.as_json(), indent=1))
 
 
-def serve(report: Report, service_url: str, prefix: str) -> HTTPServer:
-    """Listen at ``service_url`` (JUPYTERHUB_SERVICE_URL) and serve the report at ``prefix``."""
+def serve(report: Report, service_url: str, prefix: str, metrics: ServiceMetrics | None = None) -> HTTPServer:
+    """Listen at ``service_url`` (JUPYTERHUB_SERVICE_URL) and serve the report at ``prefix``, and
+    the metrics at ``prefix`` + ``metrics``."""
     prefix = "/" + prefix.strip("/") + "/" if prefix.strip("/") else "/"
     handlers: list[Any] = [
         (prefix, StateHandler, {"report": report}),
+        *([(prefix + "metrics", MetricsHandler, {"metrics": metrics})] if metrics is not None else []),
         (prefix + "oauth_callback", HubOAuthCallbackHandler),
     ]
     app = web.Application(handlers, cookie_secret=secrets.token_bytes(32))

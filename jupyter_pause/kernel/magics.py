@@ -25,6 +25,7 @@ from ..session import ledger
 from ..session.checkpoint import checkpoint, checkpoint_async
 from ..session.cycle import resume_and_verify, verify
 from ..session.options import MAP_LOCATIONS, CheckpointOptions, ResumeOptions
+from . import recorder
 from .autocheckpoint import PeriodicRegistry
 from .widget import status, widgets_available
 
@@ -59,6 +60,7 @@ class PauseMagics(Magics):
         self.periodic = PeriodicRegistry()
         self.widget: object | None = None
         ledger.kernel_loaded(self.config_object, shell)
+        recorder.install(shell)  # the cell history, for rebuilding what cannot be saved
         if self.config_object.checkpoint_on_sigterm:
             install_sigterm_checkpoint(
                 lambda: checkpoint(trigger="sigterm", config=self.config_object),
@@ -174,6 +176,12 @@ class PauseMagics(Magics):
     @argument("--map-location", default="auto", choices=MAP_LOCATIONS, help="where tensors go back to")
     @argument("--check", action="store_true", help="only run the restore test and print its verdict")
     @argument(
+        "--no-rebuild",
+        dest="no_rebuild",
+        action="store_true",
+        help="do not rebuild what the checkpoint could not save by replaying the statements that made it",
+    )
+    @argument(
         "--overwrite",
         action="store_true",
         help="replace the notebook's local modules (.py files) that differ from the checkpoint's",
@@ -253,6 +261,7 @@ def parse_resume(line: str) -> ResumeLine:
             map_location=args.map_location,
             overwrite=args.overwrite,
             allow_partial=args.allow_partial,
+            rebuild=not args.no_rebuild,
         )
     except PauseError as e:
         raise UsageError(str(e)) from e

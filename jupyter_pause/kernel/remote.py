@@ -38,15 +38,25 @@ def _pause(request: PauseRequest) -> PauseReply:
 def _resume(request: ResumeRequest) -> ResumeReply:
     from ..session.cycle import resume_and_verify
     from ..session.options import ResumeOptions
+    from ..store.catalog import Decision
+    from . import recorder
 
     moments: dict[str, float | None] = dict(request.moments)
+    decision = (
+        Decision(tuple(request.candidates), dict(request.passed_over), dict(request.taken))
+        if request.candidates
+        else None
+    )
     options = ResumeOptions(
         request.checkpoint,
         session=request.session,
         map_location=request.map_location,
         paused_from=request.paused_from or None,
         allow_partial=request.allow_partial,
+        decision=decision,
+        rebuild=request.rebuild,
     )
+    recorder.install()  # this kernel goes on recording its cells, for the next checkpoint's recipes
     cycle = resume_and_verify(options=options, moments=moments)
     return ResumeReply.of(cycle)
 

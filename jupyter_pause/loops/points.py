@@ -20,8 +20,8 @@ class SafePoint(NamedTuple):
     Attributes
     ----------
     loop
-        The loop's identity (its ``name``, or one derived from the cell's source, the line of the
-        ``steps`` call and the nesting depth): the same in a new kernel running the same cell.
+        The loop's identity (its ``name``, or one derived from the cell's ``steps`` calls and the
+        nesting depth: ``identity``): the same in a new kernel running the same cell.
     step
         Items of this loop completed so far.
     description

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol import ErrorReply, PauseReply, SafePointRequest, channel
-from ..session import background, capture, positions
+from ..session import background, capture, hooks, positions
 from .points import SafePoint, on_safe_point
 
 
@@ -244,7 +244,8 @@ def _pause_here(request: SafePointRequest, point: SafePoint) -> None:
     from ..session.checkpoint import checkpoint
 
     try:
-        reply = PauseReply.of(checkpoint(session=request.session, trigger=request.trigger))
+        with hooks.in_loop():  # the hooks run within their time limit
+            reply = PauseReply.of(checkpoint(session=request.session, trigger=request.trigger))
     except Exception as e:  # the server reports the failure; the loop goes on, nothing was stopped
         channel.write_reply(os.getpid(), ErrorReply.of(request.entry, e))
         return

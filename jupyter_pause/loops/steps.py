@@ -11,9 +11,6 @@ registered.
 
 from __future__ import annotations
 
-import linecache
-import os
-import re
 import sys
 import threading
 import time
@@ -23,13 +20,11 @@ from datetime import timedelta
 from types import FrameType
 from typing import Any
 
-import xxhash
-
 from .. import units
 from ..errors import PauseError
 from ..session import activity, positions, resumable
 from ..session.positions import Loop
-from . import inloop, safepoints
+from . import identity, inloop, matching, safepoints
 from .points import SafePoint, callbacks, on_safe_point, remove
 
 __all__ = ["SafePoint", "Steps", "on_safe_point", "remove", "steps"]
@@ -42,27 +37,6 @@ def _announce(loop: Loop) -> bool:
     for callback in tuple(callbacks):
         callback(point)
     return activity.current.checkpoint != before
-
-
-# --- identity ---------------------------------------------------------------------------------
-
-_FOR_TARGET = re.compile(r"\bfor\s+([A-Za-z_]\w*)\s+in\b")
-
-
-def _identity(frame: FrameType, depth: int) -> tuple[str, str]:
-    """A loop's identity and label, the same for the same cell in any kernel.
-
-    IPython keeps a cell's source in ``linecache`` under its code's file name; the identity
-    hashes that text (not the name, which holds a process id), with the line of the ``steps``
-    call and the nesting depth. The label is the loop variable when it is one name.
-    """
-    filename, line = frame.f_code.co_filename, frame.f_lineno
-    lines = linecache.getlines(filename)
-    basis = "".join(lines) if lines else os.path.basename(filename)
-    cell = xxhash.xxh3_64_hexdigest(basis.encode("utf-8", "replace"))
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    target = _FOR_TARGET.search(text)
-    return f"cell-{cell[:12]}:line-{line}:depth-{depth}", target.group(1) if target else "item"
 
 
 # --- every ------------------------------------------------------------------------------------
@@ -137,9 +111,9 @@ class Steps:
         self.iterable = iterable
         self.every = parse_every(every)
         depth = positions.enclosing(threading.get_ident())
-        identity, label = _identity(frame, depth)
-        self.identity = name or identity
-        self.label = name or label
+        self.found = identity.find(frame, depth)  # what identifies it in its cell
+        self.identity = name or self.found.identity
+        self.label = name or self.found.label
         self.depth = depth
 
     def __len__(self) -> int:
@@ -152,6 +126,7 @@ class Steps:
         kind = resumable.kind_of(self.iterable)
         loop = Loop(self.identity, self.label, self.depth, self.iterable, kind, _length(self.iterable))
         loop.frame, loop.thread = sys._getframe(1), threading.get_ident()
+        loop.origin = self.found.record()
         iterator = loop.iterator = self._begin(loop)
         clock = _clocks.setdefault(self.identity, Clock())
         positions.enter(loop)
@@ -179,7 +154,7 @@ class Steps:
 
     def _begin(self, loop: Loop) -> Iterator[Any]:
         """Start the pass: from the beginning, or where an armed position says."""
-        position = positions.take_armed(self.identity)
+        position = matching.take(self.found, self.identity, self.label, self.depth)
         if position is not None and position.kind != loop.kind.name:
             print(
                 f"jupyter-pause: loop {self.label!r} looped over a {position.kind} when checkpointed and over a "
@@ -188,7 +163,6 @@ class Steps:
             )
             position = None
         if position is None:
-            positions.unmatched(self.label)
             iterator, loop.created = resumable.start(self.iterable, loop.kind)
             return iterator
         loop.yielded = position.done
@@ -228,8 +202,10 @@ def steps(iterable: Iterable[Any], *, name: str | None = None, every: int | str 
         ``state_dict``/``load_state_dict`` (torchdata's ``StatefulDataLoader``). Other
         iterators continue by drawing the items already done again, and checkpoints say so.
     name
-        The loop's identity; by default one is derived from the cell's source, the line of
-        this call and the nesting depth, so the same cell in a new kernel finds its position.
+        The loop's identity; by default one is derived from the cell's ``steps`` calls (their
+        order, nesting, names and iterables' source: see ``identity``) and the nesting depth, so
+        the same cell in a new kernel finds its position, edited outside those calls too. A named
+        loop keeps its place when its own call or the cell's other loops change.
     every
         Also checkpoint (trigger ``periodic``) at a safe point every N items (an int) or every
         so long (``"90s"``, ``"10m"``, ``"1h"``, a ``timedelta``). The loop waits only while the

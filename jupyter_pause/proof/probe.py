@@ -14,6 +14,7 @@ import secrets
 _probes: dict[str, str] = {}
 _as_restored: dict[str, dict[str, str | None]] = {}
 _restore_failures: dict[str, dict[str, str]] = {}
+_rebuilt: dict[str, dict[str, str]] = {}
 
 
 def new_probe() -> str:
@@ -52,8 +53,19 @@ def restore_failures(checkpoint_id: str) -> dict[str, str]:
     return _restore_failures.get(checkpoint_id, {})
 
 
+def record_rebuilt(checkpoint_id: str, outcomes: dict[str, str]) -> None:
+    """Remember what the resume of ``checkpoint_id`` rebuilt by replay: name -> "" when rebuilt, else why not."""
+    _rebuilt[checkpoint_id] = dict(outcomes)
+
+
+def rebuilt(checkpoint_id: str) -> dict[str, str]:
+    """Variables the resume of ``checkpoint_id`` rebuilt by replay in this process ("") or failed to (why)."""
+    return _rebuilt.get(checkpoint_id, {})
+
+
 def forget() -> None:
     """Hold nothing (what a new process starts with; a test helper)."""
     _probes.clear()
     _as_restored.clear()
     _restore_failures.clear()
+    _rebuilt.clear()

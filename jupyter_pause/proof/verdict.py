@@ -48,6 +48,9 @@ class Verdict:
     models: dict[str, str] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)
     probe: bool = False
+    #: Variables the resume rebuilt by replay ("") or could not (why): never digest-verified, as
+    #: they were never saved (see ``session.rebuild``).
+    rebuilt: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The verdict word, then the evidence a person checks it against."""
@@ -134,6 +137,16 @@ def _model_status(
     return results
 
 
+def _rebuilt_counts(matched: int, rebuilt: dict[str, str], namespace: dict[str, Any]) -> str:
+    """``; 9 restored, 3 rebuilt by replay ...`` for a resume that rebuilt variables ("" when none)."""
+    if not rebuilt:
+        return ""
+    done = [n for n, why in rebuilt.items() if not why and n in namespace]
+    lost = [n for n in rebuilt if n not in done]
+    text = f"; {matched} restored, {len(done)} rebuilt by replay (not digest-verified: they were never saved)"
+    return text + (f"; not rebuilt: {', '.join(lost)}" if lost else "")
+
+
 def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
     """The restore test of ``ctx.namespace`` against a known checkpoint; ``taken``: digests of the
     namespace just taken."""
@@ -167,9 +180,10 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", TOO_LARGE, UNKNOWN_FORMAT)}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
     matched = sum(s == "matches" for s in verdict.variables.values())
+    verdict.rebuilt = {n: why for n, why in probe.rebuilt(manifest.id).items() if n not in verdict.variables}
     verdict.details.append(
         f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) "
-        "match their digests"
+        "match their digests" + _rebuilt_counts(matched, verdict.rebuilt, ctx.namespace)
     )
     verdict.details += manifest.loop_notes  # what running the cell again does with its loops
     if wrong or failed_models:

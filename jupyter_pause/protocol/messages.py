@@ -15,7 +15,8 @@ from ..errors import PauseError
 
 #: Version of the request and reply format; a kernel that speaks another one refuses the call.
 #: 2: a resume sends what was asked for ("latest" or an id) and ``paused_from``, for the kernel to choose.
-PROTOCOL = 2
+#: 3: a resume sends the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow.
+PROTOCOL = 3
 
 
 class RemoteError(PauseError):
@@ -60,9 +61,14 @@ class ResumeRequest(Request):
 
     ``checkpoint`` is what was asked for (``latest``, or an id), chosen by the kernel by the same
     rule as ``%resume``; ``paused_from`` is the checkpoint the session was paused from ("" when
-    unknown); ``allow_partial`` brings back what verifies of a damaged one instead of refusing
-    it. ``map_location`` is ``"auto"`` or ``"cpu"``; ``moments`` are the times (seconds since the
-    epoch) of the steps before the kernel got the request, for the run report.
+    unknown); ``allow_partial`` brings back what verifies of a damaged one instead of refusing it.
+    ``candidates``, ``passed_over`` and ``taken`` carry the server's ``Decision`` (the
+    checkpoints to try, newest first, their manifests verified; those passed over, why, and when
+    each was taken), so the kernel reads what the server chose instead of listing the store
+    again; no ``candidates``: the kernel chooses itself. ``map_location`` is ``"auto"`` or
+    ``"cpu"``; ``moments`` are the times (seconds since the epoch) of the steps before the
+    kernel got the request, for the run report. ``rebuild`` False (``PauseServer.rebuild``) leaves
+    out rebuilding by replay what the checkpoint could not save; a request without it rebuilds.
     """
 
     entry: ClassVar[str] = "resume"
@@ -73,6 +79,10 @@ class ResumeRequest(Request):
     moments: dict[str, float] = field(default_factory=dict)
     paused_from: str = ""
     allow_partial: bool = False
+    candidates: list[str] = field(default_factory=list)
+    passed_over: dict[str, str] = field(default_factory=dict)
+    taken: dict[str, float] = field(default_factory=dict)
+    rebuild: bool = True
 
 
 #: The request of each entry point, by its name on the wire.
@@ -91,18 +101,20 @@ class Reply:
 
 @dataclass(frozen=True)
 class PauseReply(Reply):
-    """What ``pause`` did: the checkpoint it committed, and what it could not save."""
+    """What ``pause`` did: the checkpoint it committed, what it could not save, and its size."""
 
     kind: ClassVar[str] = "pause"
 
     checkpoint: str
     summary: str = ""
     skipped: list[str] = field(default_factory=list)
+    bytes: int = 0
 
     @classmethod
     def of(cls, result: Any) -> PauseReply:
         """The reply for a committed checkpoint (a ``CheckpointResult``, or anything shaped like one)."""
-        return cls(result.manifest.id, result.summary(), [skip.name for skip in result.skipped])
+        size = int((getattr(result.manifest, "stats", None) or {}).get("bytes_total", 0))
+        return cls(result.manifest.id, result.summary(), [skip.name for skip in result.skipped], size)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer
 from .shutdown import install as handle_sigterm
+from .warning import watch_requests
 from .watchers import start_watchers
 
 
@@ -61,6 +62,7 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
     manager.recorder.install(serverapp)
+    watch_requests(serverapp.web_app, manager.warnings, serverapp.web_app.settings["base_url"])
     start_watchers(manager)
     handle_sigterm(manager, serverapp)
     serverapp.log.info("jupyter-pause: store %s, node %s", manager.store.display_url, config.node)

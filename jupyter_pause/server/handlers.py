@@ -1,4 +1,4 @@
-"""REST handlers: ``/jupyter-pause/api/{pause,resume,status,release,sessions,pull}``."""
+"""REST handlers: ``/jupyter-pause/api/{pause,resume,status,release,release/warning,sessions,pull}``."""
 
 from __future__ import annotations
 
@@ -89,6 +89,34 @@ class ReleaseHandler(_Base):
         self.reply(release.public(), 202)
 
 
+class ReleaseWarningHandler(_Base):
+    """The pause service's warning before it releases this server (see ``warning``).
+
+    GET: the pending warning, or null. POST ``{"reason", "release_at", "idle_for"?}`` (the
+    service): warn. DELETE: keep working: the warning ends and the request counts as activity.
+    """
+
+    #: Reading the warning is not using the server (the front end polls it).
+    _track_activity = False
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.reply(self.pause.warnings.public())
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        warning = self.pause.warnings.give(self.body())
+        self.reply(warning.public(), 201)
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        ended = self.pause.warnings.cancel()
+        self.reply({"cancelled": ended.public() if ended is not None else None})
+
+
 class SessionsHandler(_Base):
     """GET: every session in the store, paused ones from other nodes too."""
 
@@ -125,6 +153,7 @@ def routes(base_url: str) -> list[tuple[str, type[APIHandler]]]:
         (url_path_join(api, "resume"), ResumeHandler),
         (url_path_join(api, "status"), StatusHandler),
         (url_path_join(api, "release"), ReleaseHandler),
+        (url_path_join(api, "release", "warning"), ReleaseWarningHandler),
         (url_path_join(api, "sessions"), SessionsHandler),
         (url_path_join(api, "pull"), PullHandler),
     ]

@@ -56,6 +56,8 @@ class Recorder:
         self.busy: dict[str, float] = {}
         #: Spans of cells not written yet, per kernel.
         self.spans: dict[str, list[list[float]]] = {}
+        #: When the newest cell of any kernel here started (the user's, not the server's own code).
+        self.last_cell: float | None = None
         #: What is stopping a kernel, set by whoever stops it (a pause: its trigger).
         self.stopping: dict[str, str] = {}
         self.streams: dict[str, Any] = {}
@@ -172,6 +174,7 @@ class Recorder:
         """A kernel went ``busy`` or ``idle`` at ``now``."""
         if state == "busy":
             self.busy.setdefault(kernel_id, now)
+            self.last_cell = now
         elif state == "idle" and kernel_id in self.busy:
             self.spans.setdefault(kernel_id, []).append([self.busy.pop(kernel_id), now])
 

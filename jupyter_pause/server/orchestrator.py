@@ -21,16 +21,19 @@ from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store import ledger
-from ..store.catalog import Catalog, passed_over_note
+from ..store.catalog import Catalog, Decision, Listing, passed_over_note
+from ..store.integrity import check, describe
+from ..store.manifest import Manifest
 from ..store.storage import Store
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
-from . import kernelrun, lease, pulling, resources, views
+from . import kernelrun, lease, metrics, pulling, resources, views
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
 from .ledger import Recorder
 from .release import Releaser
 from .settings import PauseServer
 from .status import Status, StatusBoard
+from .warning import Warnings
 
 #: Seconds a pause waits for a cell stopped at a safe point to end before shutting its kernel down.
 STOP_WAIT = 30.0
@@ -52,10 +55,25 @@ class PauseManager:
         self.pausing: dict[str, asyncio.Task[Any]] = {}
         self.releaser = Releaser(self, Hub.from_environ())
         self.recorder = Recorder(self)
+        #: Seconds each resume under way waited for resources (for the metrics).
+        self._waited: dict[str, float] = {}
+        #: The pause service's warning before an idle release (see ``warning``).
+        self.warnings = Warnings(self.user_activity)
+        metrics.watch(self)
         #: The ledger as the sessions panel reads it (each record read once).
         self.ledger = ledger.Cache(self.store)
 
     # -- lookups ---------------------------------------------------------------------------
+
+    def user_activity(self) -> tuple[float | None, str]:
+        """When this server was last used (a cell started, a request changed something), and how;
+        (None, "") when it never was."""
+        seen = [
+            (self.recorder.last_cell, "a cell ran"),
+            (self.warnings.last_request, self.warnings.last_request_was or "Keep working"),
+        ]
+        known = [(t, what) for t, what in seen if t is not None]
+        return max(known) if known else (None, "")
 
     @property
     def contents(self) -> Any:
@@ -140,15 +158,18 @@ class PauseManager:
         self.recorder.pause_requested(session, kernel_id, trigger, moments["pause_requested"])
         try:
             process = kernelrun.process_of(self.kernels, kernel_id)
-            checkpoint = await self._checkpoint(session, kernel_id, process, trigger, moments["pause_requested"])
+            reply = await self._checkpoint(session, kernel_id, process, trigger, moments["pause_requested"])
         except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
             self.recorder.pause_failed(kernel_id)
+            metrics.checkpointed(trigger, ok=False)
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
             await self._state(session, SessionState.FAILED, f"pause failed: {e}{tail}{kernel}")
             return
+        checkpoint = reply.checkpoint
         moments["checkpoint_committed"] = time.time()
+        metrics.checkpointed(trigger, True, moments["checkpoint_committed"] - moments["pause_requested"], reply.bytes)
         await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
         await self._state(
@@ -161,9 +182,9 @@ class PauseManager:
 
     async def _checkpoint(
         self, session: str, kernel_id: str, process: tuple[int, Any], trigger: str, requested: float
-    ) -> str:
+    ) -> PauseReply:
         """Checkpoint the kernel: at its loop's next safe point while a cell runs one (the cell
-        stops there), else once the cell ends; the id of the checkpoint."""
+        stops there), else once the cell ends; the kernel's reply (the checkpoint, its size)."""
         timeout = self.settings.busy_timeout
         if trigger == Trigger.SPOT:
             timeout = min(timeout, self.settings.preemption_grace)
@@ -178,7 +199,8 @@ class PauseManager:
             self.kernels, kernel_id, timeout, process, request, tell, self.settings.checkpoint_timeout
         )
         if line is not None:
-            checkpoint = parse_reply(line, PauseReply).checkpoint
+            reply = parse_reply(line, PauseReply)
+            checkpoint = reply.checkpoint
             await self._state(
                 session, SessionState.CHECKPOINTING, f"checkpoint {checkpoint} taken at a safe point; stopping"
             )
@@ -186,11 +208,11 @@ class PauseManager:
                 await kernelrun.wait_idle(self.kernels, kernel_id, STOP_WAIT, process)
             except kernelrun.KernelCodeError:
                 pass
-            return checkpoint
+            return reply
         await self._state(session, SessionState.CHECKPOINTING, "checkpointing the kernel")
         source = call_source(request)  # travels as the plain pause request
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
-        return parse_reply(output, PauseReply).checkpoint
+        return parse_reply(output, PauseReply)
 
     def _newest(self, session: str) -> str | None:
         checkpoints = self.catalog.checkpoints(session)
@@ -234,12 +256,12 @@ class PauseManager:
                 )
         paused_from = elsewhere.checkpoint if elsewhere is not None else None
         try:
-            choice = await asyncio.to_thread(self.catalog.choose, session, checkpoint, self.config.keyring, paused_from)
+            manifest, decision = await asyncio.to_thread(self._decide, session, checkpoint, elsewhere, allow_partial)
         except CheckpointDamaged as e:
             raise http_error(409, str(e)) from e
         except CheckpointNotFound as e:
             raise http_error(404, str(e)) from e
-        manifest, note = choice.manifest, choice.note
+        note = passed_over_note(decision.newer(manifest), manifest.id)
         try:
             held = await lease.acquire(
                 self.store,
@@ -262,9 +284,48 @@ class PauseManager:
             verdict=None,
             release=None,
         )
-        asked = Asked(checkpoint, paused_from or "", allow_partial)
+        asked = Asked(checkpoint, paused_from or "", allow_partial, decision)
         self.spawn(self._resume(path, session, manifest, location, held, note, asked))
         return status
+
+    def resume_listing(self, session: str, status: Status | None) -> Listing:
+        """The session's checkpoints as its resume of "latest" sees them (see ``_followed``),
+        those a resume found damaged in their blobs (``status.damaged``) among the damaged ones.
+        The sessions panel shows the same."""
+        return self._followed(session, status).passing_over(status.damaged if status is not None else {})
+
+    def _followed(self, session: str, status: Status | None) -> Listing:
+        """The session's checkpoints, one listing of the store; without signing, kept to the
+        lineage of the checkpoint it was paused from (``Listing.following``)."""
+        listing = self.catalog.listing(session, self.config.keyring)
+        if self.config.keyring is None and status is not None:
+            listing = listing.following(status.checkpoint)
+        return listing
+
+    def _decide(
+        self, session: str, checkpoint: str, status: Status | None, allow_partial: bool
+    ) -> tuple[Manifest, Decision]:
+        """What a resume restores, decided once here from one listing, for the kernel to follow.
+
+        "latest" is the newest checkpoint whose manifest verifies and whose blobs no resume
+        found damaged; the kernel reads and verifies its blobs, and goes on to the next
+        candidate when they are not whole. One asked for by id has its blobs verified here
+        before the resume is accepted, so damage is refused at once (``CheckpointDamaged``, HTTP
+        409, naming the newest intact checkpoint) unless ``allow_partial``.
+        """
+        followed = self._followed(session, status)
+        known = status.damaged if status is not None else {}
+        if checkpoint in ("latest", ""):
+            listing = followed.passing_over(known)
+            choice = listing.resolve(checkpoint)
+            return choice.manifest, Decision.of(listing, choice, by_id=False)
+        choice = followed.resolve(checkpoint)
+        manifest = choice.manifest
+        if not allow_partial:
+            why = known.get(manifest.id) or describe(manifest, check(self.store, manifest))
+            if why:
+                raise followed.passing_over(known).refusal(self.store, manifest, why)
+        return manifest, Decision.of(followed, choice, by_id=True)
 
     async def _pulled_if_missing(self, path: Any) -> str:
         """``path``, checked; a notebook missing here (a fresh pod without a persistent volume)
@@ -302,12 +363,18 @@ class PauseManager:
         finally:
             await asyncio.to_thread(lease.release, self.store, session, held)
         # The lease is free before anyone can read the outcome and try again.
+        metrics.resumed(outcome.verdict if outcome is not None else None, self._waited.pop(session, None))
         if outcome is None:
             await self._state(session, SessionState.FAILED, _noted(failure, note))
         else:
             passed_over = outcome.report.get("damaged") or {}
+            found: dict[str, str] = {}
             if isinstance(passed_over, dict) and passed_over:
-                note = passed_over_note({str(k): str(v) for k, v in passed_over.items()}, outcome.checkpoint)
+                passed_over = {str(k): str(v) for k, v in passed_over.items()}
+                note = passed_over_note(passed_over, outcome.checkpoint)
+                found = _blob_damage(passed_over, asked)
+            previous = await asyncio.to_thread(self.board.get, session)
+            known = dict(previous.damaged) if previous is not None else {}
             if self.config.keyring is None and os.environ.get("JUPYTERHUB_USER"):
                 note = "; ".join(filter(None, [note, str(outcome.report.get("signature") or "")]))
             await self._state(
@@ -316,6 +383,7 @@ class PauseManager:
                 _noted(f"{outcome.verdict}: {outcome.detail}", note),
                 checkpoint=outcome.checkpoint,  # the one restored, as the kernel reports it
                 verdict=outcome.verdict,
+                damaged={**known, **found},
             )
 
     async def _restore(
@@ -336,6 +404,7 @@ class PauseManager:
             await self._state(session, SessionState.WAITING, lack)
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
+        self._waited[session] = moments["resources_available"] - moments["resume_requested"]
         await self._state(session, SessionState.RESTORING, "starting a kernel")
         model = await maybe_await(
             self.sessions_manager.create_session(
@@ -347,6 +416,7 @@ class PauseManager:
         await self._state(session, SessionState.RESTORING, _noted(f"restoring checkpoint {manifest.id}", note))
         # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
         # so a checkpoint whose blobs turn out damaged is passed over there too.
+        decision = asked.decision
         request = ResumeRequest(
             asked.checkpoint,
             session,
@@ -354,6 +424,10 @@ class PauseManager:
             _known(moments),
             paused_from=asked.paused_from,
             allow_partial=asked.allow_partial,
+            candidates=list(decision.candidates) if decision else [],
+            passed_over=dict(decision.passed_over) if decision else {},
+            taken=dict(decision.taken) if decision else {},
+            rebuild=self.settings.rebuild,
         )
         source = call_source(request)
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
@@ -401,6 +475,16 @@ class Asked:
     checkpoint: str
     paused_from: str = ""
     allow_partial: bool = False
+    decision: Decision | None = None
+
+
+def _blob_damage(passed_over: dict[str, str], asked: Asked) -> dict[str, str]:
+    """Of the checkpoints a kernel passed over, those it found damaged in their blobs: the
+    server's candidates (their manifests verified), not the ones it had passed over itself."""
+    decision = asked.decision
+    if decision is None:
+        return {}
+    return {i: why for i, why in passed_over.items() if i in decision.candidates and i not in decision.passed_over}
 
 
 def _noted(detail: str, note: str) -> str:

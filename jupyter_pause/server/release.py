@@ -28,6 +28,7 @@ from tornado import web
 from ..errors import StoreError
 from ..store.layout import new_checkpoint_id, release_key
 from ..vocabulary import RELEASE_ACTIVE_STATES, RELEASE_TRIGGERS, ReleaseState, SessionState, Trigger
+from . import metrics
 from .http import http_error
 from .hub import Hub
 
@@ -75,6 +76,7 @@ class Releaser:
         if self.current is not None and self.current.state in RELEASE_ACTIVE_STATES:
             raise http_error(409, f"a release is already {self.current.state}: {self.current.detail}")
         release = self._new(trigger)
+        self.manager.warnings.consume(trigger)
         self.manager.spawn(self.run(release))
         return release
 
@@ -121,6 +123,7 @@ class Releaser:
             log.exception("jupyter-pause: release %s failed", release.id)
             release.move(ReleaseState.FAILED, f"the release failed: {e}; the server keeps running")
         await self._persist(release)
+        metrics.released(release.state)
         log.info("jupyter-pause: release %s %s: %s", release.id, release.state, release.detail)
         return release
 

@@ -53,6 +53,12 @@ class PauseServer(Configurable):
         "before it gives up on that kernel, whose own SIGTERM checkpoint stays the fallback. Keep it under the "
         "notice's lead time: AWS spot gives 120 s, GCE 30 s.",
     ).tag(config=True)
+    rebuild = Bool(
+        True,
+        help="On resume, rebuild in the kernel what the checkpoint could not save (a generator, a hash object, "
+        "a database connection) by replaying the recorded statements that made it; False leaves it out, as "
+        "%resume --no-rebuild and JUPYTER_PAUSE_REBUILD=0 do.",
+    ).tag(config=True)
     resume_on_open = Bool(
         False,
         help="Resume a paused session as soon as its notebook is opened in JupyterLab (after a release, "

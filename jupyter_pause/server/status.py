@@ -31,6 +31,9 @@ class Status:
     moments: dict[str, float] = field(default_factory=dict)
     #: The release that paused the session (its server was stopped after), if one did.
     release: str | None = None
+    #: Checkpoints whose manifest verifies but whose blobs a resume found damaged (id: why):
+    #: later resumes and the sessions panel pass over them without reading them again.
+    damaged: dict[str, str] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""

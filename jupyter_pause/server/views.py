@@ -12,7 +12,7 @@ from . import accounting, lease
 
 async def overview(manager: Any) -> dict[str, Any]:
     """This server's status: its node, store and lease protocol, its Hub, the notebooks with a
-    kernel here now, and the newest release."""
+    kernel here now, the newest release, and the pause service's pending warning (or None)."""
     running = [
         {
             "path": m["path"],
@@ -31,6 +31,8 @@ async def overview(manager: Any) -> dict[str, Any]:
         "resume_on_open": manager.settings.resume_on_open,
         "sessions": running,
         "release": current.public() if current else None,
+        "warning": manager.warnings.public(),
+        "warning_ended": manager.warnings.ended,
     }
 
 
@@ -39,11 +41,10 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
     damaged checkpoints are listed (``damaged``: checkpoint, why) and named in ``detail``; a paused
     session has ``paused_since`` and ``gpu_hours_released`` (``accounting.paused``)."""
     rows = []
-    key = manager.config.keyring
     for session in manager.catalog.sessions():
-        listing = manager.catalog.listing(session, key)
-        checkpoints = listing.checkpoints
         status = manager.board.get(session)
+        listing = manager.resume_listing(session, status)  # what a resume of "latest" would use
+        checkpoints = listing.checkpoints
         newest = checkpoints[0] if checkpoints else None
         rows.append(
             {

@@ -22,11 +22,13 @@ from ..serialize.packing import plan_arrays
 from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
-from ..store.manifest import ArrayRecord, BlobRef, SkippedRecord, VariableRecord
-from . import lineage, positions, rng, settings
+from ..store.manifest import ArrayRecord, BlobRef, RecipeRecord, SkippedRecord, VariableRecord
+from . import history, lineage, positions, rng, settings
 from .context import Context
 from .options import CheckpointOptions
-from .selection import select, type_name
+from .reach import OUTSIDE, reach
+from .rebuild import plan as plan_recipes
+from .selection import select, shadowing, type_name
 
 _mid_cell = False  # a checkpoint being captured now is outside any safe point of a running cell
 
@@ -93,6 +95,8 @@ class Prepared:
     kept: settings.Kept | None = None  # process settings and local modules
     device: devicehash.Seen | None = None  # fingerprints of device storages, and those kept unchanged
     copied: int = 0  # bytes brought from devices to host memory
+    recipes: list[RecipeRecord] = field(default_factory=list)  # how what could not be saved is rebuilt
+    history: BlobRef | None = None  # the cell history blob
 
 
 def _kind(value: Any) -> str:
@@ -177,6 +181,10 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         plan.payloads[loop_ref.key] = running.state
     kept = settings.keep(ctx.notebook, algorithm)
     plan.payloads.update(kept.local_modules.payloads)
+    cells = history.current.to_bytes()
+    history_ref = BlobRef(key=signing.digest(cells, algorithm), size=len(cells))
+    plan.payloads[history_ref.key] = cells
+    recipes = _recipes(chosen, dump, failed)
     return Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -201,12 +209,38 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         loops=running.records,
         loop_state=loop_ref,
         loop_notes=running.notes,
-        notes=running.notes + kept.notes + _graph_notes(dump),
+        notes=running.notes + kept.notes + _graph_notes(dump) + shadowing(dump.segments, ctx.hidden, "saved"),
         mid_cell=mid_cell(),
         kept=kept,
         device=seen,
         copied=dump.collector.copied,
+        recipes=recipes,
+        history=history_ref,
     )
+
+
+#: Why a variable that only dill could copy, and that reaches outside the process, is rebuilt instead.
+COPY_WOULD_NOT_WORK = (
+    "it reaches outside the process, and a copy of its memory (its threads, queues, open handles) would not work"
+)
+
+
+def _recipes(chosen: Any, dump: DumpResult, failed: list[SkippedRecord]) -> list[RecipeRecord]:
+    """Recipes for what could not be saved (``failed``); and for what reaches outside the process
+    and only dill could copy (a TensorBoard writer): that one is rebuilt instead, where it can be,
+    and moves from the saved variables to ``failed``."""
+    copies = {n for n, s in dump.segments.items() if s.pickler == "dill" and reach(chosen.values[n]) == OUTSIDE}
+    unsaved = {r.name: chosen.values[r.name] for r in failed} | {n: chosen.values[n] for n in copies}
+    recipes = plan_recipes(history.current, unsaved, set(dump.segments) - copies, chosen.imports)
+    kept = []
+    for recipe in recipes:
+        if recipe.name not in copies:
+            kept.append(recipe)
+        elif not recipe.missing:  # rebuildable: not saved; else the copy is kept, as before
+            del dump.segments[recipe.name]
+            failed.append(SkippedRecord(name=recipe.name, type=recipe.type, reason=COPY_WOULD_NOT_WORK))
+            kept.append(recipe)
+    return kept
 
 
 def _graph_notes(dump: DumpResult) -> list[str]:

@@ -24,11 +24,13 @@ from ..serialize.packing import HASH_THREADS
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
-from . import activity, background, ledger, lineage, staging
+from ..vocabulary import Trigger
+from . import activity, background, hooks, ledger, lineage, staging
 from .background import BackgroundCheckpoint
 from .capture import Prepared, capture, describe, describe_surroundings, take_keys
-from .context import make_context
+from .context import Context, make_context
 from .options import CheckpointOptions, with_overrides
+from .rebuild import skipped_line
 
 __all__ = ["BackgroundCheckpoint", "CheckpointResult", "checkpoint", "checkpoint_async"]
 
@@ -67,7 +69,8 @@ class CheckpointResult:
         lines += [f"  {note}" for note in self.notes]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
-            lines += [f"    {r.name} ({r.type}): {r.reason}" for r in m.skipped]
+            recipes = {r.name: r for r in m.recipes}
+            lines += [f"    {skipped_line(r, recipes.get(r.name))}" for r in m.skipped]
         return "\n".join(lines)
 
 
@@ -106,7 +109,9 @@ def checkpoint(
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
             ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+            said = _run_hooks(request, ctx)
             prepared = capture(request, ctx, defer_hashing=True)
+            prepared.notes += said
             # The array data goes to the store, hashed on the way, while the rest is described;
             # leaving the block waits for every blob (an error abandons the writing instead).
             with _writer(prepared, step, reused_data_stays=True) as writer:
@@ -139,12 +144,21 @@ def checkpoint_async(
         background.wait_for_background()
         with activity.step("checkpointing", "copying state to host memory") as step:
             ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
+            said = _run_hooks(request, ctx)
             prepared = capture(request, ctx, defer_hashing=False)
+            prepared.notes += said
             with _writer(prepared, step).abandoned_on_error() as writer:
                 _copy_what_is_new(prepared, writer)
                 writer.send(prepared.payloads)
                 describe(prepared, surroundings=False)
         return BackgroundCheckpoint(prepared, lambda p, step: _finish_and_commit(p, step, writer))
+
+
+def _run_hooks(request: CheckpointOptions, ctx: Context) -> list[str]:
+    """Call the ``@before_checkpoint`` hooks (within the time limit under SIGTERM and inside loops,
+    printing what went wrong where no summary is shown); notes for the summary."""
+    limit = hooks.limit_for(request.trigger, ctx.config.hook_time_limit)
+    return hooks.run(hooks.BEFORE_CHECKPOINT, ctx.namespace, limit, say=request.trigger != Trigger.MANUAL)
 
 
 def _asked(
@@ -246,6 +260,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         settings=p.kept.settings if p.kept else {},
         local_modules=p.kept.local_modules.records if p.kept else [],
         fingerprints=p.device.record(p.arrays) if p.device else {},
+        recipes=p.recipes,
+        history=p.history,
     )
     notes = list(p.notes)
     if p.position.new:
@@ -267,7 +283,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.keyring)
     devicehash.remember(ctx.store, manifest)
-    ledger.committed(ctx.store, manifest)
+    ledger.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     step.finish(manifest.id, manifest.created)

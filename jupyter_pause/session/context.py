@@ -20,7 +20,7 @@ class Context:
     store: Store
     session: str
     namespace: dict[str, Any]
-    hidden: set[str] = field(default_factory=set)
+    hidden: dict[str, Any] = field(default_factory=dict)  # IPython's own objects, by name
     notebook: str | None = None
 
 
@@ -32,12 +32,13 @@ def _shell() -> Any:
     return get_ipython()
 
 
-def user_namespace() -> tuple[dict[str, Any], set[str]]:
-    """The interactive namespace (IPython's ``user_ns``, else ``__main__``) and its hidden names."""
+def user_namespace() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The interactive namespace (IPython's ``user_ns``, else ``__main__``) and the objects IPython
+    itself put there, by name (``user_ns_hidden``)."""
     shell = _shell()
     if shell is not None:
-        return shell.user_ns, set(shell.user_ns_hidden)
-    return vars(sys.modules["__main__"]), set()
+        return shell.user_ns, dict(shell.user_ns_hidden)
+    return vars(sys.modules["__main__"]), {}
 
 
 def make_context(
@@ -50,7 +51,7 @@ def make_context(
 ) -> Context:
     """Resolve arguments against configuration: arguments win, then env, then config."""
     config = config if config is not None else PauseConfig()
-    hidden: set[str] = set()
+    hidden: dict[str, Any] = {}
     if namespace is None:
         namespace, hidden = user_namespace()
     options = storage_options if storage_options is not None else dict(config.storage_options)

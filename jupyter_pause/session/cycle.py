@@ -95,7 +95,7 @@ def resume_and_verify(
     )
     run.moments = {k: run.moments.get(k) for k in reports.MOMENTS}
     key = reports.write(ctx.store, run) if write_report else None
-    ledger.resumed(ctx.store, run, ctx.config.node)
+    ledger.resumed(ctx.store, run, ctx.config.node, ctx.config.keyring)
     return Cycle(result, verdict, run, key)
 
 

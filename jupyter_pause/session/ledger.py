@@ -58,8 +58,16 @@ def _event(
     )
 
 
-def committed(store: Store, manifest: Any) -> None:
-    """A checkpoint was committed: ``checkpoint_committed``."""
+def _sign(keys: Any) -> None:
+    """Sign this kernel's records with ``keys`` (its config's keyring) when it has them: a kernel
+    a server of ours started writes records too (checkpoints, resumes), and signs them all the same."""
+    if keys is not None:
+        records.sign_with(keys)
+
+
+def committed(store: Store, manifest: Any, keys: Any = None) -> None:
+    """A checkpoint was committed: ``checkpoint_committed`` (signed with ``keys``, if given)."""
+    _sign(keys)
     stats = manifest.stats or {}
     event = _event(
         LedgerEvent.CHECKPOINT_COMMITTED,
@@ -75,8 +83,10 @@ def committed(store: Store, manifest: Any) -> None:
     records.write(store, event)
 
 
-def resumed(store: Store, report: Any, node: str) -> None:
-    """A resume finished: its moments as events, ``kernel_ready`` with the bytes restored."""
+def resumed(store: Store, report: Any, node: str, keys: Any = None) -> None:
+    """A resume finished: its moments as events, ``kernel_ready`` with the bytes restored (signed
+    with ``keys``, if given)."""
+    _sign(keys)
     moments = report.moments or {}
     events = []
     for name in RESUME_MOMENTS:

@@ -32,8 +32,8 @@ def current_folder() -> str | None:
         return None
 
 
-#: The folder the kernel was in when jupyter_pause was loaded: where relative places are taken
-#: from when the kernel knows of no notebook (a console, a script).
+#: The folder the process was in when jupyter_pause was loaded: its start folder when IPython does
+#: not say (a script calling ``jupyter_pause.checkpoint`` outside IPython).
 START_FOLDER = current_folder() or os.path.expanduser("~")
 
 #: A local module file larger than this is not kept (the checkpoint's summary names it).
@@ -43,9 +43,25 @@ MAX_FILE_BYTES = 16 << 20
 INSTALLED_PARTS = frozenset({"site-packages", "dist-packages"})
 
 
+def start_folder() -> str:
+    """The folder the kernel started in, as IPython took it when the kernel started, before any
+    cell could change it (``%load_ext jupyter_pause`` may come after an ``os.chdir``); outside
+    IPython, the folder when jupyter_pause was loaded."""
+    ipython = sys.modules.get("IPython")  # not loaded: no kernel to ask
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    started = getattr(shell, "starting_dir", None)
+    return started if isinstance(started, str) and os.path.isabs(started) else START_FOLDER
+
+
 def notebook_folder(notebook: str | None) -> str:
-    """The notebook's folder; without a notebook, the folder the kernel started in."""
-    return os.path.dirname(os.path.abspath(notebook)) if notebook else START_FOLDER
+    """The notebook's folder; without a notebook, the folder the kernel started in. Relative
+    places (the working directory, ``sys.path`` entries) are kept and put back relative to it."""
+    return os.path.dirname(os.path.abspath(notebook)) if notebook else start_folder()
+
+
+def folder_words(notebook: str | None) -> str:
+    """What ``notebook_folder`` is, in words: "the notebook's folder" or "the kernel's start folder"."""
+    return "the notebook's folder" if notebook else "the kernel's start folder"
 
 
 def relative_to(path: str, folder: str) -> str | None:
@@ -64,7 +80,8 @@ def relative_to(path: str, folder: str) -> str | None:
     return None
 
 
-def _installed_roots() -> list[str]:
+def installed_roots() -> list[str]:
+    """The folders of this Python installation: its prefixes, standard library and site folders."""
     roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, *sysconfig.get_paths().values()}
     if hasattr(site, "getsitepackages"):
         roots.update(site.getsitepackages())
@@ -72,7 +89,7 @@ def _installed_roots() -> list[str]:
     return sorted(roots)
 
 
-def _installed(path: str, roots: list[str]) -> bool:
+def installed(path: str, roots: list[str]) -> bool:
     """Whether ``path`` belongs to an installation rather than to the notebook."""
     if INSTALLED_PARTS & set(Path(path).parts):
         return True
@@ -82,7 +99,7 @@ def _installed(path: str, roots: list[str]) -> bool:
 def imported_files(folder: str) -> dict[str, str]:
     """The files under ``folder`` that modules of this process were loaded from: relative path ->
     module name. Not ``__main__``, not jupyter_pause itself, not installed code."""
-    roots = _installed_roots()
+    roots = installed_roots()
     # A string test first: thousands of modules are loaded, and resolving each path would cost.
     inside = tuple({os.path.join(os.path.abspath(folder), ""), os.path.join(os.path.realpath(folder), "")})
     found: dict[str, str] = {}
@@ -93,7 +110,7 @@ def imported_files(folder: str) -> dict[str, str]:
         if not isinstance(path, str) or not os.path.isabs(path) or not os.path.normpath(path).startswith(inside):
             continue
         rel = relative_to(os.path.normpath(path), folder)
-        if rel is None or rel == "." or _installed(path, roots):
+        if rel is None or rel == "." or installed(path, roots):
             continue
         found.setdefault(rel, name)
     return dict(sorted(found.items()))

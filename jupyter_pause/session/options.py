@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, TypeVar
 
 from ..errors import SelectionError, StoreError
+from ..store.catalog import Decision
 from ..store.layout import check_session
 from ..vocabulary import CHECKPOINT_TRIGGERS, Trigger
 
@@ -161,6 +162,14 @@ class ResumeOptions:
     allow_partial
         Bring back what verifies of a damaged checkpoint: one asked for by id, or the newest when
         every one is damaged. Without it such a resume is refused, naming the damage.
+    decision
+        What the server already chose from its listing of the store (``Decision``: the
+        checkpoints to try, newest first, and those passed over); the kernel follows it rather
+        than list and verify the store again. ``None``: the kernel lists and chooses itself.
+    rebuild
+        Rebuild what the checkpoint could not save by replaying the statements that made it
+        (``session.rebuild``); False (``%resume --no-rebuild``) leaves it out. ``PauseConfig.rebuild``
+        (``JUPYTER_PAUSE_REBUILD``) switches it off as well.
     """
 
     checkpoint: str = "latest"
@@ -171,10 +180,14 @@ class ResumeOptions:
     overwrite: bool = False
     paused_from: str | None = None
     allow_partial: bool = False
+    decision: Decision | None = None
+    rebuild: bool = True
 
     def __post_init__(self) -> None:
         """Normalise ``only`` to a tuple and refuse a bad value, saying what to write instead."""
         _text(self.checkpoint, "checkpoint", "latest")
+        if self.decision is not None and not isinstance(self.decision, Decision):
+            raise SelectionError(f"decision must be a Decision (from the store's catalog), not {_shown(self.decision)}")
         if self.map_location not in MAP_LOCATIONS:
             raise SelectionError(
                 f"--map-location must be one of {', '.join(MAP_LOCATIONS)}, not {_shown(self.map_location)}"
@@ -188,6 +201,7 @@ class ResumeOptions:
             overwrite=_flag(self.overwrite, "overwrite"),
             paused_from=self.paused_from or None,
             allow_partial=_flag(self.allow_partial, "allow_partial"),
+            rebuild=_flag(self.rebuild, "rebuild"),
         )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pickle
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
@@ -46,6 +46,7 @@ class Loop:
     marks: tuple[tuple[Loop, int], ...] = ()  # once finished: the enclosing loops and their items then
     carried: Any = None  # once finished: what the loader's next pass starts from (``resumable.after_pass``)
     iterator: Any = None  # what the pass draws from (a DataLoader's iterator holds its worker processes)
+    origin: dict[str, Any] = field(default_factory=dict)  # what identifies it in its cell (``loops.identity``)
 
     @property
     def done(self) -> int:
@@ -259,6 +260,8 @@ def _record(loop: Loop, done: int, finished: bool, description: str) -> dict[str
         "exact": loop.kind.exact,
         "finished": finished,
         "description": description,
+        "at": description.removesuffix(loop.suffix),  # "step 32": this loop's part of the description
+        **loop.origin,
     }
 
 
@@ -273,6 +276,7 @@ class Armed:
     finished: bool = False
     state: Any = None
     record: dict[str, Any] | None = None  # as the checkpoint recorded it: a checkpoint before the loop runs keeps it
+    told: set[str] = field(default_factory=set)  # what the loops starting since said of it (``loops.matching``)
 
 
 #: Positions a resume brought back, by loop identity; each is taken by its loop's first pass.
@@ -283,6 +287,11 @@ def take_armed(identity: str) -> Armed | None:
     """The armed position of the loop ``identity``, taken by its first pass."""
     _interrupted.pop(identity, None)
     return _armed.pop(identity, None)
+
+
+def waiting() -> list[Armed]:
+    """The armed positions no loop has taken yet."""
+    return list(_armed.values())
 
 
 def unmatched(label: str) -> None:

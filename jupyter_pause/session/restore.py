@@ -18,15 +18,15 @@ from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
 from ..store import signing
-from ..store.catalog import Catalog
-from ..store.integrity import check, describe, fetch
+from ..store.catalog import Catalog, Decision, Listing
+from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
-from . import activity, lineage, positions, rng, settings
+from . import activity, hooks, lineage, positions, rebuild, rng, settings
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
-from .selection import type_name
+from .selection import shadowing, type_name
 
 
 @dataclass
@@ -42,6 +42,7 @@ class ResumeResult:
     damaged: dict[str, str] = field(default_factory=dict)
     environment: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    rebuilt: rebuild.Report = field(default_factory=rebuild.Report)
 
     @property
     def complete(self) -> bool:
@@ -67,8 +68,10 @@ class ResumeResult:
             lines.append(f"  imported again: {', '.join(self.imported)}")
         for name, reason in self.skipped.items():
             lines.append(f"  not restored: {name}: {reason}")
+        lines += [f"  {line}" for line in self.rebuilt.lines()]
         for record in m.skipped:
-            lines.append(f"  not in checkpoint: {record.name} ({record.type}): {record.reason}")
+            if record.name not in self.rebuilt.done:
+                lines.append(f"  not in checkpoint: {record.name} ({record.type}): {record.reason}")
         if self.environment:
             lines.append("  environment differs from the checkpoint's:")
             lines += [f"    {d}" for d in self.environment]
@@ -121,7 +124,7 @@ def _changed_types(manifest: Manifest, values: dict[str, Any], restored: list[st
 def _needed_blobs(manifest: Manifest) -> list[str]:
     keys = [v.blob.key for v in manifest.variables]
     keys += [a.blob for a in manifest.arrays.values()]
-    for ref in (manifest.rng, manifest.checks, manifest.loop_state):
+    for ref in (manifest.rng, manifest.checks, manifest.loop_state, manifest.history):
         if ref is not None:
             keys.append(ref.key)
     return keys
@@ -191,45 +194,48 @@ def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> l
     return positions.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
 
 
-def _choose(
-    catalog: Catalog,
-    session: str,
-    ref: str,
-    key: Keys = None,
-    map_location: str = "auto",
-    paused_from: str | None = None,
-    allow_partial: bool = False,
-) -> Chosen:
+def _choose(catalog: Catalog, session: str, options: ResumeOptions, key: Keys, map_location: str) -> Chosen:
     """The checkpoint to restore, its blobs, and the newer ones passed over: damaged manifests
-    (checksum, signature, torn write) and checkpoints whose blobs do not verify, each with why.
+    (checksum, signature, torn write), other lineages' (``Listing.following``) and checkpoints
+    whose blobs do not verify, each with why.
 
+    One rule, wherever the resume comes from: "latest" is the newest checkpoint whose manifest
+    and blobs verify. The store is listed and its manifests verified once: here for ``%resume``,
+    by the server for its resume, which passes its ``Decision`` along (``options.decision``);
+    here the candidates' blobs are then read and verified, newest first, until one is whole.
     A checkpoint asked for by id whose manifest or blobs are damaged, or every checkpoint
     damaged, raises ``CheckpointDamaged`` saying why and which checkpoint is intact, unless
     ``allow_partial`` (then what verifies is brought back, and the rest named); "no checkpoint"
     only when the session has none at all.
     """
-    listing = catalog.listing(session, key)
-    if not key:
-        listing = listing.following(paused_from)  # without signing, "latest" keeps to the paused lineage
-    if ref not in ("latest", ""):
-        manifest = listing.resolve(ref).manifest
-        blobs = _fetch(catalog, manifest, map_location)
-        if blobs.bad and not allow_partial:
-            raise CheckpointDamaged(
-                f"checkpoint {manifest.id} of session {session!r} is damaged: {describe(manifest, blobs.bad)}; "
-                f"{_intact_other(catalog, listing, manifest)}; or bring back what verifies of it with "
-                "allow_partial (%resume --allow-partial)"
-            )
-        return Chosen(manifest=manifest, blobs=blobs, passed_over={})
-    listing.resolve("latest")  # no intact checkpoint: says whether there is none or all are damaged
+    by_id = options.checkpoint not in ("latest", "")
+    listing: Listing | None = None
+    decision = options.decision
+    listed: dict[str, Manifest] = {}
+    if decision is None:
+        listing = _listing(catalog, session, key, options.paused_from)
+        choice = listing.resolve(options.checkpoint)  # no checkpoint, an unknown id, damaged manifests
+        decision = Decision.of(listing, choice, by_id)
+        listed = {m.id: m for m in listing.checkpoints + listing.aside}
     damaged: dict[str, str] = {}
-    for manifest in listing.checkpoints:
+    for checkpoint_id in decision.candidates:
+        manifest = listed.get(checkpoint_id) or _read_manifest(catalog, session, checkpoint_id, key)
+        if isinstance(manifest, str):  # changed or gone since the server listed it
+            if by_id:
+                raise CheckpointDamaged(f"checkpoint {checkpoint_id} of session {session!r} is damaged: {manifest}")
+            damaged[checkpoint_id] = manifest
+            continue
         blobs = _fetch(catalog, manifest, map_location)
-        if not blobs.bad:
-            newer = {**listing.newer_damaged(manifest), **listing.newer_elsewhere(manifest), **damaged}
-            return Chosen(manifest=manifest, blobs=blobs, passed_over=dict(sorted(newer.items(), reverse=True)))
-        damaged[manifest.id] = describe(manifest, blobs.bad)
-    if not allow_partial:
+        if not blobs.bad or (by_id and options.allow_partial):
+            passed_over = {**decision.newer(manifest), **damaged}
+            return Chosen(manifest=manifest, blobs=blobs, passed_over=dict(sorted(passed_over.items(), reverse=True)))
+        if by_id:  # the error path alone lists the store, to name the newest intact checkpoint
+            listing = listing or _listing(catalog, session, key, options.paused_from)
+            raise listing.refusal(catalog.store, manifest, describe(manifest, blobs.bad))
+        damaged[checkpoint_id] = describe(manifest, blobs.bad)
+    readable = (listed.get(i) or _read_manifest(catalog, session, i, key) for i in decision.candidates)
+    newest = next((m for m in readable if isinstance(m, Manifest)), None)
+    if not options.allow_partial or newest is None:
         whys = "; ".join(f"{i}: {why}" for i, why in damaged.items())
         raise CheckpointDamaged(
             f"every checkpoint of session {session!r} is damaged ({whys}); bring back what verifies of the "
@@ -237,17 +243,23 @@ def _choose(
         )
     # Nothing verifies: bring back what can be from the newest, and say so. (Read again rather
     # than held from the first pass, so a damaged newest never doubles memory while searching.)
-    manifest = listing.checkpoints[0]
-    passed_over = {k: v for k, v in {**listing.newer_damaged(manifest), **damaged}.items() if k != manifest.id}
-    return Chosen(manifest=manifest, blobs=_fetch(catalog, manifest, map_location), passed_over=passed_over)
+    passed_over = {k: v for k, v in {**decision.newer(newest), **damaged}.items() if k != newest.id}
+    return Chosen(manifest=newest, blobs=_fetch(catalog, newest, map_location), passed_over=passed_over)
 
 
-def _intact_other(catalog: Catalog, listing: Any, damaged: Manifest) -> str:
-    """Which checkpoint of the listing is whole (its blobs checked, newest first), for a message."""
-    for manifest in listing.checkpoints:
-        if manifest.id != damaged.id and not check(catalog.store, manifest):
-            return f"the newest intact checkpoint is {manifest.id} (resume it by id, or resume 'latest')"
-    return "no other checkpoint of this session is intact"
+def _listing(catalog: Catalog, session: str, key: Keys, paused_from: str | None) -> Listing:
+    """The session's checkpoints as a resume sees them: without signing, "latest" keeps to the paused lineage."""
+    listing = catalog.listing(session, key)
+    return listing if key else listing.following(paused_from)
+
+
+def _read_manifest(catalog: Catalog, session: str, checkpoint_id: str, key: Keys) -> Manifest | str:
+    """A candidate's manifest, read by id and verified; why not, when it is damaged or gone."""
+    try:
+        manifest = catalog.manifest(session, checkpoint_id, key)
+    except FileNotFoundError:
+        return "its manifest is no longer in the store"
+    return manifest if isinstance(manifest, Manifest) else manifest.why
 
 
 def resume(
@@ -307,9 +319,7 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
     key = ctx.config.keyring
-    chosen = _choose(
-        catalog, ctx.session, options.checkpoint, key, map_location, options.paused_from, options.allow_partial
-    )
+    chosen = _choose(catalog, ctx.session, options, key, map_location)
     manifest, blobs = chosen.manifest, chosen.blobs.good
     saved = [v.name for v in manifest.variables]
     wanted = list(dict.fromkeys(only)) if only is not None else saved
@@ -334,6 +344,7 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     for name in restored:
         ctx.namespace[name] = values[name]
     notes = [signing.describe(manifest.signature, key), *kept, *_changed_types(manifest, values, restored)]
+    notes += shadowing(restored, ctx.hidden, "restored")
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
@@ -344,6 +355,12 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
             notes.append(f"RNG state restored: {', '.join(state)}")
         else:
             notes.append("RNG state NOT restored: its blob is missing or damaged")
+    rebuilt = rebuild.Report()
+    if only is None:  # after the restore, before the digests the restore test compares
+        rebuilt, replay_notes = rebuild.on_resume(
+            manifest, blobs, ctx.namespace, options.rebuild and ctx.config.rebuild
+        )
+        notes += replay_notes
     notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
         probe.remember(manifest.id, moved.loads(bytes(blobs[manifest.checks.key]))["probe"])
@@ -355,6 +372,8 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     probe.record_restore(manifest.id, digests, failed)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)
+    if only is None:  # the outside world, once everything is back (``hooks``)
+        notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
     return ResumeResult(
         manifest=manifest,
         store_url=ctx.store.display_url,
@@ -365,4 +384,5 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
         damaged=damaged,
         environment=fingerprint.differences(manifest.environment, current),
         notes=notes,
+        rebuilt=rebuilt,
     )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
 import fnmatch
 import re
 import types
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import SelectionError
 from ..store.manifest import SkippedRecord
@@ -17,10 +19,10 @@ SECRET_FRAGMENTS = ("password", "passwd", "secret", "api_key", "apikey", "creden
 #: Whole name parts that mark a secret (``hf_token``, ``AuthToken``; not ``tokenizer``).
 SECRET_PARTS = frozenset({"token", "pwd", "passphrase"})
 
-#: Names IPython and ipykernel put into every namespace.
-IPYTHON_NAMES = frozenset(
-    {"In", "Out", "get_ipython", "exit", "quit", "open", "display", "__session__", "__builtins__"}
-)
+#: Names IPython and ipykernel put into every namespace or its builtins. A variable under one of
+#: them is left out only while it holds IPython's own object (``ipython_own``); a value of the
+#: user's there is saved like any other, and named as shadowing IPython's.
+IPYTHON_NAMES = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open", "display"})
 
 
 def type_name(value: Any) -> str:
@@ -44,6 +46,24 @@ def looks_secret(name: str) -> bool:
     return any(part in SECRET_PARTS for part in parts)
 
 
+def ipython_own(name: str, value: Any, hidden: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is the very object IPython put under ``name``: in the namespace
+    (``hidden``, IPython's ``user_ns_hidden``) or in builtins (``display``). By identity: the
+    user's own value under the same name is not IPython's."""
+    return any(name in owner and owner[name] is value for owner in (hidden, vars(builtins)))
+
+
+def shadowing(names: Iterable[str], hidden: Mapping[str, Any], done: str) -> list[str]:
+    """A note for each of ``names`` that IPython also uses (``display: restored (it shadows
+    IPython's display)``), ``done`` saying what happened to it. ``hidden`` empty: not IPython's
+    namespace (``__main__`` of a script, a namespace passed in), so nothing there is IPython's."""
+    return [
+        f"{name}: {done} (it shadows IPython's {name})"
+        for name in names
+        if hidden and not name.startswith("_") and (name in IPYTHON_NAMES or name in hidden)
+    ]
+
+
 @dataclass
 class Selection:
     """Variables chosen for a checkpoint, and those left out with the reason."""
@@ -64,7 +84,7 @@ def select(
     namespace: dict[str, Any],
     names: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
-    hidden: Iterable[str] = (),
+    hidden: Mapping[str, Any] | None = None,
 ) -> Selection:
     """Choose what to save from ``namespace``.
 
@@ -79,7 +99,9 @@ def select(
     exclude
         Glob patterns of names to leave out.
     hidden
-        Further names to leave out silently (IPython's ``user_ns_hidden``).
+        IPython's own objects by name (its ``user_ns_hidden``): a name is left out silently
+        while it holds that object (or IPython's builtin of that name, such as ``display``);
+        a user's value under the name is saved.
     """
     excluded = list(exclude)
     selection = Selection()
@@ -95,9 +117,9 @@ def select(
             if not any(fnmatch.fnmatchcase(name, p) for p in excluded):
                 selection.values[name] = namespace[name]
         return selection
-    hidden_names = set(hidden) | IPYTHON_NAMES
+    hidden = hidden if hidden is not None else {}
     for name, value in list(namespace.items()):
-        if name.startswith("_") or name in hidden_names:
+        if name.startswith("_") or ipython_own(name, value, hidden):
             continue
         if any(fnmatch.fnmatchcase(name, p) for p in excluded):
             continue

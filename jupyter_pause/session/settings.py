@@ -2,8 +2,8 @@
 
 torch's default dtype, deterministic algorithms, cuDNN flags, float32 matmul precision and
 thread counts; scikit-learn's ``get_config()``; matplotlib's rcParams that differ from its
-defaults; the working directory and the ``sys.path`` entries the notebook added, relative to the
-notebook's folder where they lie under it. A library is read only when the session imported it.
+defaults; the working directory and the ``sys.path`` entries the user added (``places``). A
+library is read only when the session imported it.
 Together with the notebook's own modules (``localmodules``), this is what ``capture`` keeps and
 ``restore`` brings back; a setting that cannot be applied here is named, never an error.
 """
@@ -11,26 +11,20 @@ Together with the notebook's own modules (``localmodules``), this is what ``capt
 from __future__ import annotations
 
 import enum
-import json
 import os
-import subprocess
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from ..store.manifest import Manifest
 from ..store.storage import Store
-from . import localmodules
-from .localmodules import notebook_folder, relative_to
+from . import localmodules, places
+from .localmodules import folder_words, notebook_folder
 
 #: rcParams that belong to the front end, not to results: never kept.
 RC_IGNORED = frozenset({"backend", "backend_fallback", "interactive"})
-
-#: ``sys.path`` when jupyter_pause was loaded: the baseline when a fresh interpreter cannot say.
-PATH_AT_LOAD = tuple(sys.path)
 
 CUDNN_FLAGS = ("enabled", "benchmark", "deterministic", "allow_tf32")
 
@@ -111,43 +105,6 @@ def _matplotlib() -> dict[str, Any] | None:
         }
 
 
-@lru_cache(maxsize=1)
-def _startup_path() -> frozenset[str]:
-    """The ``sys.path`` a fresh interpreter of this environment starts with (its site folders,
-    ``.pth`` files, PYTHONPATH): whatever else is there, the notebook added."""
-    probe = "import json, sys; print(json.dumps(sys.path))"
-    try:
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=10, check=True)
-        return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return frozenset(PATH_AT_LOAD)
-
-
-def _place(path: str, folder: str) -> dict[str, Any]:
-    """A folder as kept: relative to the notebook's folder when it lies under it."""
-    rel = relative_to(path, folder) if os.path.isabs(path) else None
-    return {"path": rel, "in_notebook_folder": True} if rel is not None else {"path": path, "in_notebook_folder": False}
-
-
-def _resolve(place: dict[str, Any], folder: str) -> str:
-    path = place["path"]
-    return os.path.normpath(os.path.join(folder, path)) if place.get("in_notebook_folder") else path
-
-
-def _show(place: dict[str, Any]) -> str:
-    return f"{place['path']} (in the notebook's folder)" if place.get("in_notebook_folder") else place["path"]
-
-
-def _sys_path(folder: str) -> list[dict[str, Any]]:
-    startup = _startup_path()
-    first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
-    return [
-        {**_place(entry, folder), "front": i < first}
-        for i, entry in enumerate(sys.path)
-        if entry not in startup and isinstance(entry, str)
-    ]
-
-
 def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
     """The settings to keep, as JSON values, and notes on any that could not be read."""
     folder = notebook_folder(notebook)
@@ -157,8 +114,8 @@ def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
         "torch": _torch,
         "sklearn": _sklearn,
         "matplotlib": _matplotlib,
-        "cwd": lambda: _place(os.getcwd(), folder),
-        "sys_path": lambda: _sys_path(folder),
+        "cwd": lambda: places.place(os.getcwd(), folder),
+        "sys_path": lambda: places.capture_sys_path(folder),
     }
     for name, read in readers.items():
         try:
@@ -261,43 +218,18 @@ def _apply_matplotlib(saved: dict[str, Any], out: Outcome) -> None:
         out.applied.append(f"matplotlib rcParams {', '.join(changed)}")
 
 
-def _apply_cwd(saved: dict[str, Any], folder: str, out: Outcome) -> None:
-    target = _resolve(saved, folder)
-    here = localmodules.current_folder()
-    if here is not None and relative_to(target, here) == ".":
-        return
-    if not os.path.isdir(target):
-        out.not_applied.append(f"working directory {_show(saved)}: no such folder on this node; left at {here}")
-        return
-    os.chdir(target)
-    out.applied.append(f"working directory {_show(saved)}")
-
-
-def _apply_sys_path(saved: list[dict[str, Any]], folder: str, out: Outcome) -> None:
-    front = 0
-    for place in saved:
-        entry = _resolve(place, folder)
-        if entry in sys.path:
-            front += place.get("front", False)
-            continue
-        if not os.path.isdir(entry if os.path.isabs(entry) else os.path.abspath(entry)):
-            out.not_applied.append(f"sys.path entry {_show(place)}: no such folder on this node")
-            continue
-        if place.get("front"):
-            sys.path.insert(front, entry)
-            front += 1
-        else:
-            sys.path.append(entry)
-        out.applied.append(f"sys.path + {_show(place)}")
-
-
-def apply(saved: dict[str, Any], folder: str) -> Outcome:
+def apply(saved: dict[str, Any], folder: str, words: str = "the notebook's folder") -> Outcome:
     """Set the kept settings in this process; what cannot be set is named in the outcome. The
-    working directory comes first: relative ``sys.path`` entries are taken from it."""
+    working directory comes first: relative ``sys.path`` entries are taken from it. Places kept
+    relative are taken from ``folder``, called ``words`` in the outcome."""
     out = Outcome()
     steps: list[tuple[str, str, Callable[[Any], None]]] = [
-        ("cwd", "working directory", lambda kept: _apply_cwd(kept, folder, out)),
-        ("sys_path", "sys.path", lambda kept: _apply_sys_path(kept, folder, out)),
+        ("cwd", "working directory", lambda kept: places.apply_cwd(kept, folder, words, out.applied, out.not_applied)),
+        (
+            "sys_path",
+            "sys.path",
+            lambda kept: places.apply_sys_path(kept, folder, words, out.applied, out.not_applied),
+        ),
         ("torch", "torch settings", lambda kept: _apply_torch(kept, out)),
         ("sklearn", "scikit-learn config", lambda kept: _apply_sklearn(kept, out)),
         ("matplotlib", "matplotlib rcParams", lambda kept: _apply_matplotlib(kept, out)),
@@ -336,7 +268,7 @@ def restore(store: Store, manifest: Manifest, notebook: str | None, *, full: boo
     Returns the resume summary's lines."""
     notes = localmodules.put_back(store, manifest, notebook, overwrite)
     if full and manifest.settings:
-        notes += apply(manifest.settings, notebook_folder(notebook)).notes()
+        notes += apply(manifest.settings, notebook_folder(notebook), folder_words(notebook)).notes()
     elif manifest.settings:
         notes.append("settings left as they are: only some variables were asked for")
     return notes + localmodules.make_importable(manifest, notebook)

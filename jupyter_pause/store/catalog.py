@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import CheckpointDamaged, CheckpointNotFound
-from .integrity import Damage, read_manifest
+from .integrity import Damage, check, read_manifest
 from .layout import (
     SESSIONS,
     manifest_id,
@@ -116,6 +116,37 @@ class Listing:
         why = self.damaged.get(found) or f"its manifest cannot be read from the store: {self.unreadable[found]}"
         raise CheckpointDamaged(f"checkpoint {found} of session {self.session!r} is damaged: {why}; {self._intact()}")
 
+    def passing_over(self, known: dict[str, str]) -> Listing:
+        """This listing with the checkpoints in ``known`` (id: why; blob damage a reader found
+        before) moved from the intact ones to the damaged ones."""
+        found = [m for m in self.checkpoints if m.id in known]
+        if not found:
+            return self
+        taken = {**self.taken, **{m.id: m.created for m in found}}
+        damaged = {**self.damaged, **{m.id: known[m.id] for m in found}}
+        newest_first = sorted(damaged, key=lambda i: (taken[i], i), reverse=True)
+        return replace(
+            self,
+            checkpoints=[m for m in self.checkpoints if m.id not in known],
+            damaged={i: damaged[i] for i in newest_first},
+            taken=taken,
+        )
+
+    def refusal(self, store: Store, manifest: Manifest, why: str) -> CheckpointDamaged:
+        """The error for checkpoint ``manifest``, asked for by id, whose blobs are damaged
+        (``why``, as ``describe`` says it): the damage, the newest checkpoint here whose blobs
+        verify (read, newest first, until one does), and how to bring back what verifies instead."""
+        intact = next((m for m in self.checkpoints if m.id != manifest.id and not check(store, m)), None)
+        other = (
+            f"the newest intact checkpoint is {intact.id} (resume it by id, or resume 'latest')"
+            if intact is not None
+            else "no other checkpoint of this session is intact"
+        )
+        return CheckpointDamaged(
+            f"checkpoint {manifest.id} of session {self.session!r} is damaged: {why}; "
+            f"{other}; or bring back what verifies of it with allow_partial (%resume --allow-partial)"
+        )
+
     def _intact(self) -> str:
         if self.checkpoints:
             return f"the newest intact checkpoint is {self.checkpoints[0].id} (resume it by id, or resume 'latest')"
@@ -146,6 +177,38 @@ def passed_over_note(passed_over: dict[str, str], used: str) -> str:
         for i, why in passed_over.items()
     )
     return f"{named}; using {used}, the newest intact checkpoint, instead"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a reader that listed and verified a session's manifests chose, for the one that
+    restores to act on without listing the store again: the checkpoints to try, newest first
+    (one, when asked for by id), and the others passed over (id: why), with when each was taken.
+
+    The restorer reads each candidate's manifest by id (verifying it again: it may have
+    changed since) and its blobs, and restores the first whose blobs verify.
+    """
+
+    candidates: tuple[str, ...]
+    passed_over: dict[str, str] = field(default_factory=dict)
+    taken: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, listing: Listing, choice: Choice, by_id: bool) -> Decision:
+        """The decision a listing (already kept to a lineage where it should be) gives for ``choice``."""
+        if by_id:
+            return cls((choice.manifest.id,))
+        aside = {m.id: m.created for m in listing.aside}
+        return cls(
+            tuple(m.id for m in listing.checkpoints),
+            {**listing.damaged, **listing.elsewhere},
+            {**listing.taken, **aside},
+        )
+
+    def newer(self, than: Manifest | None) -> dict[str, str]:
+        """The checkpoints passed over that are newer than ``than`` (all of them for None), newest first."""
+        newer = {i: why for i, why in self.passed_over.items() if than is None or self.taken.get(i, 0.0) > than.created}
+        return dict(sorted(newer.items(), key=lambda kv: (self.taken.get(kv[0], 0.0), kv[0]), reverse=True))
 
 
 @dataclass
@@ -205,6 +268,11 @@ class Catalog:
                 why += "; its writer stopped while committing it"
             found.damaged[checkpoint_id] = why
         return found
+
+    def manifest(self, session: str, checkpoint_id: str, key: Keys = None) -> Manifest | Damage:
+        """Checkpoint ``checkpoint_id``'s manifest, verified (a ``Damage`` when it does not),
+        read by its key alone: no listing."""
+        return read_manifest(self.store.read(manifest_key(session, checkpoint_id)), checkpoint_id, key)
 
     def checkpoints(self, session: str, key: Keys = None) -> list[Manifest]:
         """Intact committed checkpoints of ``session``, newest first."""

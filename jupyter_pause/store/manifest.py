@@ -76,6 +76,33 @@ class SkippedRecord:
 
 
 @dataclass
+class ReplayStep:
+    """One recorded statement a resume runs again: where it comes from in the cell history, and its source."""
+
+    index: int  # its place in the history (statements in the order they ran)
+    cell: int  # the execution count of its cell
+    source: str  # Python, as the kernel ran it (magics already turned into calls)
+
+
+@dataclass
+class RecipeRecord:
+    """How a variable that could not be saved is rebuilt on resume (see ``session.rebuild``).
+
+    ``steps`` are the statements to replay, in the order they ran; variables rebuilt together
+    (an iterator over a rebuilt generator) share the same steps. ``missing`` says why it cannot be
+    rebuilt ("" when it can); ``notes`` name the statements left out and the inputs that changed.
+    """
+
+    name: str
+    type: str
+    reach: str  # "memory", "iterator" (every statement that changed it replayed) or "outside" (only its opening)
+    steps: list[ReplayStep] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)  # the names its statements read: saved, imported or rebuilt
+    missing: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Manifest:
     """Everything needed to find, verify and restore one checkpoint."""
 
@@ -120,6 +147,12 @@ class Manifest:
     #: lineage's key) and ``blobs`` (blob key -> fingerprint), so the next checkpoint keeps the
     #: unchanged ones without copying them. Empty for older checkpoints and those without any.
     fingerprints: dict[str, Any] = field(default_factory=dict)
+    #: How each variable that could not be saved is rebuilt on resume (``session.rebuild``); empty
+    #: for older checkpoints, which lack the field.
+    recipes: list[RecipeRecord] = field(default_factory=list)
+    #: The cell history (``session.history``): the statements the kernel ran, what each assigned,
+    #: changed and read, never values. None for older checkpoints.
+    history: BlobRef | None = None
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
@@ -188,7 +221,11 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     data["local_modules"] = [
         LocalModuleRecord(**{**m, "blob": BlobRef(**m["blob"])}) for m in data.get("local_modules", [])
     ]
-    for name in ("rng", "checks", "loop_state"):
+    data["recipes"] = [
+        RecipeRecord(**{**r, "steps": [ReplayStep(**step) for step in r.get("steps", [])]})
+        for r in data.get("recipes", [])
+    ]
+    for name in ("rng", "checks", "loop_state", "history"):
         if data.get(name):
             data[name] = BlobRef(**data[name])
     return Manifest(**data)

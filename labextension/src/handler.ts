@@ -2,7 +2,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { IRelease, IServerStatus } from './release';
+import { IRelease, IReleaseWarning, IServerStatus } from './release';
 import {
   IPauseStatus,
   IPullReply,
@@ -131,6 +131,15 @@ export namespace PauseAPI {
    */
   export function release(): Promise<IRelease> {
     return post<IRelease>('release', { trigger: vocabulary.Trigger.BUTTON });
+  }
+
+  /**
+   * Keep working: end the pause service's warning (the server counts it as activity).
+   */
+  export function keepWorking(): Promise<{ cancelled: IReleaseWarning | null }> {
+    return requestAPI<{ cancelled: IReleaseWarning | null }>('release/warning', {
+      method: 'DELETE'
+    });
   }
 }
 

@@ -13,11 +13,12 @@ import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import { NotebookPauseController } from './controller';
 import { errorMessage, PauseAPI, showError } from './handler';
 import { pauseIcon, pausedSessionsIcon, resumeIcon } from './icons';
-import { addReleaseCommand, ReleaseNotifier } from './releasedialog';
+import { addReleaseCommand, ReleaseNotifier, runRelease } from './releasedialog';
 import { IServerStatusModel, ServerStatusModel } from './servermodel';
 import { PausedSessionsPanel } from './sessions';
 import { PauseStatusView } from './statusview';
 import { createToolbarButton, PAUSE_TEXT, RESUME_TEXT } from './toolbar';
+import { ReleaseWarningNotifier } from './warning';
 
 /**
  * The command ids.
@@ -231,8 +232,8 @@ const sessionsPlugin: JupyterFrontEndPlugin<void> = {
 };
 
 /**
- * "Pause all and stop server" (File menu, palette), shown only under a JupyterHub, and the
- * notification that follows a release.
+ * "Pause all and stop server" (File menu, palette), shown only under a JupyterHub, the
+ * notification that follows a release, and the one that warns of a release coming.
  */
 const releasePlugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-pause:release',
@@ -255,6 +256,18 @@ const releasePlugin: JupyterFrontEndPlugin<void> = {
       server,
       hubPrefix ? URLExt.join(PageConfig.getOption('hubHost'), hubPrefix, 'home') : null
     );
+    // The pause service's warning before it releases this server: a countdown, Keep working
+    // and Pause now (the release above, without asking again: the user just chose it).
+    new ReleaseWarningNotifier({
+      server,
+      pauseNow: async () => {
+        await runRelease({
+          server,
+          saveAll: () => Private.saveNotebooks(tracker),
+          confirm: async () => true
+        });
+      }
+    });
     if (palette) {
       palette.addItem({ command: CommandIDs.release, category: PALETTE_CATEGORY });
     }

@@ -62,6 +62,51 @@ export interface IServerStatus {
   resume_on_open: boolean;
   sessions: INotebookSession[];
   release: IRelease | null;
+  /** The pause service's warning of a coming release, or null (absent: an older server). */
+  warning?: IReleaseWarning | null;
+}
+
+/**
+ * The Hub's pause service warned that it will release this server (`GET
+ * /jupyter-pause/api/release/warning`, and the server's status).
+ */
+export interface IReleaseWarning {
+  /** Why, as the service says it: `idle for 2.0 h`. */
+  reason: string;
+  /** Seconds since the epoch (the server's clock). */
+  warned_at: number;
+  release_at: number;
+  idle_for: number | null;
+  /** Seconds to the release when the server answered: the countdown starts from it. */
+  seconds_left: number;
+}
+
+/**
+ * A countdown as a clock shows it: `4:59`, `1:02:03` (never below `0:00`).
+ */
+export function formatCountdown(seconds: number): string {
+  const total = Math.max(0, Math.ceil(seconds));
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const s = total % 60;
+  const ss = s < 10 ? `0${s}` : `${s}`;
+  if (h > 0) {
+    return `${h}:${m < 10 ? `0${m}` : m}:${ss}`;
+  }
+  return `${m}:${ss}`;
+}
+
+/**
+ * What the warning's notification says, `secondsLeft` before the release.
+ */
+export function warningMessage(warning: IReleaseWarning, secondsLeft: number): string {
+  const when =
+    secondsLeft > 0 ? `will be paused in ${formatCountdown(secondsLeft)}` : 'is being paused now';
+  const why = warning.reason ? ` (${warning.reason})` : '';
+  return (
+    `This server ${when}${why}. ` +
+    'Your notebooks are saved and come back with Resume.'
+  );
 }
 
 /**

@@ -13,6 +13,7 @@ import { PolledStatus } from './polled';
 import {
   IPageHub,
   IRelease,
+  IReleaseWarning,
   IServerStatus,
   isReleaseActive,
   isUnderHub,
@@ -73,6 +74,13 @@ export class ServerStatusModel extends PolledStatus<IServerStatus> {
    */
   get underHub(): boolean {
     return isUnderHub(this._status, this._page);
+  }
+
+  /**
+   * The pause service's pending warning of a release, or null.
+   */
+  get warning(): IReleaseWarning | null {
+    return this._status?.warning ?? null;
   }
 
   /**

@@ -1,12 +1,14 @@
 import {
   describeRelease,
+  formatCountdown,
   formatRelease,
   isReleaseActive,
   isUnderHub,
   lostRelease,
   NOTICE_LENGTH,
   releaseNotice,
-  showsRelease
+  showsRelease,
+  warningMessage
 } from '../release';
 import { IPauseStatus } from '../status';
 import { release, serverStatus } from './fixtures';
@@ -144,5 +146,38 @@ describe('releaseNotice', () => {
       final: false,
       details: ''
     });
+  });
+});
+
+describe('the warning of a release coming', () => {
+  const warning = {
+    reason: 'idle for 2.0 h',
+    warned_at: 1000,
+    release_at: 1300,
+    idle_for: 7200,
+    seconds_left: 300
+  };
+
+  it('counts down as a clock does', () => {
+    expect(formatCountdown(299.2)).toBe('5:00');
+    expect(formatCountdown(299)).toBe('4:59');
+    expect(formatCountdown(61)).toBe('1:01');
+    expect(formatCountdown(9)).toBe('0:09');
+    expect(formatCountdown(3723)).toBe('1:02:03');
+    expect(formatCountdown(-4)).toBe('0:00');
+  });
+
+  it('says when, why, and that nothing is lost', () => {
+    expect(warningMessage(warning, 299)).toBe(
+      'This server will be paused in 4:59 (idle for 2.0 h). ' +
+        'Your notebooks are saved and come back with Resume.'
+    );
+    expect(warningMessage(warning, 0)).toBe(
+      'This server is being paused now (idle for 2.0 h). ' +
+        'Your notebooks are saved and come back with Resume.'
+    );
+    expect(warningMessage({ ...warning, reason: '' }, 30)).toBe(
+      'This server will be paused in 0:30. Your notebooks are saved and come back with Resume.'
+    );
   });
 });

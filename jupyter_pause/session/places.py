@@ -1,0 +1,123 @@
+"""The working directory and the ``sys.path`` entries the user added, kept relative to the
+notebook's folder (without a notebook, the kernel's start folder) where they lie under it, and
+put back on resume; a folder this node lacks is named, never an error.
+
+The ``sys.path`` entries kept are the user's: those a cell, ``%run`` or ``%load_ext`` added.
+Entries a fresh interpreter starts with are not, nor those an installed package added while
+it was imported: a folder under the Python installation (``site-packages``, the standard
+library) or inside an imported package's own folder (``setuptools/_vendor``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from . import localmodules
+from .localmodules import relative_to
+
+#: ``sys.path`` when jupyter_pause was loaded: the baseline when a fresh interpreter cannot say.
+PATH_AT_LOAD = tuple(sys.path)
+
+
+def place(path: str, folder: str) -> dict[str, Any]:
+    """A folder as kept: relative to ``folder`` when it lies under it."""
+    rel = relative_to(path, folder) if os.path.isabs(path) else None
+    return {"path": rel, "in_notebook_folder": True} if rel is not None else {"path": path, "in_notebook_folder": False}
+
+
+def resolve(kept: dict[str, Any], folder: str) -> str:
+    """Where a kept place is here, ``folder`` being this kernel's."""
+    path = kept["path"]
+    return os.path.normpath(os.path.join(folder, path)) if kept.get("in_notebook_folder") else path
+
+
+def show(kept: dict[str, Any], words: str) -> str:
+    """A kept place for the summary (``data (in the kernel's start folder)``)."""
+    return f"{kept['path']} (in {words})" if kept.get("in_notebook_folder") else kept["path"]
+
+
+@lru_cache(maxsize=1)
+def startup_path() -> frozenset[str]:
+    """The ``sys.path`` a fresh interpreter of this environment starts with (its site folders,
+    ``.pth`` files, PYTHONPATH): whatever else is there was added since."""
+    probe = "import json, sys; print(json.dumps(sys.path))"
+    try:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=10, check=True)
+        return frozenset(json.loads(done.stdout.strip().splitlines()[-1]))
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return frozenset(PATH_AT_LOAD)
+
+
+def _package_folders() -> set[str]:
+    """The folders of the regular packages imported so far (their ``__path__``). Not namespace
+    packages: a user's plain folder imported as one (``import src.train``) is not a package's own."""
+    folders: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        found = getattr(module, "__dict__", {})  # never triggers a lazy import
+        path = found.get("__path__")
+        if name in ("__main__", "__mp_main__") or path is None or not isinstance(found.get("__file__"), str):
+            continue
+        try:
+            folders.update(os.path.abspath(p) for p in list(path) if isinstance(p, str) and p)
+        except Exception:  # a namespace package whose path cannot be recomputed: not a folder of its own
+            continue
+    return folders
+
+
+def _installed_entry(entry: str, roots: list[str], packages: set[str]) -> bool:
+    """Whether a ``sys.path`` entry belongs to installed code, not to the user: it lies under the
+    Python installation, or inside (or is) an imported package's own folder."""
+    full = os.path.abspath(entry)
+    if localmodules.installed(full, roots):
+        return True
+    return any(os.path.abspath(p) in packages for p in (full, *Path(full).parents))
+
+
+def capture_sys_path(folder: str) -> list[dict[str, Any]]:
+    """The entries the user added, in order; ``front`` for those before the startup entries."""
+    startup = startup_path()
+    roots, packages = localmodules.installed_roots(), _package_folders()
+    first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
+    return [
+        {**place(entry, folder), "front": i < first}
+        for i, entry in enumerate(sys.path)
+        if isinstance(entry, str) and entry not in startup and not _installed_entry(entry, roots, packages)
+    ]
+
+
+def apply_cwd(kept: dict[str, Any], folder: str, words: str, applied: list[str], refused: list[str]) -> None:
+    """Change to the kept working directory, or name it when this node lacks it."""
+    target = resolve(kept, folder)
+    here = localmodules.current_folder()
+    if here is not None and relative_to(target, here) == ".":
+        return
+    if not os.path.isdir(target):
+        refused.append(f"working directory {show(kept, words)}: no such folder on this node; left at {here}")
+        return
+    os.chdir(target)
+    applied.append(f"working directory {show(kept, words)}")
+
+
+def apply_sys_path(kept: list[dict[str, Any]], folder: str, words: str, applied: list[str], refused: list[str]) -> None:
+    """Put back the kept entries this ``sys.path`` lacks, in place; a folder missing here is named."""
+    front = 0
+    for entry_kept in kept:
+        entry = resolve(entry_kept, folder)
+        if entry in sys.path:
+            front += entry_kept.get("front", False)
+            continue
+        if not os.path.isdir(entry if os.path.isabs(entry) else os.path.abspath(entry)):
+            refused.append(f"sys.path entry {show(entry_kept, words)}: no such folder on this node")
+            continue
+        if entry_kept.get("front"):
+            sys.path.insert(front, entry)
+            front += 1
+        else:
+            sys.path.append(entry)
+        applied.append(f"sys.path + {show(entry_kept, words)}")
