@@ -14,7 +14,7 @@ PROXY_VERSION ?= 5
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab lint test test-fast test-js bench clean
+.PHONY: lab lint test test-fast test-js bench bench-hub clean
 
 $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/loops.py
+
+# The 9:00 storm: USERS users of one JupyterHub and one S3 store release and resume at once.
+USERS ?= 6
+bench-hub: $(STAMP)
+	$(PY) benchmarks/hub_storm.py --users $(USERS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
