@@ -10,6 +10,8 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # JupyterHub's proxy, for the Hub tests: installed beside the venv, found there by tests/hub.py.
 PROXY_VERSION ?= 5
+# Azurite, the Azure Blob emulator of the Azure store tests: installed beside the venv, found there by tests/emulators.py.
+AZURITE_VERSION ?= 3
 # The JupyterLab front end: `pip install -e` builds it (npm) when any of these is newer.
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
@@ -21,6 +23,7 @@ $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PIP) install -q "$(TORCH_SPEC)"
 	$(PIP) install -q -e ".[test,lab]"
 	npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION)
+	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
 	touch $(STAMP)
 
 # The browser test drives Debian's chromium (Playwright cannot download a browser here).

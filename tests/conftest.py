@@ -18,8 +18,8 @@ from tests.stores import no_pause_env, store_url  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
-#: Fixtures that start a kernel, a Jupyter server or the S3 server (a test marked ``s3`` starts it too).
-STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server"})
+#: Fixtures that start a kernel, a Jupyter server, the S3 server or an emulator (a test marked ``s3`` starts S3 too).
+STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server", "gcs_emulator", "azurite"})
 
 
 @pytest.fixture

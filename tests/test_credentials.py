@@ -37,3 +37,8 @@ def test_the_s3_endpoint_comes_from_the_environment_unless_given(monkeypatch: py
     given = {"client_kwargs": {"endpoint_url": "http://127.0.0.1:8"}}
     assert storage_options("s3://b", given) == given
     assert storage_options("gs://b", {}) == {}
+
+
+def test_an_azure_connection_string_is_a_secret() -> None:
+    text = "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=c2VjcmV0;EndpointSuffix=core.windows.net"
+    assert secrets("az://container/pause", {"connection_string": text}) == [text]

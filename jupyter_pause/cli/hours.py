@@ -137,9 +137,11 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
     """The command: read the window's events, check their signatures, add them up, print (and draw) them."""
     if args.since is not None and args.until is not None and args.since >= args.until:
         raise ValueError("--since must be before --until")
-    events, malformed = ledger.read(store, None if args.since is None else args.since - LOOKBACK, args.until)
     signed_only = bool(getattr(args, "signed_only", False))
     keys_for = ledger_keys()
+    # settled days from their roll-ups, unless the records' signatures are checked (merged ones have none)
+    reader = ledger.Cache(store, rollups=keys_for is None)
+    events, malformed = reader.read(None if args.since is None else args.since - LOOKBACK, args.until)
     if signed_only and keys_for is None:
         raise PauseError(
             "--signed-only needs the keys that signed the records: set JUPYTER_PAUSE_SIGNING_KEY (one user's), "
@@ -149,6 +151,7 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
     hours, lines = build(events, args, store, malformed)
     what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
     out = text.report(hours) + "\n" + _trust_line(counts, signed_only)
+    out += "".join(f"\nnote: {note}" for note in reader.notes)
     if what is not None:
         out += "\n\n" + text.what_if(*what, price=args.price)
     if args.html:
@@ -161,6 +164,7 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
             raise PauseError(f"cannot write the page {path}: {e.strerror}; choose another --html FILE") from e
         out += f"\npage: {path}"
     data = text.to_json(hours, what)
+    data["ledger_notes"] = list(reader.notes)
     data["signatures"] = {"checked": False} if counts is None else {"checked": True}
     if counts is not None:
         data["signatures"].update({verdict.replace(" ", "_"): n for verdict, n in counts.items()})

@@ -18,9 +18,10 @@ from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
-from ..store.retention import DEFAULT_GRACE_SECONDS, collect
+from ..store.retention import DEFAULT_GRACE_SECONDS, Kind, collect
 from ..store.signing import Keyring
 from ..store.storage import Store
+from ..store.uploads import unlisted as unlisted_uploads
 from . import hours
 from .drill import drill_options, run_drill
 
@@ -215,7 +216,23 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
         collect(catalog, session, keep=args.keep, older_than=args.older_than, grace=args.grace, dry_run=args.dry_run)
         for session in _sessions(catalog, args.session)
     ]
-    return [asdict(r) for r in reports], "\n".join(r.summary() for r in reports) or "nothing to clean"
+    unlisted = unlisted_uploads(catalog.store)
+    counts = {str(kind): sum(r.counts()[str(kind)] for r in reports) for kind in Kind}
+    data = {
+        "dry_run": args.dry_run,
+        "counts": counts,
+        "bytes_freed": sum(r.bytes_freed for r in reports),
+        "uploads_unlisted": unlisted,
+        "sessions": [{**asdict(r), "counts": r.counts()} for r in reports],
+    }
+    lines = []
+    for r in reports:
+        lines.append(r.summary())
+        if args.dry_run:
+            lines += [item.line(True) for item in r.items]
+    if unlisted:
+        lines.append(f"incomplete uploads not looked for: {unlisted}")
+    return data, "\n".join(lines) or "nothing to clean"
 
 
 def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
@@ -290,16 +307,21 @@ def parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", parents=[common], help="check every blob against its checksum")
     verify.add_argument("checkpoint", nargs="?", help="just this checkpoint (default: all)")
     verify.set_defaults(run=cmd_verify)
-    gc = sub.add_parser("gc", parents=[common], help="apply retention and remove unreferenced data")
-    gc.add_argument("--keep", type=int, help="keep the newest N checkpoints of each lineage")
-    gc.add_argument("--older-than", type=duration, help="remove checkpoints older than this (e.g. 7d)")
+    gc = sub.add_parser(
+        "gc",
+        parents=[common],
+        help="remove garbage (unreferenced blobs, abandoned writes, incomplete uploads); with --keep or "
+        "--older-than, old checkpoints too",
+    )
+    gc.add_argument("--keep", type=int, help="also remove checkpoints beyond the newest N of each lineage")
+    gc.add_argument("--older-than", type=duration, help="also remove checkpoints older than this (e.g. 7d)")
     gc.add_argument(
         "--grace",
         type=duration,
         default=DEFAULT_GRACE_SECONDS,
-        help="leave unreferenced data younger than this alone (default 1h)",
+        help="leave garbage younger than this alone: it may belong to a checkpoint being written (default 1h)",
     )
-    gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    gc.add_argument("--dry-run", action="store_true", help="list what would be removed, with size and age")
     gc.set_defaults(run=cmd_gc)
     sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(
         run=cmd_report
@@ -321,8 +343,6 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``jupyter pause`` (and ``jupyter-pause``)."""
     args = parser().parse_args(argv)
-    if args.command == "gc" and args.keep is None and args.older_than is None:
-        parser().error("gc needs --keep N and/or --older-than AGE")
     args.exit_code = 0
     try:
         data, text = args.run(args)

@@ -7,9 +7,10 @@ import sys
 from typing import Any
 
 #: fsspec backends whose exclusive mode is a condition the server checks (S3 ``If-None-Match: *``,
-#: GCS ``ifGenerationMatch=0``), by module and class. Others emulate it by looking first (fsspec's
-#: default ``pipe_file``) or ignore it, and a probe cannot tell a look-first from a real condition.
-CONDITIONAL_BACKENDS = (("s3fs", "S3FileSystem"), ("gcsfs", "GCSFileSystem"))
+#: GCS ``ifGenerationMatch=0``, Azure Blob ``If-None-Match: *``), by module and class. Others emulate
+#: it by looking first (fsspec's default ``pipe_file``) or ignore it, and a probe cannot tell a
+#: look-first from a real condition.
+CONDITIONAL_BACKENDS = (("s3fs", "S3FileSystem"), ("gcsfs", "GCSFileSystem"), ("adlfs", "AzureBlobFileSystem"))
 
 
 def sends_conditions(fs: Any) -> bool:

@@ -6,6 +6,8 @@ import os
 import re
 from typing import Any
 
+#: Names of storage options whose values are secrets (an Azure connection string holds the account key).
+_SECRET_OPTION = re.compile(r"key|secret|token|password|credential|connection_string", re.I)
 _CREDENTIALS_IN_URL = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s]+@")
 
 
@@ -28,7 +30,7 @@ def secrets(url: str, options: dict[str, Any]) -> list[str]:
             for name, value in item.items():
                 if isinstance(value, (dict, list)):
                     stack.append(value)
-                elif isinstance(value, str) and re.search(r"key|secret|token|password|credential", str(name), re.I):
+                elif isinstance(value, str) and _SECRET_OPTION.search(str(name)):
                     found.append(value)
         elif isinstance(item, list):
             stack.extend(item)

@@ -121,6 +121,11 @@ def _session(session: str) -> str:
     return f"{SESSIONS}{check_session(session)}/"
 
 
+def session_prefix(session: str) -> str:
+    """Prefix of every record of ``session`` (``sessions/<session>/``)."""
+    return _session(session)
+
+
 def manifest_prefix(session: str) -> str:
     """Prefix of ``session``'s manifests."""
     return f"{_session(session)}checkpoints/"

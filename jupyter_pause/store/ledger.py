@@ -27,8 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..errors import StoreError
 from ..vocabulary import LedgerEvent
-from . import signing
+from . import rollup, signing
 from .layout import LEDGER, ledger_key, ledger_of, ledger_prefix
 from .storage import Store
 
@@ -298,19 +299,32 @@ def read(store: Store, since: float | None = None, until: float | None = None) -
 
 
 #: Seconds after a UTC day ends from which a ``Cache`` lists its folder no more (events are written
-#: as they happen, give or take a resume's moments written at its end).
+#: as they happen, give or take a resume's moments written at its end), and reads its roll-up.
 SETTLED = 86400.0
+
+
+def _day_end(prefix: str) -> float:
+    return calendar.timegm(time.strptime(prefix[len(LEDGER) : -1], "%Y%m%d")) + 86400
 
 
 class Cache:
     """Reads the ledger again and again (a panel polling it): a record is read once, since no
     record ever changes; each ``read`` lists the recent day folders (a day over ``SETTLED`` ago
-    is listed once) and reads only the new keys."""
+    is listed once) and reads only the new keys.
 
-    def __init__(self, store: Store) -> None:
+    With ``rollups`` (and a ``since``), a settled day is read from its roll-up (``rollup``), one
+    object, written from the day's events by the first reader that needs it; ``notes`` says
+    which roll-ups were found damaged or outdated, and rebuilt. A reader that checks the events'
+    signatures passes ``rollups=False``: a roll-up's merged records carry none.
+    """
+
+    def __init__(self, store: Store, rollups: bool = True) -> None:
         self.store = store
+        self.rollups = rollups
         self.seen: dict[str, Event | None] = {}
         self.listed: dict[str, list[str]] = {}
+        self.days: dict[str, tuple[list[Event], int]] = {}
+        self.notes: list[str] = []
         self.lock = threading.Lock()
 
     def _keys(self, since: float | None, until: float | None) -> list[str]:
@@ -321,8 +335,7 @@ class Cache:
         for prefix in _days(since, last):
             if prefix not in self.listed:
                 found = [k for k in self.store.list(prefix) if ledger_of(k)]
-                day_end = calendar.timegm(time.strptime(prefix[len(LEDGER) : -1], "%Y%m%d")) + 86400
-                if day_end + SETTLED > now:
+                if _day_end(prefix) + SETTLED > now:
                     keys += found
                     continue
                 self.listed[prefix] = found
@@ -335,7 +348,64 @@ class Cache:
             return self._read(since, until)
 
     def _read(self, since: float | None, until: float | None) -> tuple[list[Event], int]:
-        keys = self._keys(since, until)
+        if since is None or not self.rollups:
+            return self._read_raw(self._keys(since, until), since, until)
+        now = time.time()
+        rolled: list[Event] = []
+        skipped = 0
+        recent: list[str] = []
+        for prefix in _days(since, until if until is not None else now + 86400):
+            if _day_end(prefix) + SETTLED > now:
+                recent += [k for k in self.store.list(prefix) if ledger_of(k)]
+                continue
+            if prefix not in self.days:
+                self.days[prefix] = self._day(prefix)
+            events, bad = self.days[prefix]
+            rolled += events
+            skipped += bad
+        self.days = {p: v for p, v in self.days.items() if _day_end(p) >= since}
+        raw, malformed = self._read_raw(recent, since, until)
+        kept = [e for e in rolled if e.at >= since and (until is None or e.at <= until)]
+        merged = kept + raw
+        merged.sort(key=lambda e: (e.at, _RANK.get(e.event, len(_RANK))))
+        return merged, malformed + skipped
+
+    def _day(self, prefix: str) -> tuple[list[Event], int]:
+        """A settled day's events as its roll-up holds them; the roll-up written first when it
+        is missing, rewritten when it is damaged or outdated (and ``notes`` says so)."""
+        day = rollup.day_of(prefix)
+        try:
+            found: Any = self.store.read(rollup.key(day))
+        except FileNotFoundError:
+            found = None
+        except StoreError as e:
+            log.debug("jupyter-pause ledger: roll-up of %s unreadable: %s", day, e)
+            found = None
+        why = ""
+        if found is not None:
+            got = rollup.decode(found, day)
+            if isinstance(got, rollup.Rollup):
+                events = [e for r in got.records if (e := _parse(rollup.key(day), json.dumps(r).encode()))]
+                return events, got.malformed
+            why = got
+        keys = [k for k in self.store.list(prefix) if ledger_of(k)]
+        raw = self.store.read_many(keys)
+        parsed = [(k, _parse(k, raw[k])) for k in keys]
+        good = sorted(((k, e) for k, e in parsed if e is not None), key=_order)
+        malformed = len(parsed) - len(good)
+        records = rollup.summarise(e.to_dict() for _, e in good)
+        data = rollup.encode(day, records, len(keys), malformed)
+        try:
+            if why:
+                self.store.write(rollup.key(day), data)
+                self.notes.append(f"the roll-up of {day} was not used ({why}); rebuilt from its {len(keys)} events")
+            else:
+                self.store.create(rollup.key(day), data)  # a reader at the same time may have written it first
+        except StoreError as e:  # a read-only reader still reports, from the raw events
+            log.debug("jupyter-pause ledger: roll-up of %s not written: %s", day, e)
+        return [Event.from_dict(r) for r in records], malformed
+
+    def _read_raw(self, keys: list[str], since: float | None, until: float | None) -> tuple[list[Event], int]:
         new = [k for k in keys if k not in self.seen]
         unread = 0
         for key, data in self.store.read_many(new).items():

@@ -2,17 +2,47 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import time
 from dataclasses import dataclass, field
 
 from .. import units
+from . import uploads
 from .catalog import Catalog
-from .layout import blob_digest, blob_prefix, manifest_key, manifest_prefix, pending_key
+from .layout import blob_digest, blob_prefix, manifest_key, manifest_prefix, pending_key, pending_prefix, session_prefix
 from .manifest import Manifest
 
 #: Unreferenced data younger than this may belong to a checkpoint being written: left alone.
 DEFAULT_GRACE_SECONDS = 3600.0
+
+
+class Kind(str, enum.Enum):
+    """What one removed item is."""
+
+    CHECKPOINT = "checkpoint"  # a committed checkpoint's manifest, pruned by --keep / --older-than
+    BLOB = "blob"  # data no remaining checkpoint references
+    PENDING = "pending"  # the note of a checkpoint whose writing was abandoned
+    TORN = "torn"  # a manifest that cannot be read (a commit cut off mid-write)
+    UPLOAD = "upload"  # a multipart upload begun and never completed
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Item:
+    """One thing a cleanup removed (or would remove): its kind, key, size in bytes and age in
+    seconds (None where the store keeps no time)."""
+
+    kind: str
+    key: str
+    size: int
+    age: float | None
+
+    def line(self, dry_run: bool) -> str:
+        age = "age unknown" if self.age is None else f"{units.duration(self.age)} old"
+        return f"  {'would remove' if dry_run else 'removed'} {self.kind} {self.key} ({units.size(self.size)}, {age})"
 
 
 @dataclass
@@ -24,15 +54,24 @@ class GcReport:
     removed: list[str] = field(default_factory=list)
     abandoned: list[str] = field(default_factory=list)
     blobs_removed: int = 0
+    #: Bytes of data freed: unreferenced blobs and the parts of incomplete uploads.
     bytes_freed: int = 0
     dry_run: bool = False
+    items: list[Item] = field(default_factory=list)
+    #: Why this store's incomplete uploads could not be looked for; None where they were.
+    uploads_unlisted: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Items removed, by kind (every kind named, 0 where none)."""
+        return {str(kind): sum(item.kind == kind for item in self.items) for kind in Kind}
 
     def summary(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
+        counts = self.counts()
         return (
             f"session {self.session!r}: kept {len(self.kept)} checkpoint(s), {verb} "
             f"{len(self.removed)} checkpoint(s), {len(self.abandoned)} abandoned partial write(s), "
-            f"{self.blobs_removed} blob(s) ({units.size(self.bytes_freed)})"
+            f"{self.blobs_removed} blob(s), {counts[Kind.UPLOAD]} incomplete upload(s) ({units.size(self.bytes_freed)})"
         )
 
 
@@ -63,17 +102,27 @@ def collect(
     dry_run: bool = False,
     now: float | None = None,
 ) -> GcReport:
-    """Apply retention to ``session`` and delete blobs no remaining checkpoint references.
+    """Remove ``session``'s garbage and, with ``keep`` / ``older_than``, apply retention.
 
-    Manifests go first, blobs after, so an interrupted cleanup never leaves a listed checkpoint
-    with missing data. Pending writes and unreferenced blobs younger than ``grace`` are kept.
+    Garbage is what no committed checkpoint needs, once older than ``grace``: blobs nothing
+    references, notes of abandoned partial writes, torn manifests, and incomplete multipart
+    uploads. Without ``keep`` and ``older_than`` no committed checkpoint is removed. Manifests go
+    first, blobs after, so an interrupted cleanup never leaves a listed checkpoint with missing
+    data. Anything younger than ``grace`` may belong to a checkpoint being written: it stays.
     """
     if keep is not None and keep < 1:
         raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
     now = time.time() if now is None else now
     store = catalog.store
     listing = catalog.listing(session)
-    report = GcReport(session, dry_run=dry_run)
+    report = GcReport(session, dry_run=dry_run, uploads_unlisted=uploads.unlisted(store))
+
+    def age(mtime: float | None) -> float | None:
+        return None if mtime is None else max(0.0, now - mtime)
+
+    def old(mtime: float | None) -> bool:
+        return mtime is not None and now - mtime > grace
+
     lineages: dict[str, list[Manifest]] = {}
     for manifest in listing.checkpoints:
         lineages.setdefault(manifest.lineage, []).append(manifest)
@@ -81,40 +130,56 @@ def collect(
     kept = [m for m in listing.checkpoints if m.id not in dropped]
     report.kept = [m.id for m in kept]
     report.removed = sorted(dropped)
+    manifests = store.list(manifest_prefix(session))
+    for checkpoint_id in report.removed:
+        entry = manifests.get(manifest_key(session, checkpoint_id))
+        size, mtime = (entry.size, entry.mtime) if entry else (0, None)
+        report.items.append(Item(str(Kind.CHECKPOINT), manifest_key(session, checkpoint_id), size, age(mtime)))
 
     referenced = {key for m in kept for key in m.blobs}
+    notes = store.list(pending_prefix(session))
     stale: list[str] = []
     unsure = False  # a checkpoint being written whose note cannot be read: its blobs are unknown
     for checkpoint_id, mtime in listing.pending.items():
-        if mtime is not None and now - mtime > grace:
-            stale.append(pending_key(session, checkpoint_id))
+        key = pending_key(session, checkpoint_id)
+        if old(mtime):
+            stale.append(key)
             report.abandoned.append(checkpoint_id)
+            note = notes.get(key)
+            report.items.append(Item(str(Kind.PENDING), key, note.size if note else 0, age(mtime)))
             continue
         try:
-            note = json.loads(bytes(store.read(pending_key(session, checkpoint_id))))
+            note = json.loads(bytes(store.read(key)))
             referenced.update(note.get("blobs", []))
         except FileNotFoundError:
             continue  # committed or abandoned meanwhile
         except ValueError:  # being rewritten this very moment: delete no blob this time
             unsure = True
-    manifests = store.list(manifest_prefix(session))
     torn = []
     for checkpoint_id in {**listing.unreadable, **listing.damaged}:
         entry = manifests.get(manifest_key(session, checkpoint_id))
-        if entry is not None and entry.mtime is not None and now - entry.mtime > grace:
+        if entry is not None and old(entry.mtime):
             torn.append(entry.key)
             report.abandoned.append(checkpoint_id)
+            report.items.append(Item(str(Kind.TORN), entry.key, entry.size, age(entry.mtime)))
 
     orphans = []
     for key, entry in store.list(blob_prefix(session)).items():
         digest = blob_digest(key)
-        young = entry.mtime is not None and now - entry.mtime <= grace
+        young = entry.mtime is not None and not old(entry.mtime)  # a blob of unknown age counts as old
         if digest is not None and digest not in referenced and not young and not unsure:
             orphans.append(key)
             report.bytes_freed += entry.size
+            report.items.append(Item(str(Kind.BLOB), key, entry.size, age(entry.mtime)))
     report.blobs_removed = len(orphans)
+
+    unfinished = [u for u in uploads.incomplete(store, session_prefix(session)) if old(u.initiated)]
+    for upload in unfinished:
+        report.bytes_freed += upload.size
+        report.items.append(Item(str(Kind.UPLOAD), upload.key, upload.size, age(upload.initiated)))
     if not dry_run:
         store.delete([manifest_key(session, i) for i in report.removed])
         store.delete(stale + torn)
         store.delete(orphans)
+        uploads.abort(store, unfinished)
     return report

@@ -254,7 +254,7 @@ class Store:
     def atomic_create(self) -> bool:
         """Whether ``create`` is a true create-if-absent here: of two racing creates, one fails.
 
-        True for a local folder (``os.link``). For S3 and GCS (``conditions.CONDITIONAL_BACKENDS``) a probe
+        True for a local folder (``os.link``). For S3, GCS and Azure (``conditions.CONDITIONAL_BACKENDS``) a probe
         decides, once per ``Store``: a private key is created twice and the second create must
         be refused by the server itself, not by looking first; a server that ignores the
         condition overwrites, and a server that rejects conditional puts fails the first. False
