@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
 import random
 from collections.abc import Iterator
@@ -56,25 +57,43 @@ def test_record_then_reproduce_is_bit_identical(build) -> None:
     module = build()
     check = record(module)
     assert isinstance(check, ModelCheck), check
-    assert check.values and check.shape[0] >= len(check.values)
+    assert check.outputs and check.outputs[0]["values"]
     assert reproduce(module, check) == (True, "output bit-identical")
     assert reproduce(_reloaded(module), check) == (True, "output bit-identical")
     # the check as stored in a checkpoint (a plain dict) works the same
     assert reproduce(copy.deepcopy(module), ModelCheck(**asdict(check)))[0]
 
 
+def _shapes(check: ModelCheck) -> list:
+    return [s["shape"] for s in check.input["args"] + list(check.input["kwargs"].values())]
+
+
 def test_probe_inputs_fit_each_kind_of_first_layer() -> None:
-    assert record(linear_stack()).input == {"kind": "normal", "shape": [1, 6]}
-    assert record(conv_net()).input == {"kind": "normal", "shape": [1, 3, 8, 8]}
-    assert record(embedding_net()).input == {"kind": "indices", "shape": [8, 4], "high": 50}
+    assert _shapes(record(linear_stack())) == [[1, 6]]
+    assert _shapes(record(conv_net())) == [[1, 3, 8, 8]]
+    check = record(embedding_net())
+    assert _shapes(check) == [[1, 4]] and check.input["high"] == 50
+
+
+def test_a_check_recorded_before_outputs_were_walked_still_compares() -> None:
+    module = linear_stack()
+    x = torch.randn([1, 6], generator=torch.Generator().manual_seed(modelcheck.PROBE_SEED))
+    with torch.no_grad():
+        out = module(x).reshape(-1).to(torch.float64)
+    old = {"input": {"kind": "normal", "shape": [1, 6]}, "device": "cpu", "dtype": "torch.float32"}
+    old |= {"values": out.tolist(), "shape": [3]}
+    assert reproduce(module, ModelCheck(**old)) == (True, "output bit-identical")
+    with torch.no_grad():
+        module[4].bias[0] += 1e-3
+    assert reproduce(module, ModelCheck(**old))[0] is False
 
 
 def test_a_different_output_size_fails_the_check() -> None:
     module = linear_stack()
     check = record(module)
-    check.shape = [check.shape[0] + 1]
+    check.outputs[0]["shape"] = [1, 4]
     ok, how = reproduce(module, check)
-    assert not ok and "recorded" in how
+    assert not ok and "[1, 3]" in how and "[1, 4] recorded" in how
 
 
 def test_the_probe_is_the_same_every_time() -> None:
@@ -133,21 +152,23 @@ def test_another_model_fails_the_check() -> None:
     ok, how = reproduce(linear_stack(), check)  # same architecture, other initial weights
     assert not ok and "differs" in how
     ok, how = reproduce(nn.Sequential(nn.Linear(6, 4)), check)
-    assert not ok and "values" in how
+    assert not ok and "recorded" in how
 
 
 def test_device_change_allows_the_dtype_tolerance_only() -> None:
     module = linear_stack()
     check = record(module)
-    moved = ModelCheck(check.input, "cuda:0", check.dtype, [v * (1 + 1e-6) for v in check.values], check.shape)
-    ok, how = reproduce(module, moved)
-    assert ok and "within" in how
-    far = ModelCheck(check.input, "cuda:0", check.dtype, [v + 1.0 for v in check.values], check.shape)
-    ok, how = reproduce(module, far)
+
+    def shifted(device: str, change) -> ModelCheck:
+        leaf = dict(check.outputs[0], digest="other", values=[change(v) for v in check.outputs[0]["values"]])
+        return ModelCheck(check.input, device, outputs=[leaf])
+
+    ok, how = reproduce(module, shifted("cuda:0", lambda v: v * (1 + 1e-6)))
+    assert ok and "within" in how and "recorded on cuda:0" in how
+    ok, how = reproduce(module, shifted("cuda:0", lambda v: v + 1.0))
     assert not ok and "differs" in how
     # on the recorded device nothing but bit-identical output passes
-    near_same_device = ModelCheck(check.input, check.device, check.dtype, moved.values, check.shape)
-    assert reproduce(module, near_same_device)[0] is False
+    assert reproduce(module, shifted(check.device, lambda v: v * (1 + 1e-6)))[0] is False
 
 
 class TwoInputs(nn.Module):
@@ -160,13 +181,19 @@ class TwoInputs(nn.Module):
         return self.left(x) + self.right(y)
 
 
-def test_a_forward_needing_two_inputs_gives_a_reason() -> None:
+def test_a_forward_needing_two_inputs_gives_a_reason_until_it_is_called() -> None:
     module = TwoInputs()
     module.train()
+    modelcheck.watch_all({"module": module})
     result = record(module)
     assert isinstance(result, str)
-    assert "failed" in result and "TypeError" in result
+    assert "needs 'y'" in result and "call the model once" in result
     assert module.training and module.left.training
+    module(torch.randn(5, 4), y=torch.randn(5, 4))  # a real call: its signature is recorded
+    check = record(module)
+    assert isinstance(check, ModelCheck), check
+    assert check.input["kwargs"]["x"]["shape"] == [1, 4] and check.input["kwargs"]["y"]["shape"] == [1, 4]
+    assert reproduce(_reloaded(module), check) == (True, "output bit-identical")
 
 
 class OnlyParameters(nn.Module):
@@ -203,6 +230,95 @@ def test_is_module() -> None:
 def test_only_the_first_values_are_kept() -> None:
     module = nn.Sequential(nn.Linear(3, 6000))  # one probe row: 6000 outputs
     check = record(module)
-    assert len(check.values) == modelcheck.KEPT_VALUES
-    assert check.shape == [6000]
+    assert len(check.outputs[0]["values"]) == modelcheck.KEPT_VALUES
+    assert check.outputs[0]["shape"] == [1, 6000]
     assert reproduce(module, check)[0]
+    with torch.no_grad():
+        module[0].bias[5999] += 1.0  # past the kept values: the digest still sees it
+    ok, how = reproduce(module, check)
+    assert not ok and "differs" in how
+
+
+@dataclasses.dataclass
+class Prediction:
+    scores: torch.Tensor
+    extra: dict
+
+
+class Structured(nn.Module):
+    """A forward returning a nested mix: a dataclass, a dict, a tuple, a list, plain values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return Prediction(scores=y, extra={"pair": (y.sum(), [y * 2, None]), "label": "ok", "count": 3})
+
+
+def test_outputs_of_any_structure_are_compared_leaf_by_leaf() -> None:
+    module = Structured()
+    check = record(module)
+    assert isinstance(check, ModelCheck), check
+    paths = [leaf["path"] for leaf in check.outputs]
+    assert paths == ["scores", "extra.pair.0", "extra.pair.1.0", "extra.pair.1.1", "extra.label", "extra.count"]
+    assert reproduce(_reloaded(module), check) == (True, "output bit-identical (3 tensor(s))")
+    changed = copy.deepcopy(check)
+    changed.outputs[4]["value"] = "other"
+    ok, how = reproduce(module, changed)
+    assert not ok and "extra.label is 'ok', 'other' recorded" in how
+    with torch.no_grad():
+        module.lin.bias[2] += 1e-3
+    ok, how = reproduce(module, check)
+    assert not ok and how.startswith("scores differs")
+
+
+def _counted(module: nn.Module) -> list[int]:
+    passes: list[int] = []
+    module.register_forward_hook(lambda *_: passes.append(1))
+    return passes
+
+
+def test_an_unchanged_module_is_not_run_again() -> None:
+    module = linear_stack()
+    passes = _counted(module)
+    first = record(module)
+    assert len(passes) == 1
+    assert record(module) is first and len(passes) == 1  # nothing changed: the recorded check again
+    module.train()  # a mode is no storage: the check runs in eval mode anyway
+    assert record(module) is first and len(passes) == 1
+    with torch.no_grad():
+        module[0].weight.data[0, 0] += 1.0  # a write through .data: a storage changed
+    second = record(module)
+    assert len(passes) == 2 and second.outputs != first.outputs
+    assert reproduce(module, second)[0] and len(passes) == 3
+
+
+def test_the_check_in_train_mode_with_dropout_keeps_mode_and_random_stream() -> None:
+    module = nn.Sequential(nn.Linear(6, 32), nn.Dropout(0.5), nn.Linear(32, 2))
+    module.train()
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    check = record(module)
+    assert torch.equal(torch.rand(4), expected)
+    assert module.training and module[1].training
+    assert reproduce(_reloaded(module), check) == (True, "output bit-identical")  # dropout was off
+
+
+def test_watching_a_model_leaves_it_as_it_was_for_pickle_torch_save_and_digests() -> None:
+    import io
+    import pickle
+
+    from jupyter_pause.serialize.digests import value_digest
+
+    module = TwoInputs()
+    before = value_digest(module)
+    modelcheck.watch_all({"module": module})
+    module(torch.randn(2, 4), torch.randn(2, 4))
+    assert value_digest(module) == before
+    assert b"jupyter_pause" not in pickle.dumps(module)  # loads where jupyter-pause is not installed
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    assert b"jupyter_pause" not in buffer.getvalue() and not module._forward_pre_hooks and not module._forward_hooks

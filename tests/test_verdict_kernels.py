@@ -91,3 +91,77 @@ def test_check_without_any_checkpoint_is_a_clear_message(start_kernel, tmp_path)
     assert result.ename == "UsageError"
     assert "no checkpoint of session 'v'" in result.error and "run %checkpoint first" in result.error
     assert "Traceback" not in result.stdout
+
+
+MODELS = r"""
+%load_ext jupyter_pause
+import torch
+from torch import nn
+from diffusers import UNet2DModel
+from peft import LoraConfig, get_peft_model
+from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
+from transformers import T5Config, T5ForConditionalGeneration
+torch.manual_seed(0)
+small = dict(num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
+bert = BertForSequenceClassification(BertConfig(vocab_size=100, hidden_size=16, **small))
+lora = get_peft_model(bert, LoraConfig(r=2, target_modules=["query", "value"], task_type="SEQ_CLS"))
+del bert
+tokens = dict(vocab_size=100, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
+gpt2 = GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=32, **tokens))
+t5 = T5ForConditionalGeneration(T5Config(d_model=16, d_ff=32, d_kv=8, num_layers=1, num_heads=2, **tokens))
+unet = UNet2DModel(sample_size=8, in_channels=1, out_channels=1, block_out_channels=(8, 16), layers_per_block=1,
+                   norm_num_groups=4, down_block_types=("DownBlock2D",) * 2, up_block_types=("UpBlock2D",) * 2)
+compiled = torch.compile(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)), backend="eager")
+dropout_eval = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.5), nn.Linear(16, 2)).eval()
+dropout_train = nn.Sequential(nn.Linear(4, 16), nn.Dropout(0.5), nn.Linear(16, 2)).train()
+
+class NeedsTable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, x, table):
+        return self.lin(x) * table["scale"]
+
+needs_table = NeedsTable()
+"""
+
+TRAINED = r"""
+opt = torch.optim.AdamW(gpt2.parameters(), lr=1e-3)
+ids = torch.randint(0, 100, (2, 12))
+gpt2(input_ids=ids, labels=ids).loss.backward()  # real calls: their signatures are recorded
+opt.step()
+t5(input_ids=ids, labels=ids)
+unet(torch.randn(2, 1, 8, 8), torch.tensor([3, 7]))
+compiled(torch.randn(3, 4))
+needs_table(torch.randn(2, 4), {"scale": 2.0})
+del ids
+"""
+
+PROVEN = ("lora", "gpt2", "t5", "unet", "compiled", "dropout_eval", "dropout_train")
+
+
+def test_the_models_people_train_are_proven_after_a_resume(start_kernel, tmp_path):
+    store = tmp_path / "store"
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+    a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="m")
+    a.run(MODELS, timeout=300).ok()
+    a.run(TRAINED).ok()
+    saved = a.run("%checkpoint").ok().stdout
+    # named at checkpoint, in the summary and the status widget, not only at resume
+    assert "the restore test cannot prove model needs_table: its forward needs 'table', a dict" in saved
+    for name in PROVEN:
+        assert f"model {name}:" not in saved
+    assert "cannot prove model needs_table" in a.value("repr(__import__('jupyter_pause').status(widget=False))")
+    after = a.value("torch.rand(3).tolist()")  # the checks drew nothing from the session's stream
+    a.kill()
+
+    b = start_kernel(tmp_path / "b", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="m")
+    out = b.run("%load_ext jupyter_pause\n%resume", timeout=300).ok().stdout
+    for name in PROVEN:
+        assert f"model check {name}: reproduces: output bit-identical" in out, out
+    assert "model check needs_table: not possible: its forward needs 'table'" in out
+    assert "verdict: restored" in out, out
+    assert b.value("torch.rand(3).tolist()") == after
+    assert b.value("[dropout_train.training, dropout_train[1].training, dropout_eval.training]") == [True, True, False]

@@ -21,6 +21,7 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import PauseError
 from ..loops.safepoints import install_sigterm_checkpoint
+from ..proof import modelcheck
 from ..session import ledger
 from ..session.checkpoint import checkpoint, checkpoint_async
 from ..session.cycle import resume_and_verify, verify
@@ -61,6 +62,8 @@ class PauseMagics(Magics):
         self.widget: object | None = None
         ledger.kernel_loaded(self.config_object, shell)
         recorder.install(shell)  # the cell history, for rebuilding what cannot be saved
+        # the input signature of each model's real calls, for the restore test's model check
+        shell.events.register("post_run_cell", lambda result=None: modelcheck.watch_all(shell.user_ns))
         if self.config_object.checkpoint_on_sigterm:
             install_sigterm_checkpoint(
                 lambda: checkpoint(trigger="sigterm", config=self.config_object),

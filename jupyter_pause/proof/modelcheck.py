@@ -1,42 +1,57 @@
-"""The model check: a fixed probe input through each torch module, recorded and reproduced.
+"""The model check: a deterministic input through each torch module, recorded and reproduced.
 
-At checkpoint time each module variable gets a deterministic input (built from its first layer's
-``in_features`` / ``in_channels`` / ``num_embeddings``) and its output is recorded. After a resume
-the same forward pass must give the same output: exactly on the same device, within the dtype's
-tolerance on another. The check never draws from the session's random streams and leaves the
-module's train/eval mode as it was.
+At checkpoint time each module variable gets an input built from the signature of its latest
+real call, or, before any, from its family (see ``modelinputs``), and its output, of any
+structure, is recorded leaf by leaf (see ``outputs``). After a resume the same forward pass must
+give the same output: exactly on the same device, within the dtype's tolerance on another. The
+check never draws from the session's random streams and leaves the module's train/eval mode as
+it was. A module none of whose storages changed since its last check is not run again: that
+check is recorded once more.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import secrets
+import weakref
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Iterator
 
-#: Values of the output kept for comparison (the rest is covered by the digest).
-KEPT_VALUES = 4096
-PROBE_SEED = 20240229
+from ..serialize import devicehash
+from . import modelinputs, outputs
+from .modelinputs import NoInput
 
-#: Relative tolerance per dtype when the device changed (bit-exact is expected otherwise).
-TOLERANCE = {"torch.float16": 1e-2, "torch.bfloat16": 5e-2, "torch.float32": 1e-4, "torch.float64": 1e-9}
+#: Kept here for the checks recorded before outputs were walked (see ``outputs``).
+KEPT_VALUES = outputs.KEPT_VALUES
+TOLERANCE = outputs.TOLERANCE
+PROBE_SEED = modelinputs.PROBE_SEED
+
+#: (device, address, bytes) of a storage -> its fingerprint, as the capture computed it.
+Known = dict[tuple[str, int, int], str]
 
 
 @dataclass
 class ModelCheck:
-    """A recorded forward pass: the input recipe, where it ran, and what came out."""
+    """A recorded forward pass: the input recipe, where it ran, and what came out.
+
+    ``outputs`` holds the output's leaves; ``dtype``, ``values`` and ``shape`` are what checks
+    recorded before outputs were walked hold instead (the first output tensor).
+    """
 
     input: dict[str, Any]
     device: str
-    dtype: str
-    values: list[float]
-    shape: list[int]
+    dtype: str = ""
+    values: list[float] = field(default_factory=list)
+    shape: list[int] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def is_module(value: Any) -> bool:
     """A torch-module-like object (an instance, not a class): Stateful, with parameters and a forward."""
-    if isinstance(value, type):
-        return False
-    try:
+    try:  # a dead weakref.proxy raises even on isinstance; it is no module
+        if isinstance(value, type):
+            return False
         return all(
             callable(getattr(value, a, None)) for a in ("state_dict", "load_state_dict", "parameters", "forward")
         )
@@ -44,18 +59,12 @@ def is_module(value: Any) -> bool:
         return False
 
 
-def _recipe(module: Any) -> dict[str, Any] | None:
-    """How to build a probe input for ``module``, from the first layer that says what it takes."""
-    for layer in module.modules():
-        weight = getattr(layer, "weight", None)
-        if hasattr(layer, "num_embeddings"):
-            return {"kind": "indices", "shape": [8, 4], "high": int(layer.num_embeddings)}
-        if hasattr(layer, "in_channels") and weight is not None:
-            spatial = max(weight.dim() - 2, 0)
-            return {"kind": "normal", "shape": [1, int(layer.in_channels)] + [8] * spatial}
-        if hasattr(layer, "in_features"):
-            return {"kind": "normal", "shape": [1, int(layer.in_features)]}  # one row: every weight, a 16th of the work
-    return None
+def watch_all(namespace: dict[str, Any]) -> None:
+    """Record the signature of the real calls of every module in ``namespace`` from now on
+    (run after each cell, so a model made in one cell is watched when the next one trains it)."""
+    for value in list(namespace.values()):
+        if is_module(value):
+            modelinputs.watch(value)
 
 
 @contextlib.contextmanager
@@ -65,8 +74,9 @@ def _quiet(module: Any, device: Any) -> Iterator[None]:
 
     modes = [(m, m.training) for m in module.modules()]
     devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices), torch.no_grad():
-        module.eval()
+    with torch.random.fork_rng(devices=devices), torch.no_grad(), modelinputs.replaying():
+        for m, _ in modes:
+            m.training = False  # what eval() does, without calling a train() a class overrides
         try:
             yield
         finally:
@@ -80,58 +90,113 @@ def _first_parameter(module: Any) -> Any:
     return None
 
 
-def run(module: Any, recipe: dict[str, Any]) -> tuple[Any, str, str]:
-    """Run the probe input through ``module``: (output on CPU as float64, device, dtype)."""
+def run(module: Any, recipe: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """Run the recipe's input through ``module``: (the output's leaves, the device it ran on)."""
     import torch
 
     param = _first_parameter(module)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
-    generator = torch.Generator(device="cpu").manual_seed(PROBE_SEED)
-    if recipe["kind"] == "indices":
-        x = torch.randint(0, recipe["high"], recipe["shape"], generator=generator)
-    else:
-        x = torch.randn(recipe["shape"], generator=generator).to(dtype)
+    args, kwargs = modelinputs.build(recipe, device, dtype)
     with _quiet(module, device):
-        out = module(x.to(device))
-    if isinstance(out, (tuple, list)):
-        out = out[0]
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"forward returned {type(out).__name__}, not a tensor")
-    return out.detach().to("cpu", torch.float64).reshape(-1), str(device), str(out.dtype)
+        out = module(*args, **kwargs)
+        return outputs.leaves(out), str(device)
 
 
-def record(module: Any) -> ModelCheck | str:
-    """Record the model check for ``module``, or say why there can be none."""
-    recipe = _recipe(module)
-    if recipe is None:
-        return "no layer says what input it takes (in_features, in_channels, num_embeddings)"
+_SEED = secrets.token_hex(16)
+#: Per module: the state of its storages at its last check, and that check.
+_last: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], ModelCheck]] = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(storage: Any, known: Known) -> str:
+    """What a storage holds: xxh3 of its bytes on the CPU, the device fingerprint elsewhere."""
+    import torch
+    import xxhash
+
+    where = (str(storage.device), storage.data_ptr(), storage.nbytes())
+    if where in known:
+        return known[where]
+    if storage.device.type == "meta" or not storage.nbytes():
+        return storage.device.type
+    if storage.device.type == "cpu":
+        flat = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (storage.nbytes(),), (1,))
+        return xxhash.xxh3_128_hexdigest(flat.numpy())
+    return f"{_SEED}:{devicehash.fingerprint(storage, _SEED)}"
+
+
+def state(module: Any, known: Known | None = None) -> tuple[Any, ...]:
+    """Every parameter and buffer of ``module``: where it is, its layout, what its storage holds."""
+    known = known or {}
+    prints: dict[tuple[str, int, int], str] = {}
+    parts = []
+    tensors = chain(module.named_parameters(remove_duplicate=False), module.named_buffers(remove_duplicate=False))
+    for name, t in tensors:
+        storage = t.untyped_storage()
+        where = (str(storage.device), storage.data_ptr(), storage.nbytes())
+        if where not in prints:
+            prints[where] = _fingerprint(storage, known)
+        parts.append((name, tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype), where, prints[where]))
+    return tuple(parts)
+
+
+def record(module: Any, known: Known | None = None) -> ModelCheck | str:
+    """Record the model check for ``module``, or say why there can be none.
+
+    Where none of the module's storages changed since its last check (``known`` holds the
+    fingerprints a capture took already), that check is returned without a forward pass. The
+    module's real calls are replayed once it is watched (``watch_all``, before it is pickled: the
+    hook is part of the module's state, so its digest must see it from then on).
+    """
+    now = state(module, known)
+    last = _last.get(module)
+    if last is not None and last[0] == now:
+        return last[1]
     try:
-        out, device, dtype = run(module, recipe)
-    except Exception as e:  # a forward that needs more than one tensor: no check, said so
-        return f"a forward pass on a probe input {recipe['shape']} failed: {type(e).__name__}: {e}"
-    return ModelCheck(recipe, device, dtype, out[:KEPT_VALUES].tolist(), [int(out.numel())])
+        candidates = modelinputs.recipes(module)
+    except NoInput as e:
+        return str(e)
+    failure = ""
+    for recipe in candidates:
+        try:
+            found, device = run(module, recipe)
+        except Exception as e:  # a forward this input does not suit: the next recipe, or the reason
+            failure = (
+                f"a forward pass on a probe input ({modelinputs.described(recipe)}, from its "
+                f"{recipe.get('source', 'first layer')}) failed: {type(e).__name__}: {e}"
+            )
+            continue
+        check = ModelCheck(recipe, device, outputs=found)
+        _last[module] = (now, check)
+        return check
+    return failure
 
 
 def reproduce(module: Any, check: ModelCheck) -> tuple[bool, str]:
     """Run the recorded probe again; (matches, how it compares)."""
-    import torch
-
     try:
-        out, device, _ = run(module, check.input)
+        found, device = run(module, check.input)
     except Exception as e:  # the restored module no longer runs: a failed check
         return False, f"forward pass failed: {type(e).__name__}: {e}"
-    if [int(out.numel())] != list(check.shape):
-        return False, f"output has {out.numel()} values, {check.shape[0]} recorded"
-    got = out[:KEPT_VALUES]
-    want = torch.tensor(check.values, dtype=torch.float64)
-    if got.shape != want.shape:
-        return False, f"output has {got.numel()} values, {want.numel()} recorded"
-    if torch.equal(got, want):
+    if check.outputs:
+        ok, how = outputs.compare(found, check.outputs, device == check.device)
+    else:
+        ok, how = _first_tensor_matches(found, check, device == check.device)
+    if ok and device != check.device and "within" in how:
+        how += f" (ran on {device}, recorded on {check.device})"
+    return ok, how
+
+
+def _first_tensor_matches(found: list[dict[str, Any]], check: ModelCheck, same_device: bool) -> tuple[bool, str]:
+    """A check recorded before outputs were walked: the first output tensor, flattened."""
+    first = outputs.first_tensor(found)
+    if first is None:
+        return False, "the output holds no tensor"
+    numel = 1
+    for s in first["shape"]:
+        numel *= s
+    if [numel] != list(check.shape):
+        return False, f"output has {numel} values, {check.shape[0] if check.shape else 0} recorded"
+    if first["values"] == list(check.values):
         return True, "output bit-identical"
-    if device != check.device:
-        rtol = TOLERANCE.get(check.dtype, 1e-4)
-        if torch.allclose(got, want, rtol=rtol, atol=rtol):
-            return True, f"output within {rtol:g} (ran on {device}, recorded on {check.device})"
-    worst = float((got - want).abs().max())
-    return False, f"output differs (largest difference {worst:.3g})"
+    ok, how = outputs.close(first, {"values": check.values, "dtype": check.dtype}, same_device)
+    return ok, (f"output {how}" if ok else f"output differs ({how})")

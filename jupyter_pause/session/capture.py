@@ -97,6 +97,7 @@ class Prepared:
     copied: int = 0  # bytes brought from devices to host memory
     recipes: list[RecipeRecord] = field(default_factory=list)  # how what could not be saved is rebuilt
     history: BlobRef | None = None  # the cell history blob
+    unproven: list[str] = field(default_factory=list)  # modules the restore test cannot prove, and why
 
 
 def _kind(value: Any) -> str:
@@ -121,27 +122,47 @@ def _kind(value: Any) -> str:
     return "object"
 
 
-def _model_checks(modules: dict[str, Any]) -> dict[str, Any]:
+def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str, Any]:
     """Per module, its recorded forward pass (or why there is none)."""
     models: dict[str, Any] = {}
     for name, module in modules.items():
-        check = modelcheck.record(module)
+        check = modelcheck.record(module, known)
         models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
     return models
 
 
-def _start_model_checks(values: dict[str, Any], saved: Iterable[str]) -> Future[dict[str, Any]]:
-    """Record the model checks in a thread, beside the hashing (a forward pass releases the
-    GIL). Started only once everything is pickled: a check puts modules in eval mode for a
-    moment, which a pickle taken meanwhile would keep."""
+def _known_storages(collector: Any, seen: devicehash.Seen | None) -> modelcheck.Known:
+    """The device fingerprints this capture took, by storage: a model check need not take them again."""
+    known: modelcheck.Known = {}
+    for key, fp in (seen.fingerprints if seen else {}).items():
+        storage = collector.found[key].keepalive
+        known[(str(storage.device), storage.data_ptr(), storage.nbytes())] = f"{seen.seed}:{fp}"
+    return known
+
+
+def _start_model_checks(
+    values: dict[str, Any], saved: Iterable[str], known: modelcheck.Known
+) -> Future[dict[str, Any]]:
+    """Record the model checks in a thread, beside the copying and hashing (a forward pass
+    releases the GIL). Started only once everything is pickled: a check puts modules in eval
+    mode for a moment, which a pickle taken meanwhile would keep."""
     modules = {
         n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())
     }
     pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
     try:
-        return pool.submit(_model_checks, modules)
+        return pool.submit(_model_checks, modules, known)
     finally:
         pool.shutdown(wait=False)
+
+
+def unproven(models: dict[str, Any]) -> list[str]:
+    """A note per module the restore test will not be able to prove, with why (for the summary)."""
+    return [
+        f"the restore test cannot prove model {name}: {recorded['none']}"
+        for name, recorded in models.items()
+        if "none" in recorded
+    ]
 
 
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
@@ -153,6 +174,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())
     running = positions.capture()
+    modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
     dump = dump_variables(chosen.values)
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
@@ -162,16 +184,18 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
             f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
             f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
         )
-    models = _start_model_checks(chosen.values, dump.segments)
     position = lineage.position(ctx.store.url, ctx.session)
+    models: Future[dict[str, Any]] | None = None
     try:
         algorithm = signing.hash_for(ctx.config.keyring)
         before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
         seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
+        models = _start_model_checks(chosen.values, dump.segments, _known_storages(dump.collector, seen))
         dump.collector.gather()  # only what changed on its device since the last checkpoint
         plan = plan_arrays(dump, algorithm, defer=defer_hashing)
     except BaseException:
-        futures.wait([models])  # the modules are back in their own mode before this returns
+        if models is not None:
+            futures.wait([models])  # the modules are back in their own mode before this returns
         raise
     rng_ref = BlobRef(key=signing.digest(rng_state, algorithm), size=len(rng_state))
     plan.payloads[rng_ref.key] = rng_state
@@ -273,6 +297,8 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     reads them in its thread.
     """
     models = p.models.result()  # first: the checks flip modules to eval mode for a moment
+    p.unproven = unproven(models)
+    p.notes += p.unproven
     for name, segment in p.dump.segments.items():
         key = signing.digest(segment.data, p.algorithm)
         p.small[key] = segment.data

@@ -286,7 +286,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     ledger.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
-    step.finish(manifest.id, manifest.created)
+    step.finish(manifest.id, manifest.created, detail="; ".join(p.unproven))  # the widget names them too
     return CheckpointResult(
         manifest=manifest, store_url=ctx.store.display_url, seconds=time.perf_counter() - p.started, notes=notes
     )
