@@ -141,3 +141,37 @@ def test_a_day_not_settled_is_read_from_its_events_and_no_roll_up_is_written(tmp
     events, _ = ledger.Cache(store).read(now - 3600, None)
     assert [e.event for e in events] == ["kernel_started"]
     assert list(store.list(rollup.ROLLUPS)) == []
+
+
+def test_gc_ledger_older_than_drops_raw_records_of_rolled_up_days_never_the_roll_ups(tmp_path, capsys):
+    from jupyter_pause.cli.main import main
+
+    store = Store(str(tmp_path))
+    _write(store, _busy_kernels(3, 5))
+    window = (START, START + 2 * DAY - 1)  # days 16 and 17 rolled up, day 18 not yet
+    expected = _report(ledger.Cache(store).read(*window)[0], *window)
+    day16 = [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)]
+
+    assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "3d", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)["ledger"]
+    assert [(p["day"], p["records"], bool(p["kept"])) for p in dry] == [
+        ("20261116", 26, False),
+        ("20261117", 26, False),
+        ("20261118", 26, True),
+    ]
+    assert "it has no roll-up yet" in dry[2]["kept"]
+    assert [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)] == day16  # a dry run
+
+    assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "3d"]) == 0
+    said = capsys.readouterr().out
+    assert "ledger 20261116: removed 26 raw records" in said and "its roll-up stays" in said
+    assert not [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)]
+    assert len(store.list(rollup.ROLLUPS)) == 2  # never the roll-ups
+    assert _report(ledger.Cache(store).read(*window)[0], *window) == expected  # the same report after
+
+
+def test_gc_ledger_older_than_refuses_a_bad_age(tmp_path, capsys):
+    from jupyter_pause.cli.main import main
+
+    assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "0s"]) != 0
+    assert "--ledger-older-than must be a positive age" in capsys.readouterr().err

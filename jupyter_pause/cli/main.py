@@ -14,6 +14,7 @@ from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..journal.journal import Journal
 from ..store import report as reports
+from ..store import rollup
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
@@ -211,6 +212,8 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
         raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
     if args.older_than is not None and args.older_than <= 0:
         raise ValueError("--older-than must be a positive age, such as 7d")
+    if args.ledger_older_than is not None and args.ledger_older_than <= 0:
+        raise ValueError("--ledger-older-than must be a positive age, such as 90d")
     catalog = _catalog(args)
     reports = [
         collect(catalog, session, keep=args.keep, older_than=args.older_than, grace=args.grace, dry_run=args.dry_run)
@@ -225,6 +228,9 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
         "uploads_unlisted": unlisted,
         "sessions": [{**asdict(r), "counts": r.counts()} for r in reports],
     }
+    if args.ledger_older_than is not None:
+        pruned = rollup.prune_raw(catalog.store, args.ledger_older_than, dry_run=args.dry_run)
+        data["ledger"] = [asdict(p) for p in pruned]
     lines = []
     for r in reports:
         lines.append(r.summary())
@@ -232,6 +238,13 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
             lines += [item.line(True) for item in r.items]
     if unlisted:
         lines.append(f"incomplete uploads not looked for: {unlisted}")
+    verb = "would remove" if args.dry_run else "removed"
+    for p in data.get("ledger", []):
+        if p["kept"]:
+            lines.append(f"ledger {p['day']}: {p['records']} raw records {p['kept']}")
+        else:
+            size = units.size(p["bytes"])
+            lines.append(f"ledger {p['day']}: {verb} {p['records']} raw records ({size}); its roll-up stays")
     return data, "\n".join(lines) or "nothing to clean"
 
 
@@ -320,6 +333,11 @@ def parser() -> argparse.ArgumentParser:
         type=duration,
         default=DEFAULT_GRACE_SECONDS,
         help="leave garbage younger than this alone: it may belong to a checkpoint being written (default 1h)",
+    )
+    gc.add_argument(
+        "--ledger-older-than",
+        type=duration,
+        help="also remove the raw ledger records of days older than this whose roll-up holds them (e.g. 90d)",
     )
     gc.add_argument("--dry-run", action="store_true", help="list what would be removed, with size and age")
     gc.set_defaults(run=cmd_gc)

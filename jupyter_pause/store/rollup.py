@@ -18,6 +18,7 @@ events' signatures reads the raw events (``ledger.Cache(rollups=False)``).
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 from collections.abc import Iterable
@@ -129,3 +130,47 @@ def decode(data: Any, day: str) -> Rollup | str:
     if body.get("day") != day or not isinstance(body.get("records"), list):
         return f"it holds day {body.get('day')!r}, not {day}"
     return Rollup(day, body["records"], int(body.get("raw") or 0), int(body.get("malformed") or 0))
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What ``prune_raw`` did (or would do) with one day's raw records: removed them, or kept them and why."""
+
+    day: str
+    records: int
+    bytes: int
+    kept: str = ""
+
+
+def prune_raw(store: Any, older_than: float, now: float | None = None, dry_run: bool = False) -> list[Pruned]:
+    """Remove the raw records of the days that ended over ``older_than`` seconds ago and whose
+    roll-up is whole and accounts for every one of them; a roll-up is never removed. A day
+    without a usable roll-up, or with records its roll-up does not count, is kept and named."""
+    from .layout import ledger_of
+
+    now = time.time() if now is None else now
+    days: dict[str, dict[str, Any]] = {}
+    for path, entry in store.list(LEDGER).items():
+        if ledger_of(path):
+            days.setdefault(day_of(path.rsplit("/", 1)[0] + "/"), {})[path] = entry
+    done = []
+    for day, entries in sorted(days.items()):
+        ended = calendar.timegm(time.strptime(day, "%Y%m%d")) + 86400
+        if now - ended <= older_than:
+            continue
+        size = sum(getattr(e, "size", 0) or 0 for e in entries.values())
+        try:
+            found = decode(store.read(key(day)), day)
+        except FileNotFoundError:
+            found = "it has no roll-up yet (a report over that day writes it)"
+        if isinstance(found, str):
+            done.append(Pruned(day, len(entries), size, kept=f"kept: {found}"))
+            continue
+        if found.raw != len(entries):
+            kept = f"kept: its roll-up counts {found.raw} records, the folder holds {len(entries)}"
+            done.append(Pruned(day, len(entries), size, kept=kept))
+            continue
+        if not dry_run:
+            store.delete(list(entries))
+        done.append(Pruned(day, len(entries), size))
+    return done
