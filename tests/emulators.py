@@ -11,12 +11,10 @@ fresh store URL under the bucket or container.
 
 from __future__ import annotations
 
-import http.client
 import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,8 @@ import pytest
 from fsspec.registry import _registry as fsspec_classes
 
 from tests.children import spawn
+from tests.hub import free_port
+from tests.s3_server import answers_http
 
 HOST = "127.0.0.1"
 BUCKET = "pause-test"
@@ -44,24 +44,6 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 #: gcsfs probes a bucket's type over gRPC first (and waits a minute for an emulator that has no
 #: gRPC); with this off, gcsfs is its plain JSON-API filesystem.
 GCSFS_GRPC_PROBE = "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def _answers(port: int) -> bool:
-    conn = http.client.HTTPConnection(HOST, port, timeout=1)
-    try:
-        conn.request("GET", "/")
-        conn.getresponse().read()
-        return True
-    except OSError:
-        return False
-    finally:
-        conn.close()
 
 
 @dataclass
@@ -91,7 +73,7 @@ def start(name: str, command: list[str], port: int, directory: Path) -> Emulator
     emulator = Emulator(f"http://{HOST}:{port}", process, directory, log)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline and process.poll() is None:
-        if _answers(port):
+        if answers_http(port):
             return emulator
         time.sleep(0.1)
     tail = log.read_text(errors="replace")[-3000:]

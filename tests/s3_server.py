@@ -127,7 +127,7 @@ def _log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
 
 
-def _answers_http(port: int) -> bool:
+def answers_http(port: int) -> bool:
     """Whether an HTTP server answers on 127.0.0.1:port (any status will do)."""
     conn = http.client.HTTPConnection(HOST, port, timeout=1)
     try:
@@ -244,7 +244,7 @@ def _wait_ready(server: S3Server, port: int, deadline: float) -> str | None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             return f"weed exited with status {server.process.returncode}"
-        if not _answers_http(port):
+        if not answers_http(port):
             time.sleep(0.1)
             continue
         try:

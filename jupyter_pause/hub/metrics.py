@@ -65,23 +65,20 @@ class ServiceMetrics:
         self.check_errors = Counter(
             "jupyter_pause_hub_check_errors", "Checks that could not list the servers.", registry=r
         )
-        self._counted: dict[int, float] = {}
         if hours is not None:
             r.register(_HoursCollector(hours))
 
     def decided(self, decision: Decision, outcome: Outcome | None) -> None:
-        """One decision the report records, with the outcome of a release when one was tried."""
+        """One decision the report records at a check (with the outcome it stands on, if any)."""
         reason = outcome.reason if outcome is not None else decision.reason
         self.decisions.labels(reason).inc()
         if reason == policy.BUSY:
             self.kept_busy.inc()
         if decision.reason == policy.WARNING_ENDED:
             self.warnings_cancelled.inc()
-        if outcome is None or self._counted.get(id(outcome)) == outcome.at:
-            return  # a settled outcome is recorded again at each check; it is counted once
-        if len(self._counted) > 4096:
-            self._counted.clear()
-        self._counted[id(outcome)] = outcome.at
+
+    def ended(self, outcome: Outcome) -> None:
+        """A release tried (or a warning given) just now: counted once, where it happened."""
         if outcome.reason == WARNED:
             self.warnings_issued.inc()
         else:
@@ -124,12 +121,6 @@ class LedgerHours:
     def __call__(self) -> dict[str, dict[str, float]]:
         if time.monotonic() - self._at > self.refresh and self._busy.acquire(blocking=False):
             threading.Thread(target=self._update, name="jupyter-pause-hub-hours", daemon=True).start()
-        return self._value
-
-    def update(self) -> dict[str, dict[str, float]]:
-        """Compute now (the first scrape's figures, and tests)."""
-        self._busy.acquire()
-        self._update()
         return self._value
 
     def _update(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import units
@@ -126,7 +126,7 @@ async def after_warning(
     timeout = float(warned.get("timeout") or 0.0)
     answer = await servers.warning(server)
     given = _clock(warned.get("warned_at"))
-    if answer.ok and answer.body is None or answer.code == 404:
+    if (answer.ok and answer.body is None) or answer.code == 404:
         detail = f"its warning of {given} ended on the server: it was used, or its user chose Keep working"
         return Decision("keep", policy.WARNING_ENDED, detail, timeout), None, False
     if not answer.ok or not isinstance(answer.body, dict):
@@ -140,12 +140,8 @@ async def after_warning(
     due = Decision(
         "check-kernels", str(warned.get("reason_kind") or policy.IDLE), f"warned at {given}, not used since", timeout
     )
-    final, outcome = await handle(server, due, hub, servers, _without_warning(settings))
+    final, outcome = await handle(server, due, hub, servers, replace(settings, warn_before=0.0))
     return final, outcome, False
-
-
-def _without_warning(settings: Settings) -> Settings:
-    return Settings(settings.stop_paused, settings.dry_run, settings.timeout, settings.every, 0.0)
 
 
 def _clock(moment: Any) -> str:

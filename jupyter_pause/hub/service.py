@@ -229,12 +229,19 @@ class PauseService:
             log.info("%s", outcome.detail)
             if self.ledger is not None:
                 self.ledger.released.discard(view.label)
+            self._count(outcome)
             self.report.record(view, final, outcome)
             return
         self._ended(view, final, outcome)
 
+    def _count(self, outcome: Outcome) -> None:
+        if self.report.metrics is not None:
+            self.report.metrics.ended(outcome)
+
     def _ended(self, view: ServerView, final: Decision, outcome: Outcome | None) -> None:
-        """Log and record what a release (or a check of a warned server) came to."""
+        """Log, count and record what a release (or a check of a warned server) came to."""
+        if outcome is not None:
+            self._count(outcome)
         if outcome is None:
             log.info("%s: keep (%s: %s)", view.label, final.reason, final.detail)
         elif outcome.released:

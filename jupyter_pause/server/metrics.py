@@ -80,11 +80,14 @@ def checkpointed(trigger: str, ok: bool, seconds: float | None = None, size: int
         CHECKPOINT_BYTES.observe(size)
 
 
-def resumed(verdict: str | None, waited: float | None) -> None:
-    """A resume ended with ``verdict`` (None: it failed before one), having waited ``waited`` s."""
+def waited(seconds: float) -> None:
+    """A resume had what it needed after waiting ``seconds`` for it."""
+    RESUME_WAIT.observe(max(0.0, seconds))
+
+
+def resumed(verdict: str | None) -> None:
+    """A resume ended with ``verdict`` (None: it failed before one)."""
     RESUMES.labels(verdict or "failed").inc()
-    if waited is not None:
-        RESUME_WAIT.observe(max(0.0, waited))
 
 
 def released(state: str) -> None:

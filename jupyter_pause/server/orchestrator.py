@@ -55,8 +55,6 @@ class PauseManager:
         self.pausing: dict[str, asyncio.Task[Any]] = {}
         self.releaser = Releaser(self, Hub.from_environ())
         self.recorder = Recorder(self)
-        #: Seconds each resume under way waited for resources (for the metrics).
-        self._waited: dict[str, float] = {}
         #: The pause service's warning before an idle release (see ``warning``).
         self.warnings = Warnings(self.user_activity)
         metrics.watch(self)
@@ -363,7 +361,7 @@ class PauseManager:
         finally:
             await asyncio.to_thread(lease.release, self.store, session, held)
         # The lease is free before anyone can read the outcome and try again.
-        metrics.resumed(outcome.verdict if outcome is not None else None, self._waited.pop(session, None))
+        metrics.resumed(outcome.verdict if outcome is not None else None)
         if outcome is None:
             await self._state(session, SessionState.FAILED, _noted(failure, note))
         else:
@@ -404,7 +402,7 @@ class PauseManager:
             await self._state(session, SessionState.WAITING, lack)
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
-        self._waited[session] = moments["resources_available"] - moments["resume_requested"]
+        metrics.waited(moments["resources_available"] - moments["resume_requested"])
         await self._state(session, SessionState.RESTORING, "starting a kernel")
         model = await maybe_await(
             self.sessions_manager.create_session(
