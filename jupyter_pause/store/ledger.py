@@ -283,6 +283,15 @@ def _parse(key: str, data: Any) -> Event | None:
         return None
 
 
+def _event(key: str, record: Any) -> Event | None:
+    """The event of a record already parsed from JSON (a roll-up's), or None (logged) when it is not one."""
+    try:
+        return Event.from_dict(record)
+    except (ValueError, TypeError) as e:
+        log.debug("jupyter-pause ledger: a record of %s skipped: %s", key, e)
+        return None
+
+
 def _order(item: tuple[str, Event]) -> tuple[float, int, str]:
     """Oldest first; events at the same instant in cycle order (a kernel's last activity before its stop)."""
     key, event = item
@@ -385,7 +394,7 @@ class Cache:
         if found is not None:
             got = rollup.decode(found, day)
             if isinstance(got, rollup.Rollup):
-                events = [e for r in got.records if (e := _parse(rollup.key(day), json.dumps(r).encode()))]
+                events = [e for r in got.records if (e := _event(rollup.key(day), r)) is not None]
                 return events, got.malformed
             why = got
         keys = [k for k in self.store.list(prefix) if ledger_of(k)]
