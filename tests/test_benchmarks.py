@@ -83,3 +83,22 @@ def test_side_benchmarks_run_at_toy_sizes(script, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text()), f"{script} wrote no figures"
+
+
+@pytest.mark.integration
+def test_the_store_benchmark_measures_each_store_it_starts(tmp_path):
+    """benchmarks/stores.py starts each store, times both directions against raw, and stops them."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "stores.json"
+    args = ["--stores", "local,s3,azure", "--gb", "0.01", "--pairs", "1", "--dir", str(tmp_path), "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stores.py"), *args], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert [r["store"] for r in figures["results"]] == ["local", "s3", "azure"], figures["skipped"]
+    for result in figures["results"]:
+        assert result["checkpoint_ratio"]["median"] > 0 and result["resume_ratio"]["median"] > 0
+        assert result["bytes"] > 0.009e9 and result["checkpoint_memory"] >= 0 and result["resume_memory"] >= 0

@@ -20,7 +20,7 @@ import jupyter_pause
 from jupyter_pause.errors import StoreError
 from jupyter_pause.session import lineage
 from jupyter_pause.store import layout
-from jupyter_pause.store.storage import Store
+from jupyter_pause.store.storage import REMOTE_BLOCK, Store
 from tests.lax_s3 import lax_store
 from tests.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
@@ -72,6 +72,17 @@ def test_write_then_read_returns_same_bytes(store: Store, data: bytes) -> None:
         assert np.frombuffer(back, np.uint8).__array_interface__["data"][0] % 64 == 0
     assert len(back) == len(data)
     assert back == data
+
+
+@pytest.mark.parametrize("size", [0, 1000, REMOTE_BLOCK], ids=["empty", "small", "one-part"])
+def test_read_with_its_size_known_gives_the_same_aligned_writable_bytes(store: Store, size: int) -> None:
+    data = os.urandom(size)
+    store.write("blobs/sized", memoryview(data))
+    back = store.read("blobs/sized", size=size)
+    assert not memoryview(back).readonly and back == data
+    if data:
+        assert np.frombuffer(back, np.uint8).__array_interface__["data"][0] % 64 == 0
+    assert store.read_many(["blobs/sized"], sizes={"blobs/sized": size})["blobs/sized"] == data
 
 
 def test_write_accepts_memoryview_and_rewrite_replaces(store: Store) -> None:

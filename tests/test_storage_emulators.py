@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -19,7 +21,7 @@ from jupyter_pause.cli import main
 from jupyter_pause.config import ENV_VARS, PauseConfig
 from jupyter_pause.server import lease
 from jupyter_pause.store.layout import blob_key
-from jupyter_pause.store.storage import Store
+from jupyter_pause.store.storage import ALIGNMENT, REMOTE_BLOCK, Store
 from tests.emulators import azure_env, azurite, gcs_emulator, gcs_env  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("new_process", "no_pause_env_but_options")]
@@ -64,6 +66,18 @@ def test_checkpoint_and_resume_round_trip(emulated: tuple[str, str], capsys: pyt
     assert main(["verify", "--store", url]) == 0
     assert "2 verified, 0 damaged" in capsys.readouterr().out
     assert set(taken.blobs) & set(second.blobs)
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1000, REMOTE_BLOCK, REMOTE_BLOCK + 17], ids=["empty", "small", "one-part", "more-parts"]
+)
+def test_bytes_come_back_aligned_and_writable_with_or_without_their_size(emulated: tuple[str, str], size: int) -> None:
+    _, url = emulated
+    store, data = store_at(url), os.urandom(size)
+    store.write("blobs/x", memoryview(data))
+    for back in (store.read("blobs/x"), store.read("blobs/x", size=size)):
+        assert not back.readonly and back == data
+        assert not data or np.frombuffer(back, np.uint8).__array_interface__["data"][0] % ALIGNMENT == 0
 
 
 def test_the_lease_is_a_conditional_create(emulated: tuple[str, str]) -> None:

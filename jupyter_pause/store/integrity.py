@@ -121,7 +121,8 @@ def fetch(
         mapping.remember_blob(data, manifest.hash, key)  # a later checkpoint may skip rehashing it
         return data if then is None else then(key, data)
 
-    raw = store.read_many(paths, progress=progress, then=verify, mapped=True)
+    sizes = {path: manifest.blobs[key] for path, key in paths.items() if key in manifest.blobs}
+    raw = store.read_many(paths, progress=progress, then=verify, mapped=True, sizes=sizes)
     good: dict[str, Any] = {}
     bad: dict[str, str] = {}
     for path, key in paths.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import fsspec
+import fsspec.asyn
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
@@ -23,6 +25,11 @@ from .credentials import redact
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
+
+#: Small objects (ledger records, roll-ups) in flight at once with ``small=True``: each is one
+#: request on the backend's own event loop, so many cost little more than one (a cloud bucket's
+#: latency is tens of milliseconds a request).
+SMALL_PARALLELISM = 64
 
 #: Buffers that blobs are read into start at a multiple of this, as torch's own CPU allocations
 #: do, so arrays built on them are aligned as the originals were (vectorised kernels may round
@@ -66,6 +73,13 @@ def _buffer(size: int) -> memoryview:
     raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
     start = -raw.__array_interface__["data"][0] % ALIGNMENT
     return memoryview(raw[start : start + size])
+
+
+def _aligned_copy(data: bytes) -> memoryview:
+    """``data`` in a buffer of its own (aligned and writable, as every buffer ``read`` returns)."""
+    buf = _buffer(len(data))
+    buf[:] = data
+    return buf
 
 
 def _read_remote(f: Any) -> memoryview:
@@ -113,6 +127,12 @@ def _mtime(info: dict[str, Any]) -> float | None:
 def _is_s3(fs: Any) -> bool:
     """Whether ``fs`` is s3fs's ``S3FileSystem`` (or a subclass; s3fs is imported already if so)."""
     cls = getattr(sys.modules.get("s3fs"), "S3FileSystem", None)
+    return cls is not None and isinstance(fs, cls)
+
+
+def _is_azure(fs: Any) -> bool:
+    """Whether ``fs`` is adlfs's ``AzureBlobFileSystem`` (or a subclass)."""
+    cls = getattr(sys.modules.get("adlfs"), "AzureBlobFileSystem", None)
     return cls is not None and isinstance(fs, cls)
 
 
@@ -201,6 +221,11 @@ class Store:
                     os.fsync(f.fileno())
             else:
                 view = memoryview(data).cast("B")
+                if len(view) <= REMOTE_BLOCK and _is_azure(self.fs):
+                    # One request: adlfs's file object stages a block and commits it, two. (s3fs
+                    # and gcsfs send a small file object's bytes in one request already.)
+                    self.fs.pipe_file(path, bytes(view))
+                    return
                 with self.fs.open(path, "wb", block_size=REMOTE_BLOCK) as f:
                     for start in range(0, len(view), REMOTE_CHUNK):
                         f.write(view[start : start + REMOTE_CHUNK])
@@ -280,11 +305,14 @@ class Store:
         finally:
             self.delete([key])
 
-    def read(self, key: str, mapped: bool = False) -> Buffer:
+    def read(self, key: str, mapped: bool = False, size: int | None = None) -> Buffer:
         """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).
 
         With ``mapped``, a large local file comes back as a private mapping of it (see
         ``mapping``): no copy is made, and pages are copied only where they are written to.
+        ``size``, when the caller knows it (a blob's size is in its manifest): a remote object
+        of at most ``REMOTE_BLOCK`` bytes is then fetched whole in one request, with no request
+        for its size first.
         """
         path = self.path(key)
         try:
@@ -306,6 +334,8 @@ class Store:
             # A blob never changes once written (its key is its digest): what a listing said of
             # it stays true, which saves a request per blob. Any other key may have been rewritten.
             fresh = path if layout.blob_digest(key) else self._fresh(path)
+            if size is not None and size <= REMOTE_BLOCK:
+                return _aligned_copy(self.fs.cat_file(fresh, **({"max_concurrency": 1} if _is_s3(self.fs) else {})))
             with self.fs.open(fresh, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
                 return _read_remote(f)
         except FileNotFoundError:
@@ -319,19 +349,29 @@ class Store:
         progress: Progress | None = None,
         then: Callable[[str, Buffer], Any] | None = None,
         mapped: bool = False,
+        small: bool = False,
+        sizes: dict[str, int] | None = None,
     ) -> dict[str, Any]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 
         ``progress(bytes_done)`` is called as each key arrives. ``then(key, data)`` runs in the
         reading thread as each key arrives (so checking overlaps reading): what it returns is
-        kept instead of the bytes, and an exception it raises takes their place. ``mapped``: as
-        for ``read``.
+        kept instead of the bytes, and an exception it raises takes their place. ``mapped``, and
+        ``sizes`` (key -> size, where known): as for ``read``.
+
+        ``small``: the objects are small (ledger records, roll-ups), read whole in memory. On a
+        remote store with an async backend (s3fs, gcsfs, adlfs) each is then one GET (no HEAD for
+        its size first), ``SMALL_PARALLELISM`` at once on the backend's own event loop rather
+        than through threads: on SeaweedFS on loopback about half the time of the threaded path.
+        Blobs are not read this way: nothing here splits a large object into parts.
         """
         done = _Counter(progress)
+        if small and not self.local and getattr(self.fs, "async_impl", False):
+            return self._read_small(list(dict.fromkeys(keys)), done, then)
 
         def one(key: str) -> Any:
             try:
-                data = self.read(key, mapped)
+                data = self.read(key, mapped, None if sizes is None else sizes.get(key))
             except (FileNotFoundError, StoreError) as e:
                 return e
             done.add(len(data))
@@ -346,12 +386,53 @@ class Store:
         with ThreadPoolExecutor(PARALLELISM) as pool:
             return dict(zip(keys, pool.map(one, keys), strict=True))
 
-    def write_many(self, items: dict[str, bytes | bytearray | memoryview], progress: Progress | None = None) -> None:
+    def _read_small(self, keys: list[str], done: _Counter, then: Callable[[str, Buffer], Any] | None) -> dict[str, Any]:
+        """``read_many(small=True)`` on an async backend: one whole-object GET a key, gathered."""
+        fs = self.fs
+        whole = {"max_concurrency": 1} if _is_s3(fs) else {}  # s3fs: no HEAD to decide on ranged parts
+
+        def finish(key: str, data: Any) -> Any:
+            if isinstance(data, FileNotFoundError):
+                return FileNotFoundError(f"{key} not found in store {self.display_url}")
+            if isinstance(data, BaseException):
+                return self._fail("read", key, data)
+            view = memoryview(bytes(data))
+            done.add(len(view))
+            if then is None:
+                return view
+            try:
+                return then(key, view)
+            except Exception as e:
+                return e
+
+        async def gather() -> list[Any]:
+            gate = asyncio.Semaphore(SMALL_PARALLELISM)
+
+            async def one(key: str) -> Any:
+                async with gate:
+                    try:
+                        return await fs._cat_file(self._fresh(self.path(key)), **whole)
+                    except Exception as e:  # each key's failure is its own, as in read_many
+                        return e
+
+            return await asyncio.gather(*(one(key) for key in keys))
+
+        found = fsspec.asyn.sync(fs.loop, gather)
+        return {key: finish(key, data) for key, data in zip(keys, found, strict=True)}
+
+    def write_many(
+        self, items: dict[str, bytes | bytearray | memoryview], progress: Progress | None = None, small: bool = False
+    ) -> None:
         """Write keys in parallel; the first failure is raised once all writes have stopped.
 
-        ``progress(bytes_done)`` is called as each key is written.
+        ``progress(bytes_done)`` is called as each key is written. ``small``: as for
+        ``read_many``, each a single PUT gathered on the backend's event loop (remote async
+        stores; elsewhere the same as without).
         """
         done = _Counter(progress)
+        if small and not self.local and getattr(self.fs, "async_impl", False) and items:
+            self._write_small(items, done)
+            return
 
         def one(key: str, data: bytes | bytearray | memoryview) -> None:
             self.write(key, data)
@@ -363,6 +444,29 @@ class Store:
         with ThreadPoolExecutor(PARALLELISM) as pool:
             for future in [pool.submit(one, key, data) for key, data in items.items()]:
                 future.result()
+
+    def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: _Counter) -> None:
+        """``write_many(small=True)`` on an async backend: one PUT a key, gathered; the first
+        failure raised once all have stopped."""
+        fs = self.fs
+
+        async def gather() -> list[Any]:
+            gate = asyncio.Semaphore(SMALL_PARALLELISM)
+
+            async def one(key: str, data: bytes | bytearray | memoryview) -> Any:
+                async with gate:
+                    try:
+                        await fs._pipe_file(self._fresh(self.path(key)), bytes(data))
+                    except Exception as e:
+                        return e
+                    done.add(len(data))
+                    return None
+
+            return await asyncio.gather(*(one(key, data) for key, data in items.items()))
+
+        for key, error in zip(items, fsspec.asyn.sync(fs.loop, gather), strict=True):
+            if error is not None:
+                raise self._fail("write", key, error) from error
 
     def list(self, prefix: str) -> dict[str, Entry]:
         """Every key under ``prefix`` (recursive), with sizes and times; empty if none."""
