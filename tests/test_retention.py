@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -11,7 +12,8 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
-from jupyter_pause.store.layout import blob_key, blob_prefix, pending_key
+from jupyter_pause.store.layout import blob_key, blob_prefix, manifest_key, pending_key
+from jupyter_pause.store.manifest import FORMAT, canonical_body, checksum
 from jupyter_pause.store.retention import collect
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
@@ -104,3 +106,22 @@ def test_a_pending_note_caught_mid_rewrite_keeps_every_blob(tmp_path):
     assert store.exists(orphan)
     store.delete([pending_key("s", "20990101-000000-abcdef")])
     assert collect(Catalog(store), "s", keep=5).blobs_removed == 1
+
+
+def test_a_checkpoint_of_a_newer_format_is_kept_with_every_blob_of_its_session(tmp_path):
+    """A newer release sharing the store wrote it: this gc cannot read which blobs it needs."""
+    store = Store(str(tmp_path))
+    first, second = _series(str(tmp_path), 2)
+    key = manifest_key("s", second)
+    outer = json.loads(bytes(store.read(key)))
+    outer["manifest"]["format"] = FORMAT + 1
+    outer["checksum"] = checksum(canonical_body(outer["manifest"]))
+    store.write(key, json.dumps(outer).encode())
+    orphan = blob_key("s", "ab" * 16)
+    store.write(orphan, b"no checkpoint this release reads needs it")
+    later = time.time() + 7200
+    report = collect(Catalog(store), "s", now=later)
+    assert report.newer == [second] and report.abandoned == [] and report.blobs_removed == 0
+    assert report.kept == [first] and "1 checkpoint(s) of a newer format" in report.summary()
+    assert store.exists(key) and store.exists(orphan)
+    assert check(store, Catalog(store).checkpoints("s")[0]) == {}

@@ -46,6 +46,8 @@ class Listing:
     #: passes over them, asking by id still finds them.
     elsewhere: dict[str, str] = field(default_factory=dict)
     aside: list[Manifest] = field(default_factory=list, repr=False)
+    #: Damaged only to this reader: intact manifests of a newer format (a newer release wrote them).
+    newer: set[str] = field(default_factory=set)
 
     def following(self, paused_from: str | None) -> Listing:
         """This listing with "latest" kept to the lineage of checkpoint ``paused_from`` (the one the
@@ -262,6 +264,8 @@ class Catalog:
                 found.pending[checkpoint_id] = entry.mtime
         for checkpoint_id, damage in damaged.items():
             found.taken[checkpoint_id] = damage.created or _id_time(checkpoint_id)
+            if damage.newer:
+                found.newer.add(checkpoint_id)
         for checkpoint_id in sorted(damaged, key=lambda i: (found.taken[i], i), reverse=True):
             why = damaged[checkpoint_id].why
             if checkpoint_id in found.pending and why.startswith("torn write"):

@@ -35,10 +35,12 @@ def _problem(data: Buffer | BaseException, key: str, size: int, algorithm: str) 
 @dataclass
 class Damage:
     """Why a manifest is damaged, in a few words, and when its checkpoint was taken where that
-    can still be read (None when the bytes no longer say)."""
+    can still be read (None when the bytes no longer say). ``newer``: intact, but of a format
+    newer than this jupyter-pause reads (a newer release wrote it: not damage to clean up)."""
 
     why: str
     created: float | None = None
+    newer: bool = False
 
 
 def read_manifest(data: Buffer, checkpoint_id: str, key: signing.Keys = None) -> Manifest | Damage:
@@ -74,7 +76,7 @@ def manifest_damage(data: bytes, error: BaseException) -> Damage:
     found = body.get("format", 0)
     if not isinstance(found, int) or found > FORMAT:
         why = f"unknown format {found} (this jupyter-pause reads format {FORMAT}; upgrade it to read this one)"
-        return Damage(why, created)
+        return Damage(why, created, newer=isinstance(found, int))
     return Damage(f"unknown format (fields this jupyter-pause cannot read: {type(error).__name__}: {error})", created)
 
 

@@ -60,6 +60,9 @@ class GcReport:
     items: list[Item] = field(default_factory=list)
     #: Why this store's incomplete uploads could not be looked for; None where they were.
     uploads_unlisted: str | None = None
+    #: Checkpoints of a manifest format newer than this release reads: kept, and with them every
+    #: blob of the session (which of them they need cannot be known here).
+    newer: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Items removed, by kind (every kind named, 0 where none)."""
@@ -68,11 +71,17 @@ class GcReport:
     def summary(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
         counts = self.counts()
-        return (
+        line = (
             f"session {self.session!r}: kept {len(self.kept)} checkpoint(s), {verb} "
             f"{len(self.removed)} checkpoint(s), {len(self.abandoned)} abandoned partial write(s), "
             f"{self.blobs_removed} blob(s), {counts[Kind.UPLOAD]} incomplete upload(s) ({units.size(self.bytes_freed)})"
         )
+        if self.newer:
+            line += (
+                f"; kept {len(self.newer)} checkpoint(s) of a newer format ({', '.join(self.newer)}) and every "
+                "blob: run gc with the jupyter-pause that wrote them to collect this session's blobs"
+            )
+        return line
 
 
 def _expired(checkpoints: list[Manifest], keep: int | None, older_than: float | None, now: float) -> list[Manifest]:
@@ -106,7 +115,9 @@ def collect(
 
     Garbage is what no committed checkpoint needs, once older than ``grace``: blobs nothing
     references, notes of abandoned partial writes, torn manifests, and incomplete multipart
-    uploads. Without ``keep`` and ``older_than`` no committed checkpoint is removed. Manifests go
+    uploads. Without ``keep`` and ``older_than`` no committed checkpoint is removed. A checkpoint
+    of a newer manifest format (a newer release shares the store) is never garbage: it stays, and
+    so does every blob of its session, since which ones it needs cannot be read here. Manifests go
     first, blobs after, so an interrupted cleanup never leaves a listed checkpoint with missing
     data. Anything younger than ``grace`` may belong to a checkpoint being written: it stays.
     """
@@ -156,7 +167,11 @@ def collect(
         except ValueError:  # being rewritten this very moment: delete no blob this time
             unsure = True
     torn = []
+    report.newer = sorted(listing.newer)
+    unsure = unsure or bool(listing.newer)
     for checkpoint_id in {**listing.unreadable, **listing.damaged}:
+        if checkpoint_id in listing.newer:
+            continue
         entry = manifests.get(manifest_key(session, checkpoint_id))
         if entry is not None and old(entry.mtime):
             torn.append(entry.key)
