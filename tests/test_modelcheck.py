@@ -322,3 +322,14 @@ def test_watching_a_model_leaves_it_as_it_was_for_pickle_torch_save_and_digests(
     buffer = io.BytesIO()
     torch.save(module, buffer)
     assert b"jupyter_pause" not in buffer.getvalue() and not module._forward_pre_hooks and not module._forward_hooks
+
+
+def test_an_object_that_makes_up_any_attribute_is_no_module() -> None:
+    """A dask ``Delayed`` (here a MagicMock) answers every attribute with something callable;
+    taken for a module, a checkpoint would call its made-up ``parameters()``."""
+    from unittest import mock
+
+    made_up = mock.MagicMock()
+    assert callable(made_up.state_dict) and callable(made_up.forward)
+    assert not is_module(made_up)
+    assert is_module(nn.Linear(2, 2))

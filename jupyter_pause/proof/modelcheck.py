@@ -48,13 +48,15 @@ class ModelCheck:
 
 
 def is_module(value: Any) -> bool:
-    """A torch-module-like object (an instance, not a class): Stateful, with parameters and a forward."""
+    """A torch-module-like object (an instance, not a class): Stateful, with parameters and a forward.
+
+    The methods are looked up on its class: an object that makes up any attribute asked of it
+    (a dask ``Delayed``, a mock) answers every name with something callable."""
     try:  # a dead weakref.proxy raises even on isinstance; it is no module
         if isinstance(value, type):
             return False
-        return all(
-            callable(getattr(value, a, None)) for a in ("state_dict", "load_state_dict", "parameters", "forward")
-        )
+        kind = type(value)
+        return all(callable(getattr(kind, a, None)) for a in ("state_dict", "load_state_dict", "parameters", "forward"))
     except Exception:  # an object that raises on attribute access is no module
         return False
 

@@ -29,6 +29,9 @@ KINDS = ("restored", "partial", "fresh", "live")
 TOO_LARGE = "present, too large to compare"
 UNKNOWN_FORMAT = "present, its digest is of a format this version does not know: not compared"
 
+#: A variable that differs as the checkpoint said it would (``proof.rehearsal``), with its reason.
+NAMED_AT_CHECKPOINT = "differs from the checkpoint, as named when it was taken"
+
 #: Said of a checkpoint captured inside a running cell, outside any safe point.
 MID_CELL = (
     "the state was captured mid-cell (SIGTERM while a cell ran, outside any safe point): what that "
@@ -101,6 +104,8 @@ def _variable_status(
                 changed[name] = "deleted since the resume"
             else:
                 status[name] = f"missing ({failures[name]})" if name in failures else "missing"
+                if name in manifest.inexact:
+                    status[name] += f", as named when it was taken: {manifest.inexact[name]}"
             continue
         if record.digest is None:
             status[name] = "matches" if name in restored else TOO_LARGE
@@ -117,6 +122,8 @@ def _variable_status(
             status[name] = "matches"
         elif name in restored and restored[name] == record.digest:
             changed[name] = "changed since the resume"
+        elif name in manifest.inexact:  # no surprise: the checkpoint named it
+            status[name] = f"{NAMED_AT_CHECKPOINT}: {manifest.inexact[name]}"
         else:
             status[name] = "differs from the checkpoint"
     return status, changed
@@ -188,7 +195,8 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
     verdict.details += manifest.loop_notes  # what running the cell again does with its loops
     if wrong or failed_models:
         verdict.kind = "partial"
-        verdict.details.append("not back: " + ", ".join(list(wrong) + [f"model check of {n}" for n in failed_models]))
+        named = [f"{n} (named at checkpoint)" if n in manifest.inexact else n for n in wrong]
+        verdict.details.append("not back: " + ", ".join(named + [f"model check of {n}" for n in failed_models]))
     else:
         verdict.kind = "restored"
     if manifest.mid_cell:

@@ -91,7 +91,13 @@ _NOT_STATE = {
     "matplotlib.figure.Figure": frozenset({"_number"}),
     # a persistent_workers loader's iterator: this process's worker processes, never saved
     "torch.utils.data.dataloader.DataLoader": frozenset({"_iterator"}),
+    # a dask task's token, repr and whether its function is a coroutine: worked out on first use
+    # (hashing the task, printing it, running it), and pickled as they are by then
+    "dask._task_spec.Task": frozenset({"_token", "_repr", "_is_coro"}),
 }
+
+#: The libraries ``_NOT_STATE`` names classes of: without one of them imported, nothing is skipped.
+_NOT_STATE_LIBRARIES = frozenset(name.partition(".")[0] for name in _NOT_STATE)
 
 #: Kinds digested by value without a memo entry.
 _LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray)
@@ -162,6 +168,10 @@ class _Digester:
             return self._leaf(b"complex:" + struct.pack("<dd", obj.real, obj.imag))
         if kind in (bytes, bytearray):
             return self._leaf(kind.__name__.encode() + b":" + xxhash.xxh3_128_digest(obj))
+        return self._enter(obj) or self._node(obj)
+
+    def _enter(self, obj: Any) -> bytes | None:
+        """A reference to where ``obj`` was met before, or None once it is noted as met now."""
         ref = self._ref(id(obj))
         if ref is not None:
             return self._leaf(f"ref:{ref}".encode())
@@ -170,7 +180,7 @@ class _Digester:
             raise OverBudget
         self.seen[id(obj)] = self.base + len(self.seen)
         self.keep.append(obj)  # ids stay unique while digesting
-        return self._node(obj)
+        return None
 
     def _alone(self, element: Any) -> bytes:
         """A set element's digest in a memo of its own, so it does not depend on set order."""
@@ -310,7 +320,7 @@ class _Digester:
         items = sorted(attributes.items()) if all(type(k) is str for k in attributes) else attributes.items()
         return self._combine("attributes", [self.digest(k) + self.digest(v) for k, v in items])
 
-    def _state(self, state: Any, kind: type) -> bytes:
+    def _state(self, state: Any, kind: type, obj: Any = None) -> bytes:
         """An object's pickled state; format 2: no attributes is no state, attributes in name order."""
         if self.version < 2:
             return self.digest(state)
@@ -321,7 +331,7 @@ class _Digester:
             if not any(state):  # (instance dict, slots) both empty
                 return self.digest(None)
             return self._combine("slotted", [self._state(s, kind) for s in state])
-        return self.digest(state)
+        return self._handed_over(state, obj)
 
     def _reduced(self, obj: Any, name: str) -> bytes:
         """Any other object, by the state the pickle protocol says it has."""
@@ -341,13 +351,36 @@ class _Digester:
         if isinstance(reduced, str):
             return self._leaf(f"global:{name}.{reduced}".encode())
         func, args, state, listitems, dictitems = (tuple(reduced) + (None,) * 5)[:5]
-        parts = [self._maker(func), self.digest(_strip_class(args))]
-        parts.append(self._state(state, type(obj)))
+        parts = [self._maker(func), self._handed_over(_strip_class(args), obj if self.version >= 2 else None)]
+        parts.append(self._state(state, type(obj), obj))
         if listitems is not None:
             parts.append(self.digest(list(listitems)))
         if dictitems is not None:
             parts.append(self.digest(dict(dictitems)))
         return self._combine(name, parts)
+
+    def _handed_over(self, part: Any, obj: Any) -> bytes:
+        """A reduction's arguments or state tuple, where a dictionary of the object's attributes
+        handed over whole (astropy's ``Quantity`` state, its ``WCS`` arguments) is digested in
+        name order: the restored object's attribute dictionary has its keys in another order
+        (``__dict__.update`` after ``__init__``), which is no part of the value."""
+        named = [_named(x) for x in part] if obj is not None and type(part) is tuple else []
+        own = _attribute_names(obj) if any(named) else frozenset()
+        handed = [is_named and not own.isdisjoint(x) for is_named, x in zip(named, part, strict=True)] if own else []
+        if not any(handed):
+            return self.digest(part)
+        entered = self._enter(part)
+        if entered is not None:
+            return entered
+        items = (self._in_name_order(x) if h else self.digest(x) for h, x in zip(handed, part, strict=True))
+        return self._combine("builtins.tuple", items)
+
+    def _in_name_order(self, attributes: dict[str, Any]) -> bytes:
+        """A dictionary of attributes as a dictionary digest would take it, its keys in name order."""
+        entered = self._enter(attributes)
+        if entered is not None:
+            return entered
+        return self._combine("builtins.dict", [self.digest(k) + self.digest(v) for k, v in sorted(attributes.items())])
 
     def _maker(self, func: Any) -> bytes:
         """What a reduction calls to rebuild the object: by name, never by a ``repr`` (which may
@@ -376,10 +409,29 @@ def _is_dynamic(cls: type) -> bool:
 
 def _without_caches(state: dict[Any, Any], kind: type) -> dict[Any, Any]:
     """``state`` without the entries ``_NOT_STATE`` names for ``kind`` or a class it derives from."""
-    if "matplotlib" not in sys.modules and "torch" not in sys.modules:  # the libraries listed
+    if not any(library in sys.modules for library in _NOT_STATE_LIBRARIES):
         return state
     skip = set().union(*(_NOT_STATE.get(f"{c.__module__}.{c.__qualname__}", ()) for c in kind.__mro__))
     return {k: v for k, v in state.items() if k not in skip} if skip else state
+
+
+def _attribute_names(obj: Any) -> frozenset[str]:
+    """The names in the attribute dictionary of ``obj`` when its class reduces it in Python code
+    (none for others: asking a ``functools.partial`` for its dictionary makes one, and it
+    pickles differently from then on)."""
+    kind = type(obj)
+    if not any(isinstance(getattr(kind, m, None), types.FunctionType) for m in ("__reduce__", "__reduce_ex__")):
+        return frozenset()
+    try:
+        attributes = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return frozenset()
+    return frozenset(k for k in attributes if type(k) is str) if type(attributes) is dict else frozenset()
+
+
+def _named(part: Any) -> bool:
+    """Whether ``part`` of a reduction is a non-empty dictionary keyed by strings."""
+    return type(part) is dict and bool(part) and all(type(k) is str for k in part)
 
 
 def _cell_value(cell: types.CellType) -> Any:

@@ -23,7 +23,7 @@ import types
 import zipfile
 from typing import Any, Callable
 
-from . import openfiles, weakrefs
+from . import containers, openfiles, plotting, thirdparty, weakrefs
 
 Reducer = Callable[[Any], Any]
 
@@ -234,7 +234,11 @@ def reduce_dataloader(loader: Any) -> tuple[Any, ...]:
 
 #: Reducers of library classes named rather than imported (importing torch to dispatch would cost
 #: every checkpoint that holds none), for the class and its subclasses.
-_BY_NAME: dict[str, Reducer] = {"torch.utils.data.dataloader.DataLoader": reduce_dataloader}
+_BY_NAME: dict[str, Reducer] = {
+    "torch.utils.data.dataloader.DataLoader": reduce_dataloader,
+    **plotting.BY_NAME,
+    **thirdparty.BY_NAME,
+}
 
 
 def _by_name(kind: type) -> Reducer | None:
@@ -279,7 +283,7 @@ def reducer_for(kind: type) -> Reducer | None:
     for base, reducer in _BY_BASE:
         if issubclass(kind, base):
             return reducer
-    return _by_name(kind)
+    return _by_name(kind) or containers.reducer_for(kind)
 
 
 def reduce_kind(obj: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import SerializationError
 from ..notebook import read_notebook, relative_path
 from ..proof import fingerprint, modelcheck, probe
+from ..proof.rehearsal import Rehearsal, rehearse
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
 from ..serialize.packing import plan_arrays
@@ -23,6 +24,7 @@ from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, RecipeRecord, SkippedRecord, VariableRecord
+from ..vocabulary import Trigger
 from . import history, lineage, positions, rng, settings
 from .context import Context
 from .options import CheckpointOptions
@@ -49,6 +51,9 @@ def mid_cell() -> bool:
     point (so variables that cell was changing may be halfway updated)."""
     return _mid_cell
 
+
+#: Triggers of a checkpoint with little time left to take it: no rehearsal (``proof.rehearsal``).
+HURRIED = frozenset({Trigger.SIGTERM, Trigger.SPOT})
 
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
@@ -98,6 +103,8 @@ class Prepared:
     recipes: list[RecipeRecord] = field(default_factory=list)  # how what could not be saved is rebuilt
     history: BlobRef | None = None  # the cell history blob
     unproven: list[str] = field(default_factory=list)  # modules the restore test cannot prove, and why
+    #: Saved variables a copy of which, loaded back at once, differs: named at checkpoint.
+    rehearsal: Rehearsal = field(default_factory=Rehearsal)
 
 
 def _kind(value: Any) -> str:
@@ -107,12 +114,13 @@ def _kind(value: Any) -> str:
     try:
         if modelcheck.is_module(value):
             return "module"
-        if callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None)):
+        kind = type(value)  # methods by the class: a dask Delayed makes up any attribute asked of it
+        if callable(getattr(kind, "state_dict", None)) and callable(getattr(kind, "load_state_dict", None)):
             if hasattr(value, "param_groups"):
                 return "optimizer"
             if hasattr(value, "optimizer") and hasattr(value, "last_epoch"):
                 return "scheduler"
-            if callable(getattr(value, "get_scale", None)):
+            if callable(getattr(kind, "get_scale", None)):
                 return "scaler"
             return "stateful"
         if type(value).__module__ == "torch" and hasattr(value, "untyped_storage"):
@@ -288,7 +296,8 @@ def _digest(value: Any, known: Known) -> str | None:
 
 
 def describe(p: Prepared, surroundings: bool = True) -> None:
-    """Name and digest every variable, record the model checks, read the notebook.
+    """Name and digest every variable, rehearse the restore of the small ones (``proof.rehearsal``),
+    record the model checks, read the notebook.
 
     Still needs the live state (digests and model checks read it), but not the store: a
     synchronous checkpoint runs this while the array data is being written. Without
@@ -315,6 +324,8 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
                 digest=check,
             )
         )
+    if p.trigger not in HURRIED:
+        p.rehearsal = rehearse(p.values, p.dump.segments, {v.name: v.digest for v in p.variables}, _array_bytes(p))
     p.probe_value = probe.new_probe()
     checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
     p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
@@ -322,6 +333,14 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     p.values = {}  # the live objects are not needed past this point
     if surroundings:
         describe_surroundings(p)
+
+
+def _array_bytes(p: Prepared) -> dict[str, int]:
+    """Bytes of the arrays and tensor storages each saved variable holds out of band."""
+    return {
+        name: sum(p.arrays[k].nbytes for k in segment.arrays if k in p.arrays)
+        for name, segment in p.dump.segments.items()
+    }
 
 
 def describe_surroundings(p: Prepared) -> None:

@@ -67,6 +67,10 @@ class CheckpointResult:
                 f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it"
             )
         lines += [f"  {note}" for note in self.notes]
+        if m.inexact:
+            lines.append(f"  named {len(m.inexact)} (saved all the same):")
+            types = {v.name: v.type for v in m.variables}
+            lines += [f"    {name} ({types.get(name, '?')}): {why}" for name, why in m.inexact.items()]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
             recipes = {r.name: r for r in m.recipes}
@@ -262,6 +266,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         fingerprints=p.device.record(p.arrays) if p.device else {},
         recipes=p.recipes,
         history=p.history,
+        inexact=p.rehearsal.inexact,
     )
     notes = list(p.notes)
     if p.position.new:

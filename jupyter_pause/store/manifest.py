@@ -153,6 +153,10 @@ class Manifest:
     #: The cell history (``session.history``): the statements the kernel ran, what each assigned,
     #: changed and read, never values. None for older checkpoints.
     history: BlobRef | None = None
+    #: Saved variables a copy of which, loaded back at checkpoint time, did not match (see
+    #: ``proof.rehearsal``): name -> why. Named at checkpoint; the restore test says so. Empty
+    #: for older checkpoints, which lack the field.
+    inexact: dict[str, str] = field(default_factory=dict)
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
