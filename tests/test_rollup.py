@@ -1,6 +1,8 @@
 """Roll-ups of settled ledger days: written once by the first reader, read instead of the day's
-events, giving the same report for any window (mid-day ones too), rebuilt when damaged or
-outdated, never used by a reader that checks signatures; on a local folder and a real S3 server."""
+events, giving the same report for any window (mid-day ones, and ones that open or close inside a
+run of merged activity records, too), rebuilt when damaged or outdated; signed where the writer
+holds the keys, so readers that check signatures get the same verdicts and figures from them as
+from the raw events; on a local folder and a real S3 server."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import random
 
 import pytest
 
+from jupyter_pause.cli.hours import checked
 from jupyter_pause.hours import records, text, timeline, totals, whatif
-from jupyter_pause.store import ledger, rollup
+from jupyter_pause.store import ledger, rollup, signing
 from jupyter_pause.store.layout import ledger_key
 from jupyter_pause.store.storage import Store
 from tests.ledger_history import DAY, START, week
@@ -80,18 +83,21 @@ def test_a_settled_day_costs_one_read_once_rolled_up(tmp_path, monkeypatch):
     store = Store(str(tmp_path))
     _write(store, _busy_kernels(3, 50))
     ledger.Cache(store).read(START, START + 3 * DAY)
-    reads: list[int] = []
+    reads: list[list[str]] = []
     original = Store.read_many
 
     def counted(self, keys, *args, **kwargs):
-        reads.append(len(keys))
+        reads.append(list(keys))
         return original(self, keys, *args, **kwargs)
 
     monkeypatch.setattr(Store, "read_many", counted)
     events, _ = ledger.Cache(store).read(START, START + 3 * DAY)
-    assert sum(reads) == 0 and len(events) == 2 * 3 * (1 + 8)  # three roll-ups, read one by one
+    days = ["20261116", "20261117", "20261118", "20261119"]
+    assert reads == [[rollup.key(d) for d in days], []]  # the four days' roll-ups at once, no raw event
+    assert len(events) == 2 * 3 * (1 + 8)
+    reads.clear()
     events, _ = ledger.Cache(store, rollups=False).read(START, START + 3 * DAY)
-    assert sum(reads) == 2 * 3 * (50 + 8)
+    assert sum(map(len, reads)) == 2 * 3 * (50 + 8)
 
 
 @pytest.mark.parametrize("damage", ["flip", "version", "truncate"])
@@ -175,3 +181,148 @@ def test_gc_ledger_older_than_refuses_a_bad_age(tmp_path, capsys):
 
     assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "0s"]) != 0
     assert "--ledger-older-than must be a positive age" in capsys.readouterr().err
+
+
+# -- windows that cut through a merged run ---------------------------------------------------------
+
+#: (read from, window since, window until): the read opens inside day 16's run of activity records
+#: and the window closes inside day 17's (runs span 950 s .. 18650 s of each day).
+CUTS = [
+    (START + 5000, START + DAY + 5000, START + DAY + 10000.5),
+    (START + 960, START + 965, START + DAY + 18600),
+    (START + 18000, START + 18100, START + 18200),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("cut", CUTS)
+def test_a_window_inside_a_run_of_merged_records_gives_the_raw_report(store, cut):
+    _write(store, _busy_kernels(3, 60))
+    read_from, since, until = cut
+    raw, _ = ledger.Cache(store, rollups=False).read(read_from, until)
+    ledger.Cache(store).read(read_from, until)  # writes the roll-ups
+    rolled, _ = ledger.Cache(store).read(read_from, until)
+    assert _report(rolled, since, until) == _report(raw, since, until)
+    assert sum(ledger.stands_for(e) for e in rolled) == len(raw)  # the narrowed runs hold exactly the raw records
+
+
+def test_cut_keeps_exactly_the_records_in_the_window():
+    run = [
+        {"v": 1, "event": "activity", "at": 10.0 * i, "session": "s", "spans": [[10.0 * i - 5, 10.0 * i - 1]]}
+        for i in range(1, 6)
+    ]
+    (merged,) = rollup.summarise(run)
+    assert rollup.parts(merged) == [(10.0 * i, 1) for i in range(1, 6)]
+    assert rollup.cut(merged, None, None) is merged and rollup.cut(merged, 51, None) is None
+    narrowed = rollup.cut(merged, 20, 40)
+    assert narrowed["at"] == 20 and narrowed["spans"] == [[15.0, 19.0], [25.0, 29.0], [35.0, 39.0]]
+    assert rollup.stands_for(narrowed) == 3 and rollup.stands_for(run[0]) == 1
+
+
+# -- signed roll-ups ---------------------------------------------------------------------------------
+
+SECRET = "roll-up test hub secret " + "7" * 40
+USERS_KEYS = signing.hub_keyrings({signing.HUB_SECRET_ENV: SECRET})
+
+
+def _write_signed(store: Store, rows: list[dict], keys_for, unsigned_users: tuple[str, ...] = ()) -> None:
+    """``rows`` written as the ledger writes them, each signed with its user's keys (except the
+    users in ``unsigned_users``)."""
+    rng = random.Random(11)
+    ledger.sign_with(lambda e: None if e.user in unsigned_users else keys_for(e.user))
+    try:
+        objects = {
+            ledger_key(r["at"], f"{rng.getrandbits(32):08x}"): ledger.encode(ledger.Event.from_dict(r)) for r in rows
+        }
+    finally:
+        ledger.sign_with(None)
+    store.write_many(objects)
+
+
+def _checked_report(events: list, since: float, until: float, keys_for, signed_only: bool = False) -> dict:
+    kept, counts = checked(events, keys_for, signed_only)
+    return {"report": _report(kept, since, until), "signatures": counts}
+
+
+def _rows_with_three_users(days: int = 3, per_day: int = 30) -> list[dict]:
+    rows = _busy_kernels(days, per_day)  # ann and bob
+    rows += [{**r, "session": "cid-nb", "user": "cid", "server": "cid"} for r in rows if r["user"] == "ann"]
+    return rows
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("writer", ["hub secret", "no keys", "ann's key"])
+@pytest.mark.parametrize("signed_only", [False, True])
+def test_a_checking_reader_gets_the_raw_report_from_roll_ups_whoever_wrote_them(store, writer, signed_only):
+    """cid's records are unsigned; every reader here checks with every user's keys (the Hub's
+    secret). A roll-up written with the Hub's secret merges ann's and bob's signed records into
+    signed ones; one written without keys, or with only ann's key, keeps the records it cannot
+    verify whole, signatures and all. Either way: the raw report, the raw counts."""
+    _write_signed(store, _rows_with_three_users(), USERS_KEYS, unsigned_users=("cid",))
+    ann = USERS_KEYS("ann")
+    writer_keys = {"hub secret": USERS_KEYS, "no keys": None, "ann's key": lambda _user: ann}[writer]
+    for since, until in WINDOWS + [(START + DAY + 5000, START + 2 * DAY + 10000.5)]:
+        raw, _ = ledger.Cache(store, rollups=False).read(since - DAY, until)
+        ledger.Cache(store, keys=writer_keys).read(since - DAY, until)  # the roll-ups' writer
+        rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(since - DAY, until)
+        expected = _checked_report(raw, since, until, USERS_KEYS, signed_only)
+        assert _checked_report(rolled, since, until, USERS_KEYS, signed_only) == expected
+        assert expected["signatures"]["verified"] > 0 and expected["signatures"]["unsigned"] > 0
+    day = rollup.decode(store.read(rollup.key("20261117")), "20261117")
+    merged = [r for r in day.records if rollup.PARTS in r]
+    signed = {r["user"] for r in merged if "sig" in r}
+    assert {"hub secret": {"ann", "bob"}, "no keys": set(), "ann's key": {"ann"}}[writer] == signed
+    assert "cid" in {r["user"] for r in merged if "sig" not in r}  # unsigned records merged, unsigned
+    kept_whole = [r for r in day.records if r["event"] == "activity" and rollup.PARTS not in r]
+    assert all("sig" in r for r in kept_whole) and len(kept_whole) == 30 * (2 - len(signed))
+
+
+def test_a_forged_record_does_not_become_signed_through_a_roll_up(tmp_path):
+    """A record with a signature no key verifies, and an unsigned record claiming a signed user,
+    written among that user's signed ones: the roll-up keeps the first whole and bad, merges the
+    second only with unsigned records; neither ever counts as verified."""
+    store = Store(str(tmp_path))
+    rows = _busy_kernels(1, 10)
+    _write_signed(store, rows, USERS_KEYS)
+    ann = [r for r in rows if r["user"] == "ann" and r["event"] == "activity"]
+    forged = {**ann[3], "at": ann[3]["at"] + 1, "spans": [[ann[3]["at"] - 100, ann[3]["at"] + 0.5]]}
+    record = ledger.Event.from_dict(forged).to_dict()
+    record["sig"] = signing.sign(json.dumps(record, sort_keys=True).encode(), "a key nobody holds")
+    bad = json.dumps(record).encode()
+    plain = json.dumps({**forged, "at": forged["at"] + 1}).encode()
+    store.write_many({ledger_key(forged["at"], "0000bad0"): bad, ledger_key(forged["at"] + 1, "0000bad1"): plain})
+    window = (START, START + DAY - 1)
+    raw, _ = ledger.Cache(store, rollups=False).read(*window)
+    ledger.Cache(store, keys=USERS_KEYS).read(*window)
+    rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(*window)
+    expected = _checked_report(raw, *window, USERS_KEYS, signed_only=True)
+    assert _checked_report(rolled, *window, USERS_KEYS, signed_only=True) == expected
+    assert expected["signatures"] == {"verified": 2 * 18, "unsigned": 1, "bad signature": 1}
+    day = rollup.decode(store.read(rollup.key("20261116")), "20261116")
+    assert [r for r in day.records if r.get("sig") == record["sig"]] == [record]  # kept whole, still bad
+    assert json.loads(plain) | {"v": 1} in [{k: v for k, v in r.items() if v is not None} for r in day.records]
+    assert all(
+        ledger.trust(ledger.Event.from_dict(r), USERS_KEYS(r["user"])) != ledger.VERIFIED
+        for r in day.records
+        if r.get("at") in (forged["at"], forged["at"] + 1)
+    )
+
+
+def test_a_forged_roll_up_cannot_vouch_for_its_records(tmp_path):
+    """A roll-up rewritten by someone without the keys (a merged record's spans stretched, its
+    checksum recomputed): its record's signature no longer verifies, so it never counts."""
+    from jupyter_pause.store.manifest import canonical_body, checksum
+
+    store = Store(str(tmp_path))
+    _write_signed(store, _busy_kernels(1, 10), USERS_KEYS)
+    window = (START, START + DAY - 1)
+    ledger.Cache(store, keys=USERS_KEYS).read(*window)
+    path = tmp_path / rollup.key("20261116")
+    outer = json.loads(path.read_bytes())
+    (run, *_) = [r for r in outer["rollup"]["records"] if rollup.PARTS in r]
+    run["spans"][0][0] -= 3600
+    outer["checksum"] = checksum(canonical_body(outer["rollup"]))
+    path.write_text(json.dumps(outer))
+    rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(*window)
+    _, counts = checked(rolled, USERS_KEYS, signed_only=True)
+    assert counts == {"verified": 18 + 8, "unsigned": 0, "bad signature": 10}

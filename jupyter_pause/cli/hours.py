@@ -107,14 +107,16 @@ def checked(
     events: list[ledger.Event], keys_for: Callable[[str | None], Any] | None, signed_only: bool
 ) -> tuple[list[ledger.Event], dict[str, int] | None]:
     """The events to count, and how many records were verified, unsigned, or refused for a bad
-    signature (never counted); with ``signed_only`` unsigned ones are not counted either."""
+    signature (never counted); with ``signed_only`` unsigned ones are not counted either. A
+    roll-up's merged record counts as the raw records it stands for (``ledger.stands_for``), so
+    the counts are those of the raw events."""
     counts = {ledger.VERIFIED: 0, ledger.UNSIGNED: 0, ledger.BAD_SIGNATURE: 0}
     if keys_for is None:
         return events, None
     kept = []
     for event in events:
         verdict = ledger.trust(event, keys_for(event.user))
-        counts[verdict] += 1
+        counts[verdict] += ledger.stands_for(event)
         if verdict == ledger.VERIFIED or (verdict == ledger.UNSIGNED and not signed_only):
             kept.append(event)
     return kept, counts
@@ -139,8 +141,8 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
         raise ValueError("--since must be before --until")
     signed_only = bool(getattr(args, "signed_only", False))
     keys_for = ledger_keys()
-    # settled days from their roll-ups, unless the records' signatures are checked (merged ones have none)
-    reader = ledger.Cache(store, rollups=keys_for is None)
+    # settled days from their roll-ups; one this reader writes merges only what its keys verify
+    reader = ledger.Cache(store, keys=keys_for)
     events, malformed = reader.read(None if args.since is None else args.since - LOOKBACK, args.until)
     if signed_only and keys_for is None:
         raise PauseError(

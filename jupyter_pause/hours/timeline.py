@@ -14,6 +14,7 @@ into a range instead of a zero.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -69,9 +70,29 @@ class Timeline:
         return count
 
     def gpu_seconds(self, spans: list[Interval]) -> float | None:
-        """GPU-seconds over ``spans``, each stretch at the GPUs of its start; None if a count is unknown."""
-        total = 0.0
+        """GPU-seconds over ``spans``, each stretch at the GPUs of its start; None if a count is unknown.
+
+        With the count changes in time order (as the records give them) each span finds its own
+        by bisection, not by a scan of them all: a month of a busy kernel is thousands of spans.
+        """
         changes = [when for when, _ in self.counts]
+        if any(b < a for a, b in zip(changes, changes[1:], strict=False)):
+            return self._gpu_seconds_scan(spans, changes)
+        total = 0.0
+        for start, end in spans:
+            inside = changes[bisect.bisect_right(changes, start) : bisect.bisect_left(changes, end)]
+            cuts = [start, *(c for c in inside if start < c < end), end]
+            for a, b in zip(cuts, cuts[1:], strict=False):
+                at = bisect.bisect_right(changes, a) - 1
+                count = self.counts[max(at, 0)][1] if self.counts else self.gpus
+                if count is None:
+                    return None
+                total += (b - a) * count
+        return total
+
+    def _gpu_seconds_scan(self, spans: list[Interval], changes: list[float]) -> float | None:
+        """``gpu_seconds`` for count changes out of time order: every change looked at for every span."""
+        total = 0.0
         for start, end in spans:
             cuts = [start, *(c for c in changes if start < c < end), end]
             for a, b in zip(cuts, cuts[1:], strict=False):

@@ -24,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import StoreError
@@ -77,10 +77,17 @@ class Event:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as written: ``{"v": 1, ...}``; ``spans`` only when present, extras merged."""
-        body = {k: v for k, v in asdict(self).items() if k != "extra"}
-        if body["spans"] is None:
+        """The record as written: ``{"v": 1, ...}``; ``spans`` only when present, extras merged.
+
+        The spans are copied (a list of new pairs), the extras' values are not: ``asdict``'s deep
+        copy was most of the time of a report built from roll-ups, whose merged records hold
+        hundreds of spans each.
+        """
+        body = {name: getattr(self, name) for name in _FIELDS}
+        if self.spans is None:
             del body["spans"]
+        else:
+            body["spans"] = [[a, b] for a, b in self.spans]
         return {"v": VERSION, **self.extra, **body}
 
     @classmethod
@@ -123,15 +130,28 @@ class Event:
         )
 
 
+#: The fields of an event's record, in ``Event``'s order (``extra`` is merged in, not a field).
+_FIELDS = tuple(f.name for f in fields(Event) if f.name != "extra")
+
+
 def _spans_ok(spans: Any) -> bool:
+    """Whether ``spans`` is a list of ``[start, end]`` finite times, start <= end (one pass, no
+    generator per span: a roll-up's merged records hold hundreds)."""
     if not isinstance(spans, list):
         return False
+    isfinite = math.isfinite
     for span in spans:
         if not isinstance(span, list) or len(span) != 2:
             return False
-        if any(isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) for t in span):
+        a, b = span
+        if (
+            isinstance(a, bool)
+            or isinstance(b, bool)
+            or not isinstance(a, (int, float))
+            or not isinstance(b, (int, float))
+        ):
             return False
-        if span[0] > span[1]:
+        if not (isfinite(a) and isfinite(b)) or a > b:
             return False
     return True
 
@@ -196,15 +216,41 @@ def trust(event: Event, keys: signing.Keys) -> str:
     """Whether ``event``'s record was signed by one of ``keys``: ``VERIFIED``, ``UNSIGNED`` (no
     signature: anyone with the store's credentials could have written it) or ``BAD_SIGNATURE``
     (another key's, or changed after signing)."""
+    return _verdict(event, keys)[0]
+
+
+def _verdict(event: Event, keys: signing.Keys) -> tuple[str, str | None]:
+    """``trust``'s verdict, and the key of ``keys`` that verified the record (None unless verified)."""
     signature = event.extra.get(SIGNATURE)
     if not isinstance(signature, dict):
-        return UNSIGNED
+        return UNSIGNED, None
     ring = signing.keyring(keys)
     key = ring.matching(signature.get("key_id")) if ring is not None else None
     if key is None:
-        return BAD_SIGNATURE
+        return BAD_SIGNATURE, None
     expected = signing.sign(_canonical(event.to_dict()), key)["value"]
-    return VERIFIED if hmac.compare_digest(expected, str(signature.get("value", ""))) else BAD_SIGNATURE
+    if hmac.compare_digest(expected, str(signature.get("value", ""))):
+        return VERIFIED, key
+    return BAD_SIGNATURE, None
+
+
+def seal(record: dict[str, Any], key: str) -> dict[str, Any]:
+    """``record`` (a merged roll-up record, or one narrowed from a verified one) as an event's
+    record signed with ``key``: only ever called with the key that verified every record in it."""
+    body = Event.from_dict(record).to_dict()
+    body.pop(SIGNATURE, None)
+    body[SIGNATURE] = signing.sign(_canonical(body), key)
+    return body
+
+
+#: The keys a user's records are checked with (``cli.hours.ledger_keys``): one keyring for
+#: everyone (a user's own key), or each user's as a Hub derives them; None for a user without.
+KeysFor = Callable[[str | None], signing.Keys]
+
+
+def stands_for(event: Event) -> int:
+    """How many raw records ``event`` stands for: a roll-up's merged record counts its parts."""
+    return rollup.stands_for({**event.extra, "spans": event.spans}) if rollup.PARTS in event.extra else 1
 
 
 def lost() -> int:
@@ -298,13 +344,16 @@ def _order(item: tuple[str, Event]) -> tuple[float, int, str]:
     return event.at, _RANK.get(event.event, len(_RANK)), key
 
 
-def read(store: Store, since: float | None = None, until: float | None = None) -> tuple[list[Event], int]:
+def read(
+    store: Store, since: float | None = None, until: float | None = None, keys: KeysFor | None = None
+) -> tuple[list[Event], int]:
     """Events from ``since`` to ``until`` (epoch seconds; None: no bound), oldest first, and how many
     records were skipped as malformed (not JSON, not an event, or unreadable).
 
-    With ``since`` only the day folders it needs are listed.
+    With ``since`` only the day folders it needs are listed, and settled days are read from their
+    roll-ups; ``keys``: as for ``Cache``.
     """
-    return Cache(store).read(since, until)
+    return Cache(store, keys=keys).read(since, until)
 
 
 #: Seconds after a UTC day ends from which a ``Cache`` lists its folder no more (events are written
@@ -316,20 +365,42 @@ def _day_end(prefix: str) -> float:
     return calendar.timegm(time.strptime(prefix[len(LEDGER) : -1], "%Y%m%d")) + 86400
 
 
+def roll_up(raw: dict[str, Any], keys: KeysFor | None = None) -> tuple[list[dict[str, Any]], int]:
+    """A day's roll-up records from its raw records (bytes, or the exception that reading one
+    raised, by key), oldest first, merged where ``keys`` verify them (``rollup.summarise``), and
+    how many were malformed or unreadable."""
+    parsed = [(k, _parse(k, data)) for k, data in raw.items()]
+    good = sorted(((k, e) for k, e in parsed if e is not None), key=_order)
+
+    def verified(record: dict[str, Any]) -> str | None:
+        event = Event.from_dict(record)
+        verdict, key = _verdict(event, keys(event.user)) if keys is not None else (UNSIGNED, None)
+        return key if verdict == VERIFIED else None
+
+    return rollup.summarise((e.to_dict() for _, e in good), verified, seal), len(parsed) - len(good)
+
+
 class Cache:
     """Reads the ledger again and again (a panel polling it): a record is read once, since no
     record ever changes; each ``read`` lists the recent day folders (a day over ``SETTLED`` ago
-    is listed once) and reads only the new keys.
+    is listed once) and reads only the new keys, all at once (``Store.read_many(small=True)``).
 
     With ``rollups`` (and a ``since``), a settled day is read from its roll-up (``rollup``), one
-    object, written from the day's events by the first reader that needs it; ``notes`` says
-    which roll-ups were found damaged or outdated, and rebuilt. A reader that checks the events'
-    signatures passes ``rollups=False``: a roll-up's merged records carry none.
+    object, written from the day's events by the first reader that needs it; the roll-ups of the
+    window's days are read at once, and the raw events of the days without one too. ``notes``
+    says which roll-ups were found damaged or outdated, and rebuilt.
+
+    ``keys`` (``KeysFor``): the keys this reader checks records with. A roll-up it writes merges
+    signed records only where one of these keys verifies them, and signs each merged record with
+    that key; a merged record that the read's window cuts through is narrowed to the records a
+    raw reader would keep, and signed again only if it verifies. A reader that checks signatures
+    then finds the same verdicts, and counts (``stands_for``), in roll-ups as in raw events.
     """
 
-    def __init__(self, store: Store, rollups: bool = True) -> None:
+    def __init__(self, store: Store, rollups: bool = True, keys: KeysFor | None = None) -> None:
         self.store = store
         self.rollups = rollups
+        self.keys = keys
         self.seen: dict[str, Event | None] = {}
         self.listed: dict[str, list[str]] = {}
         self.days: dict[str, tuple[list[Event], int]] = {}
@@ -360,49 +431,82 @@ class Cache:
         if since is None or not self.rollups:
             return self._read_raw(self._keys(since, until), since, until)
         now = time.time()
-        rolled: list[Event] = []
-        skipped = 0
+        settled: list[str] = []
         recent: list[str] = []
         for prefix in _days(since, until if until is not None else now + 86400):
             if _day_end(prefix) + SETTLED > now:
                 recent += [k for k in self.store.list(prefix) if ledger_of(k)]
-                continue
-            if prefix not in self.days:
-                self.days[prefix] = self._day(prefix)
+            else:
+                settled.append(prefix)
+        missing = [p for p in settled if p not in self.days]
+        if missing:
+            self.days.update(self._rolled(missing))
+        rolled: list[Event] = []
+        skipped = 0
+        for prefix in settled:
             events, bad = self.days[prefix]
             rolled += events
             skipped += bad
         self.days = {p: v for p, v in self.days.items() if _day_end(p) >= since}
         raw, malformed = self._read_raw(recent, since, until)
-        kept = [e for e in rolled if e.at >= since and (until is None or e.at <= until)]
+        kept = [c for e in rolled if (c := self._within(e, since, until)) is not None]
         merged = kept + raw
         merged.sort(key=lambda e: (e.at, _RANK.get(e.event, len(_RANK))))
         return merged, malformed + skipped
 
-    def _day(self, prefix: str) -> tuple[list[Event], int]:
-        """A settled day's events as its roll-up holds them; the roll-up written first when it
-        is missing, rewritten when it is damaged or outdated (and ``notes`` says so)."""
-        day = rollup.day_of(prefix)
-        try:
-            found: Any = self.store.read(rollup.key(day))
-        except FileNotFoundError:
-            found = None
-        except StoreError as e:
-            log.debug("jupyter-pause ledger: roll-up of %s unreadable: %s", day, e)
-            found = None
-        why = ""
-        if found is not None:
-            got = rollup.decode(found, day)
+    def _within(self, event: Event, since: float, until: float | None) -> Event | None:
+        """``event`` if it is in ``since..until``; a merged record the window cuts through,
+        narrowed to its records that are (``rollup.cut``), signed again if this reader verifies it."""
+        found = event.extra.get(rollup.PARTS)
+        if not found:
+            return event if event.at >= since and (until is None or event.at <= until) else None
+        last = found[-1][0] if isinstance(found[-1], list) and found[-1] else None
+        if event.at >= since and isinstance(last, (int, float)) and (until is None or last <= until):
+            return event  # the whole run is inside (its parts are in time order)
+        record = event.to_dict()
+        narrowed = rollup.cut(record, since, until)
+        if narrowed is None or narrowed is record:
+            return None if narrowed is None else event
+        verdict, key = _verdict(event, self.keys(event.user)) if self.keys is not None else (UNSIGNED, None)
+        if verdict == VERIFIED and key:
+            return Event.from_dict(seal(narrowed, key))
+        if SIGNATURE in record:  # not verified here: it keeps a signature that does not verify, never none
+            narrowed[SIGNATURE] = record[SIGNATURE]
+        return Event.from_dict(narrowed)
+
+    def _rolled(self, prefixes: list[str]) -> dict[str, tuple[list[Event], int]]:
+        """Settled days' events as their roll-ups hold them, all roll-ups read at once; those
+        missing written first (the raw events of all of them read at once), those damaged or
+        outdated rewritten (and ``notes`` says so)."""
+        days = {p: rollup.day_of(p) for p in prefixes}
+        found = self.store.read_many([rollup.key(d) for d in days.values()], small=True)
+        out: dict[str, tuple[list[Event], int]] = {}
+        why: dict[str, str] = {}
+        for prefix, day in days.items():
+            data = found.get(rollup.key(day))
+            if isinstance(data, BaseException):
+                if not isinstance(data, FileNotFoundError):
+                    log.debug("jupyter-pause ledger: roll-up of %s unreadable: %s", day, data)
+                continue
+            got = rollup.decode(data, day)
             if isinstance(got, rollup.Rollup):
                 events = [e for r in got.records if (e := _event(rollup.key(day), r)) is not None]
-                return events, got.malformed
-            why = got
-        keys = [k for k in self.store.list(prefix) if ledger_of(k)]
-        raw = self.store.read_many(keys)
-        parsed = [(k, _parse(k, raw[k])) for k in keys]
-        good = sorted(((k, e) for k, e in parsed if e is not None), key=_order)
-        malformed = len(parsed) - len(good)
-        records = rollup.summarise(e.to_dict() for _, e in good)
+                out[prefix] = (events, got.malformed)
+            else:
+                why[prefix] = got
+        todo = [p for p in prefixes if p not in out]
+        if not todo:
+            return out
+        listed = {p: [k for k in self.store.list(p) if ledger_of(k)] for p in todo}
+        raw = self.store.read_many([k for keys in listed.values() for k in keys], small=True)
+        for prefix in todo:
+            out[prefix] = self._roll_up(days[prefix], listed[prefix], raw, why.get(prefix, ""))
+        return out
+
+    def _roll_up(self, day: str, keys: list[str], raw: dict[str, Any], why: str) -> tuple[list[Event], int]:
+        """Write ``day``'s roll-up from its raw records (``raw``, by key): created when there was
+        none, replaced (and said) when it was ``why`` unusable; its events either way."""
+        records, malformed = roll_up({k: raw[k] for k in keys}, self.keys)
         data = rollup.encode(day, records, len(keys), malformed)
         try:
             if why:
@@ -417,7 +521,7 @@ class Cache:
     def _read_raw(self, keys: list[str], since: float | None, until: float | None) -> tuple[list[Event], int]:
         new = [k for k in keys if k not in self.seen]
         unread = 0
-        for key, data in self.store.read_many(new).items():
+        for key, data in self.store.read_many(new, small=True).items():
             if isinstance(data, BaseException):  # not cached: the next read tries it again
                 unread += 1
                 log.debug("jupyter-pause ledger: %s unreadable: %s", key, data)
