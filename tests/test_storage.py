@@ -74,7 +74,9 @@ def test_write_then_read_returns_same_bytes(store: Store, data: bytes) -> None:
     assert back == data
 
 
-@pytest.mark.parametrize("size", [0, 1000, REMOTE_BLOCK], ids=["empty", "small", "one-part"])
+@pytest.mark.parametrize(
+    "size", [0, 1000, REMOTE_BLOCK, 2 * REMOTE_BLOCK + 17], ids=["empty", "small", "one-part", "parts"]
+)
 def test_read_with_its_size_known_gives_the_same_aligned_writable_bytes(store: Store, size: int) -> None:
     data = os.urandom(size)
     store.write("blobs/sized", memoryview(data))
@@ -83,6 +85,12 @@ def test_read_with_its_size_known_gives_the_same_aligned_writable_bytes(store: S
     if data:
         assert np.frombuffer(back, np.uint8).__array_interface__["data"][0] % 64 == 0
     assert store.read_many(["blobs/sized"], sizes={"blobs/sized": size})["blobs/sized"] == data
+
+
+def test_a_blob_shorter_than_its_size_says_comes_back_as_it_is(store: Store) -> None:
+    data = os.urandom(REMOTE_BLOCK + 5)
+    store.write("blobs/short", data)
+    assert store.read("blobs/short", size=3 * REMOTE_BLOCK) == data  # integrity then names it truncated
 
 
 def test_write_accepts_memoryview_and_rewrite_replaces(store: Store) -> None:
@@ -153,6 +161,37 @@ def test_write_many_then_read_many(store: Store) -> None:
         assert found[key] == data, key
     assert isinstance(found["many/missing"], FileNotFoundError)
     assert sorted(store.list("many/")) == sorted(items)
+
+
+@pytest.mark.parametrize("then", [False, True])
+def test_small_objects_written_and_read_many_at_once(store: Store, then: bool) -> None:
+    """``small=True``: on S3 each key is one request gathered on s3fs's loop (no HEAD first); the
+    same answers as without, a missing key its ``FileNotFoundError``, progress and ``then`` too."""
+    items = {f"small/{i:03d}.json": f'{{"n": {i}}}'.encode() for i in range(150)}
+    items["small/empty"] = b""
+    done: list[int] = []
+    store.write_many(items, small=True)
+    found = store.read_many(
+        [*items, "small/missing"],
+        progress=done.append,
+        then=(lambda key, data: bytes(data).upper()) if then else None,
+        small=True,
+    )
+    assert set(found) == {*items, "small/missing"}
+    for key, data in items.items():
+        assert bytes(found[key]) == (data.upper() if then else data), key
+    missing = found["small/missing"]
+    assert isinstance(missing, FileNotFoundError) and "small/missing not found" in str(missing)
+    assert max(done) == sum(map(len, items.values()))
+    assert sorted(store.list("small/")) == sorted(items)
+
+
+def test_small_reads_of_an_unreachable_s3_store_are_store_errors(dead_s3: str) -> None:
+    store = Store(f"s3://{BUCKET}/p", FAST_FAIL)
+    (found,) = store.read_many(["a.json"], small=True).values()
+    assert isinstance(found, StoreError) and f"s3://{BUCKET}/p" in str(found) and SECRET not in str(found)
+    with pytest.raises(StoreError, match="cannot write"):
+        store.write_many({"a.json": b"{}", "b.json": b"{}"}, small=True)
 
 
 # --- delete and exists --------------------------------------------------------------------
