@@ -14,6 +14,10 @@ Not rehearsed, so nothing large is copied and nothing of the process is touched:
   mostly arrays and tensor storages (raw bytes, which the checkpoint's checksums cover); past
   ``MAX_TOTAL_BYTES`` in all, the larger variables;
 - a variable with no digest (too large to take one);
+- a variable whose loading would call anything but a class or a known reconstructor (those of
+  pickle's ``copyreg``, numpy, torch, pandas, pyarrow, scipy, dill and jupyter-pause itself, which
+  only build objects): a ``__reduce__`` may name any function, and calling it here would act in
+  the live kernel (open a connection, write a file, run a planted payload);
 - a variable that reaches a kind whose restore acts on the process: loggers and handlers
   (registered again by name), open files and archives (opened again), weak references (rehearsed
   alone, their referent would be a copy no one holds), matplotlib figures (added to pyplot), dask
@@ -26,9 +30,13 @@ memo, and is not what this checks.
 from __future__ import annotations
 
 import builtins
+import importlib
 import io
 import logging
+import socket
+import subprocess
 import tarfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, field
@@ -37,7 +45,7 @@ from typing import Any
 from ..serialize import weakrefs
 from ..serialize.arrays import ArrayCollector, ArrayLoader
 from ..serialize.digests import value_digest
-from ..serialize.pickler import DillStatePickler, Segment, StatePickler, load_variables
+from ..serialize.pickler import DillStatePickler, Refused, Segment, StatePickler, load_variables
 from ..store.manifest import ArrayRecord
 
 #: Largest variable rehearsed: its pickled bytes plus the bytes of the arrays it holds.
@@ -53,6 +61,8 @@ INEXACT = "will not come back exactly"
 
 #: Kinds whose restore acts on this process (see the module's docstring), and their subclasses.
 _TOUCHES_PROCESS = (io.IOBase, logging.Logger, logging.Handler, tarfile.TarFile, zipfile.ZipFile, *weakrefs.REDUCERS)
+#: Classes whose making acts outside the object (``Popen(args)`` runs a program): never called by a rehearsal.
+_ACTS_WHEN_MADE = (*_TOUCHES_PROCESS, subprocess.Popen, socket.socket, threading.Thread)
 _TOUCHES_PROCESS_BY_NAME = frozenset({"matplotlib.figure.Figure", "dask._expr.SingletonExpr"})
 
 
@@ -64,6 +74,42 @@ class Rehearsal:
     inexact: dict[str, str] = field(default_factory=dict)
     rehearsed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+
+
+#: Modules whose functions a rehearsal may call while loading: reconstructors that build objects.
+_RECONSTRUCTORS = ("copyreg", "_codecs", "numpy", "torch", "dill", "jupyter_pause", "pandas", "pyarrow", "scipy")
+#: Other functions a rehearsal may call: the import of a class's module (imported already: the
+#: live value's class is in it). ``getattr`` goes through ``_looked_up``.
+_CALLABLE = frozenset({importlib.import_module})
+
+
+def _may_call(found: Any) -> bool:
+    """Whether loading may call ``found`` here: a class (pickle makes its object), or a
+    reconstructor from a module that only builds objects; no other function."""
+    if isinstance(found, type):  # not one whose making acts: a process, a socket, an open file
+        return not issubclass(found, _ACTS_WHEN_MADE)
+    if found in _CALLABLE:
+        return True
+    module = getattr(found, "__module__", None) or ""
+    return module.split(".", 1)[0] in _RECONSTRUCTORS
+
+
+def _looked_up(obj: Any, name: str, *default: Any) -> Any:
+    """``getattr`` for a rehearsal: pickle reaches a sentinel (``dataclasses.MISSING``) or a nested
+    class through it, but also any function (``getattr(pathlib.Path, "write_text")``), which is refused."""
+    found = getattr(obj, name, *default)
+    if callable(found) and not _may_call(found):
+        raise Refused(f"{getattr(obj, '__name__', type(obj).__name__)}.{name}")
+    return found
+
+
+def _guard(found: Any) -> Any:
+    """What a rehearsal's load uses for a global its stream names (see ``load_variables``)."""
+    if found is getattr:
+        return _looked_up
+    if not _may_call(found):
+        raise Refused(f"{getattr(found, '__module__', '?')}.{getattr(found, '__qualname__', found)}")
+    return found
 
 
 class _NotRehearsed(Exception):
@@ -131,8 +177,10 @@ def _loaded_copy(name: str, value: Any, pickler: str) -> tuple[Any, str | None]:
     blobs = {key: bytearray(f.data) for key, f in collector.found.items()}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     segments = [(name, pickler, buffer.getvalue())]
-    loaded, failed = load_variables(segments, ArrayLoader(records, blobs, map_location="cpu"), namespace)
+    loaded, failed = load_variables(segments, ArrayLoader(records, blobs, map_location="cpu"), namespace, _guard)
     if name in failed:
+        if failed[name].startswith(f"{Refused.__name__}:"):
+            raise _NotRehearsed(failed[name])
         return None, failed[name]
     return loaded[name], None
 

@@ -100,11 +100,17 @@ class StrongProbe(StatePickler):
         return super().reducer_override(obj)
 
 
+class Refused(Exception):
+    """A global a loader's guard would not let it call (``load_variables(guard=...)``)."""
+
+
 class _Resolving:
-    """find_class that resolves jupyter-pause's placeholders to this restore's data."""
+    """find_class that resolves jupyter-pause's placeholders to this restore's data, and passes
+    every other global through ``_guard`` when one is set (it may refuse it, or replace it)."""
 
     _loader: ArrayLoader
     _namespace: dict[str, Any]
+    _guard: Callable[[Any], Any] | None = None
 
     def find_class(self, module: str, name: str) -> Any:
         module = find_moved(module)
@@ -112,23 +118,28 @@ class _Resolving:
             return self._loader.load
         if module == reducers.__name__ and name == "make_function":
             return functools.partial(reducers.make_function, namespace=self._namespace)
-        return super().find_class(module, name)  # type: ignore[misc]
+        found = super().find_class(module, name)  # type: ignore[misc]
+        return found if self._guard is None else self._guard(found)
 
 
 class StateUnpickler(_Resolving, pickle.Unpickler):
     """Reads segments written by ``StatePickler``, in order, with one shared memo."""
 
-    def __init__(self, file: Any, loader: ArrayLoader, namespace: dict[str, Any]) -> None:
+    def __init__(
+        self, file: Any, loader: ArrayLoader, namespace: dict[str, Any], guard: Callable[[Any], Any] | None = None
+    ) -> None:
         super().__init__(file)
-        self._loader, self._namespace = loader, namespace
+        self._loader, self._namespace, self._guard = loader, namespace, guard
 
 
 class DillStateUnpickler(_Resolving, dill.Unpickler):
     """Reads a standalone dill segment."""
 
-    def __init__(self, file: Any, loader: ArrayLoader, namespace: dict[str, Any]) -> None:
+    def __init__(
+        self, file: Any, loader: ArrayLoader, namespace: dict[str, Any], guard: Callable[[Any], Any] | None = None
+    ) -> None:
         super().__init__(file)
-        self._loader, self._namespace = loader, namespace
+        self._loader, self._namespace, self._guard = loader, namespace, guard
 
 
 @dataclass
@@ -238,14 +249,16 @@ def load_variables(
     segments: list[tuple[str, str, bytes | bytearray | None]],
     loader: ArrayLoader,
     namespace: dict[str, Any],
+    guard: Callable[[Any], Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Unpickle ``(name, pickler, data)`` segments in order into a new dict.
 
     ``data`` is None for a segment whose blob is missing. Returns the values that loaded and,
-    for the others, why not.
+    for the others, why not. ``guard(global)``: what to use for each global a segment names
+    (raising ``Refused`` fails the segment, with that in its reason); None: every global as it is.
     """
     reader = SegmentReader()
-    unpickler = StateUnpickler(reader, loader, namespace)
+    unpickler = StateUnpickler(reader, loader, namespace, guard)
     values: dict[str, Any] = {}
     failed: dict[str, str] = {}
     streams: list[bytes | bytearray] = []  # the shared-memo segments loaded so far, in order
@@ -255,7 +268,7 @@ def load_variables(
             continue
         try:
             if kind == "dill":
-                values[name] = DillStateUnpickler(io.BytesIO(data), loader, namespace).load()
+                values[name] = DillStateUnpickler(io.BytesIO(data), loader, namespace, guard).load()
             else:
                 reader.feed(data)
                 values[name] = unpickler.load()
@@ -305,7 +318,7 @@ def _after_failure(
         if isinstance(memo.get(index), _COMPLETE_ON_PUT):
             continue
         fills[index] = source if index not in memo else None
-    fresh = StateUnpickler(reader, loader, namespace)
+    fresh = StateUnpickler(reader, loader, namespace, unpickler._guard)
     # Copied from the other unpickler's memo proxy: assigning a dict loses every entry on CPython 3.11.
     fresh.memo = unpickler.memo
     lost = sorted(index for index, source in fills.items() if source is None)
