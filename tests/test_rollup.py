@@ -15,6 +15,7 @@ from jupyter_pause.cli.hours import checked
 from jupyter_pause.hours import records, text, timeline, totals, whatif
 from jupyter_pause.store import ledger, rollup, signing
 from jupyter_pause.store.layout import ledger_key
+from jupyter_pause.store.spans import Spans
 from jupyter_pause.store.storage import Store
 from tests.ledger_history import DAY, START, week
 
@@ -320,9 +321,84 @@ def test_a_forged_roll_up_cannot_vouch_for_its_records(tmp_path):
     path = tmp_path / rollup.key("20261116")
     outer = json.loads(path.read_bytes())
     (run, *_) = [r for r in outer["rollup"]["records"] if rollup.PARTS in r]
-    run["spans"][0][0] -= 3600
+    stretched = Spans.decode(run["spans"]).array.copy()  # packed: the base64 of the values
+    stretched[0, 0] -= 3600
+    run["spans"] = Spans.of_pairs(stretched.tolist()).encode()
     outer["checksum"] = checksum(canonical_body(outer["rollup"]))
     path.write_text(json.dumps(outer))
     rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(*window)
     _, counts = checked(rolled, USERS_KEYS, signed_only=True)
     assert counts == {"verified": 18 + 8, "unsigned": 0, "bad signature": 10}
+
+
+# -- packed spans (format 3) and adding up many spans at once ----------------------------------------
+
+
+def test_packed_spans_and_parts_come_back_exactly_and_refuse_what_they_are_not():
+    pairs = [[1794787200.123456789, 1794787260.5], [1794787300.0, 1794787300.0], [0.1, 0.30000000000000004]]
+    spans = Spans.of_pairs(pairs)
+    again = Spans.decode(spans.encode())
+    assert again == spans and again.tolist() == pairs and again[1:].tolist() == pairs[1:]
+    assert [list(p) for p in again] == pairs and len(again) == 3
+    for bad in ([[2.0, 1.0]], [[0.0, float("inf")]], [[0.0, float("nan")]]):
+        with pytest.raises(ValueError):
+            Spans.of_pairs(bad)
+    with pytest.raises(ValueError):
+        Spans.decode("not base64!")
+    with pytest.raises(ValueError):
+        Spans.decode(Spans.of_pairs([[1.0, 2.0]]).encode()[:-4])  # not whole pairs
+    with pytest.raises(ValueError):
+        rollup.Parts.of_pairs([[10.0, 1.5]])  # a count that is not whole
+    (merged,) = rollup.summarise(
+        [
+            {"v": 1, "event": "activity", "at": 10.0 * i, "session": "s", "spans": [[10.0 * i - 5, 10.0 * i - 1]]}
+            for i in (1, 2)
+        ]
+    )
+    assert rollup.parts(merged) == [(10.0, 1), (20.0, 1)] and rollup.stands_for(merged) == 2
+    written = rollup.decode(rollup.encode("20261116", [merged], 2, 0), "20261116")
+    assert isinstance(written, rollup.Rollup) and written.records == [merged]
+    assert isinstance(written.records[0]["spans"], Spans) and b"[[" not in rollup.encode("20261116", [merged], 2, 0)
+
+
+def test_a_roll_up_whose_packed_spans_cannot_be_read_is_rebuilt(tmp_path):
+    from jupyter_pause.store.manifest import canonical_body, checksum
+
+    store = Store(str(tmp_path))
+    _write(store, _busy_kernels(1, 10))
+    window = (START, START + DAY - 1)
+    expected = _report(ledger.Cache(store, rollups=False).read(*window)[0], *window)
+    ledger.Cache(store).read(*window)
+    path = tmp_path / rollup.key("20261116")
+    outer = json.loads(path.read_bytes())
+    (run, *_) = [r for r in outer["rollup"]["records"] if rollup.PARTS in r]
+    run["spans"] = run["spans"][:-8]  # its checksum recomputed: only the spans themselves are wrong
+    outer["checksum"] = checksum(canonical_body(outer["rollup"]))
+    path.write_text(json.dumps(outer))
+    reader = ledger.Cache(store)
+    assert _report(reader.read(*window)[0], *window) == expected
+    (note,) = reader.notes
+    assert "a merged record cannot be read" in note
+
+
+def test_many_spans_add_up_as_they_do_one_by_one():
+    """Unions and clips of an array are exactly those of lists; GPU-seconds over many spans at once
+    are those of each span alone (counts changing inside some spans, and unknown ones)."""
+    from jupyter_pause.hours import intervals
+
+    rng = random.Random(5)
+    starts = [rng.uniform(0, 10_000) for _ in range(400)]
+    pairs = [(a, a + rng.choice([0.0, rng.uniform(0, 60)])) for a in starts]
+    pairs += [(b, b + 5) for _, b in pairs[:50]]  # touching ones
+    array = intervals.as_array(pairs)
+    assert intervals.pairs(intervals.union_array(array)) == intervals.union(pairs)
+    assert intervals.pairs(intervals.clip_array(array, 2500.5, 7000.0)) == intervals.clip(pairs, 2500.5, 7000.0)
+    united = intervals.union(pairs)
+    assert len(united) >= timeline.MANY
+    t = timeline.Timeline(key="s", counts=[(0.0, 1), (3000.0, 4), (3000.0, 2), (8000.0, 3)])
+    alone = [t.gpu_seconds([span]) for span in united]
+    assert t.gpu_seconds(intervals.as_array(united)) == pytest.approx(sum(alone), rel=1e-12)
+    assert t.gpu_seconds(united) == t.gpu_seconds(intervals.as_array(united))  # list or array alike
+    t.counts.append((9000.0, None))
+    assert t.gpu_seconds(intervals.as_array(united)) is None
+    assert t.gpu_seconds(intervals.as_array([s for s in united if s[1] <= 9000.0])) is not None

@@ -1,11 +1,51 @@
 """Closed-open time intervals ``(start, end)`` in epoch seconds: union, clip, subtract, intersect,
-length."""
+length; and union and clip of many at once, as an (n, 2) array (a month's busy spans).
+
+The array forms give exactly the intervals the list forms give (they only compare and pick
+values, never compute new ones), so a report is the same whichever its records took.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 Interval = tuple[float, float]
+
+
+def as_array(intervals: Iterable[Interval] | np.ndarray, *arrays: np.ndarray) -> np.ndarray:
+    """``intervals`` (pairs, or an array) and any further (n, 2) arrays as one (n, 2) float64 array."""
+    first = np.asarray(intervals if isinstance(intervals, np.ndarray) else list(intervals), dtype=np.float64)
+    parts = [first.reshape(-1, 2), *arrays]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def union_array(intervals: np.ndarray) -> np.ndarray:
+    """``union`` of an (n, 2) array, as an (m, 2) array: sorted, merged where they overlap or touch."""
+    spans = intervals[intervals[:, 1] > intervals[:, 0]]
+    if not len(spans):
+        return np.empty((0, 2))
+    spans = spans[np.lexsort((spans[:, 1], spans[:, 0]))]
+    ends = np.maximum.accumulate(spans[:, 1])
+    new = np.ones(len(spans), dtype=bool)
+    new[1:] = spans[1:, 0] > ends[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(spans) - 1)
+    return np.column_stack((spans[first, 0], ends[last]))
+
+
+def clip_array(intervals: np.ndarray, start: float | None, end: float | None) -> np.ndarray:
+    """``clip`` of an (n, 2) array, as an array."""
+    lo = np.maximum(intervals[:, 0], -np.inf if start is None else start)
+    hi = np.minimum(intervals[:, 1], np.inf if end is None else end)
+    inside = hi > lo
+    return np.column_stack((lo[inside], hi[inside]))
+
+
+def pairs(intervals: np.ndarray) -> list[Interval]:
+    """An (n, 2) array as a list of ``(start, end)`` tuples of floats."""
+    return list(zip(intervals[:, 0].tolist(), intervals[:, 1].tolist(), strict=True))
 
 
 def union(intervals: Iterable[Interval]) -> list[Interval]:

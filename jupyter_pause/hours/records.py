@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..store import ledger
+from ..store.spans import Spans
 
 
 @dataclass(frozen=True)
@@ -32,28 +33,36 @@ class Record:
     checkpoint: str | None = None
     bytes: int | None = None
     bytes_total: int | None = None
-    spans: tuple[tuple[float, float], ...] = field(default_factory=tuple)
+    #: Busy ``(start, end)`` pairs; a roll-up's merged record keeps them packed (``Spans``), for
+    #: the report's interval arithmetic to take whole.
+    spans: tuple[tuple[float, float], ...] | Spans = field(default_factory=tuple)
     #: Why a kernel restarted (``kernel_restarted``): ``user``, or ``died`` (Jupyter brought it back).
     reason: str | None = None
 
 
 def parse(raw: Any) -> Record | None:
     """The record in ``raw`` (a dict or an ``Event``), or None if it is malformed (the ledger's
-    own check: ``Event.from_dict``)."""
+    own check: ``Event.from_dict``; packed spans were checked when they were read, and are kept
+    as they are)."""
     if isinstance(raw, ledger.Event):
         raw = raw.to_dict()
     try:
         event = ledger.Event.from_dict(raw)
     except ValueError:
         return None
-    same = {f.name: getattr(event, f.name) for f in fields(Record) if f.name not in ("gpus", "spans", "reason")}
+    same = {name: getattr(event, name) for name in _SAME}
     reason = event.extra.get("reason")
+    spans = event.spans
     return Record(
         **same,
         gpus=raw.get("gpus"),  # None: not recorded (the event's own default is 0)
-        spans=tuple((a, b) for a, b in event.spans or ()),
+        spans=spans if isinstance(spans, Spans) else tuple((a, b) for a, b in spans or ()),
         reason=reason if isinstance(reason, str) else None,
     )
+
+
+#: The fields a ``Record`` takes from its event as they are.
+_SAME = tuple(f.name for f in fields(Record) if f.name not in ("gpus", "spans", "reason"))
 
 
 def parse_all(raws: Iterable[Any]) -> tuple[list[Record], int]:

@@ -15,14 +15,25 @@ into a range instead of a zero.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from ..store.spans import Spans
 from ..vocabulary import KERNEL_EVENTS, PAUSE_TRIGGERS, SERVER_EVENTS, LedgerEvent, Trigger
+from . import intervals
 from .intervals import Interval
 from .records import Record
 
 INF = float("inf")
+#: Spans from which ``gpu_seconds`` adds up at once (an array's worth) rather than one by one.
+MANY = 64
+
+
+def _no_spans() -> np.ndarray:
+    return np.empty((0, 2))
 
 
 @dataclass
@@ -38,7 +49,8 @@ class Timeline:
     gpus: int | None = None
     held: list[Interval] = field(default_factory=list)
     paused: list[Interval] = field(default_factory=list)
-    active: list[Interval] = field(default_factory=list)
+    #: Busy spans, as an (n, 2) array of ``[start, end]`` (a month of a busy kernel is thousands).
+    active: np.ndarray = field(default_factory=_no_spans)
     #: Stretches it may or may not have held (a server started again with no stop recorded between).
     maybe_held: list[Interval] = field(default_factory=list)
     #: The first evidence of a session whose state before it is unknown ("held" or "paused").
@@ -74,10 +86,15 @@ class Timeline:
 
         With the count changes in time order (as the records give them) each span finds its own
         by bisection, not by a scan of them all: a month of a busy kernel is thousands of spans.
+        Over ``MANY`` spans or more they are added up at once (``_gpu_seconds_many``).
         """
         changes = [when for when, _ in self.counts]
         if any(b < a for a, b in zip(changes, changes[1:], strict=False)):
-            return self._gpu_seconds_scan(spans, changes)
+            return self._gpu_seconds_scan(intervals.pairs(intervals.as_array(spans)), changes)
+        if len(spans) >= MANY:
+            return self._gpu_seconds_many(intervals.as_array(spans), changes)
+        if isinstance(spans, np.ndarray):
+            spans = intervals.pairs(spans)
         total = 0.0
         for start, end in spans:
             inside = changes[bisect.bisect_right(changes, start) : bisect.bisect_left(changes, end)]
@@ -89,6 +106,34 @@ class Timeline:
                     return None
                 total += (b - a) * count
         return total
+
+    def _gpu_seconds_many(self, spans: np.ndarray, changes: list[float]) -> float | None:
+        """``gpu_seconds`` of an (n, 2) array, count changes in time order: each span's seconds
+        times its count, the same products as one by one, summed exactly (``math.fsum``, so in any
+        order); the few spans a count change falls inside are cut as one by one."""
+        if not len(spans):
+            return 0.0
+        seconds = spans[:, 1] - spans[:, 0]
+        if not self.counts:
+            return None if self.gpus is None else math.fsum((seconds * self.gpus).tolist())
+        at = np.asarray(changes, dtype=np.float64)
+        after = np.searchsorted(at, spans[:, 0], side="right")  # bisect_right(changes, start)
+        before = np.searchsorted(at, spans[:, 1], side="left")  # bisect_left(changes, end)
+        whole = before <= after  # no change strictly inside
+        counts = [n for _, n in self.counts]
+        which = np.maximum(after - 1, 0)[whole]
+        if any(n is None for n in counts):
+            known = np.array([n is not None for n in counts])
+            if not known[which].all():
+                return None
+        values = np.array([0 if n is None else n for n in counts], dtype=np.float64)
+        products = (seconds[whole] * values[which]).tolist()
+        for start, end in spans[~whole].tolist():
+            part = self.gpu_seconds([(start, end)])
+            if part is None:
+                return None
+            products.append(part)
+        return math.fsum(products)
 
     def _gpu_seconds_scan(self, spans: list[Interval], changes: list[float]) -> float | None:
         """``gpu_seconds`` for count changes out of time order: every change looked at for every span."""
@@ -121,6 +166,8 @@ class _Kernel:
         self.pause_trigger: str | None = None
         self.resume_at: float | None = None
         self.ready_bytes: int | None = None
+        self.busy: list[tuple[float, float]] = []  # activity spans, and packed ones (arrays)
+        self.packed: list[np.ndarray] = []
 
     def evidence(self, at: float) -> None:
         if self.state is None:
@@ -171,10 +218,14 @@ class _Kernel:
         elif r.event == LedgerEvent.PAUSE_REQUESTED:
             self.evidence(r.at)
             self.pause_asked, self.pause_trigger = True, r.trigger
-        elif r.event == LedgerEvent.ACTIVITY:
-            t.active.extend(r.spans)
-            for start, _ in r.spans:
-                self.evidence(start)
+        elif r.event == LedgerEvent.ACTIVITY and len(r.spans):
+            # evidence keeps the earliest start, so the earliest of a record's spans is all it needs
+            if isinstance(r.spans, Spans):
+                self.packed.append(r.spans.array)
+                self.evidence(float(r.spans.array[:, 0].min()))
+            else:
+                self.busy.extend(r.spans)
+                self.evidence(min(start for start, _ in r.spans))
         elif r.event == LedgerEvent.CHECKPOINT_COMMITTED:
             self.evidence(r.at)
             t.checkpoints.append((r.at, r.bytes, r.bytes_total))
@@ -193,6 +244,7 @@ class _Kernel:
             self.resume_at = None
 
     def finish(self) -> None:
+        self.t.active = intervals.as_array(self.busy, *self.packed)
         if self.state == "held":
             self.t.held.append((self.since, INF))
         elif self.state == "paused":

@@ -12,6 +12,8 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import intervals
 from .intervals import Interval
 from .timeline import Timeline
@@ -83,6 +85,10 @@ class Window:
     def clip(self, spans: Iterable[Interval]) -> list[Interval]:
         return intervals.clip([(a, min(b, self.until)) for a, b in spans], self.since, self.until)
 
+    def clip_array(self, spans: np.ndarray) -> np.ndarray:
+        """``clip`` of an (n, 2) array, as an array."""
+        return intervals.clip_array(spans, self.since, self.until)
+
     def has(self, at: float) -> bool:
         return (self.since is None or at >= self.since) and at < self.until
 
@@ -109,7 +115,7 @@ class SessionHours:
     written_bytes: int
     storage_gb_months: Range
     store_bytes: int | None = None
-    #: Intervals inside the window, for the charts: held, active, released.
+    #: Intervals inside the window, for the charts: held, active (their union), released.
     spans: dict[str, list[Interval]] = field(default_factory=dict)
     #: GPUs held at a moment (the session's count at its newest start before it).
     gpus_at: Callable[[float], int | None] | None = None
@@ -137,6 +143,12 @@ def _hours(spans: list[Interval]) -> float:
 def _gpu_hours(t: Timeline, spans: list[Interval]) -> Range:
     """GPU-hours over ``spans`` at the GPUs held at each moment (an unknown count: 0 or more)."""
     seconds = t.gpu_seconds(intervals.union(spans))
+    return Range(0.0, None) if seconds is None else Range.exact(seconds / HOUR)
+
+
+def _busy_hours(t: Timeline, busy: np.ndarray) -> Range:
+    """``_gpu_hours`` over busy spans already united (an array: a month of them is thousands)."""
+    seconds = t.gpu_seconds(busy)
     return Range(0.0, None) if seconds is None else Range.exact(seconds / HOUR)
 
 
@@ -169,7 +181,8 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
     server's kernels)."""
     held = window.clip(intervals.subtract(t.held, holes or []))
     paused = window.clip(intervals.subtract(t.paused, holes or []))
-    active = window.clip(t.active)
+    busy = intervals.union_array(window.clip_array(intervals.as_array(t.active)))
+    active = intervals.pairs(busy)
     prefix = _unknown_prefix(t, window)
     extra = Range(0.0, None if prefix is None else prefix / HOUR)
     held_hours = Range.exact(_hours(held)) + (extra if t.unknown_state == "held" else ZERO)
@@ -190,7 +203,7 @@ def session_hours(t: Timeline, window: Window, holes: list[Interval] | None = No
         gpus=t.gpus,
         held_hours=held_hours,
         held=_gpu_hours(t, held) + held_extra,
-        active=_gpu_hours(t, active),
+        active=_busy_hours(t, busy),
         released=_gpu_hours(t, paused) + released_extra,
         pauses=sum(window.has(at) for at, _ in t.pauses),
         resumes=sum(window.has(at) for at in t.resumes),

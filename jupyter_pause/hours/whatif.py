@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import intervals
 from .timeline import Timeline
 from .totals import HOUR, Hours, Window, median
@@ -109,9 +111,10 @@ class Outcome:
         }
 
 
-def _arrivals(t: Timeline, segment: tuple[float, float]) -> list[tuple[float, float]]:
-    """(arrival, end) of each activity span in ``segment``, arrivals moved back to resume requests."""
-    spans = intervals.clip(intervals.union(t.active), *segment)
+def _arrivals(t: Timeline, busy: np.ndarray, segment: tuple[float, float]) -> list[tuple[float, float]]:
+    """(arrival, end) of each span of ``busy`` (``t``'s activity, united) in ``segment``, arrivals
+    moved back to resume requests."""
+    spans = intervals.clip_array(busy, *segment).tolist()
     requests = sorted(start for start, _ in t.waits)
     out = []
     for start, end in spans:
@@ -128,9 +131,10 @@ def replay(t: Timeline, window: Window, threshold: float, model: WaitModel) -> O
     pauses = resumes = unknown = 0
     waiting = 0.0
     wait = model.wait(t.key, t.snapshot_bytes)
+    busy = intervals.union_array(intervals.as_array(t.active))
     for segment in exists:
         cursor = segment[0]
-        for arrival, end in _arrivals(t, segment):
+        for arrival, end in _arrivals(t, busy, segment):
             if arrival - cursor > threshold:
                 released.append((cursor + threshold, arrival))
                 pauses += 1

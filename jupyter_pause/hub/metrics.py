@@ -110,10 +110,14 @@ class _HoursCollector(Collector):
 
 class LedgerHours:
     """GPU-hours per user over the last ``window`` seconds of the ledger in ``store``, computed in
-    a thread and kept for ``refresh`` seconds (a scrape never waits for the ledger)."""
+    a thread and kept for ``refresh`` seconds (a scrape never waits for the ledger).
 
-    def __init__(self, store: Store, window: float, refresh: float = 300.0) -> None:
-        self.store, self.window, self.refresh = store, window, refresh
+    ``keys`` (``ledger.KeysFor``: each user's keys, ``signing.hub_keyrings``): the Hub's, where it
+    signs records, so the roll-ups this reader writes merge and sign each user's verified records
+    instead of keeping every signed one whole."""
+
+    def __init__(self, store: Store, window: float, refresh: float = 300.0, keys: ledger.KeysFor | None = None) -> None:
+        self.store, self.window, self.refresh, self.keys = store, window, refresh, keys
         self._value: dict[str, dict[str, float]] = {}
         self._at = 0.0
         self._busy = threading.Lock()
@@ -125,7 +129,7 @@ class LedgerHours:
 
     def _update(self) -> None:
         try:
-            self._value = per_user(self.store, time.time() - self.window, time.time())
+            self._value = per_user(self.store, time.time() - self.window, time.time(), self.keys)
             self._at = time.monotonic()
         except Exception as e:  # the metrics go on with the last figures; the log says why
             log.warning("GPU-hours for the metrics could not be read from the ledger: %s", e)
@@ -133,9 +137,12 @@ class LedgerHours:
             self._busy.release()
 
 
-def per_user(store: Store, since: float, until: float) -> dict[str, dict[str, float]]:
-    """Held, active and released GPU-hours of each user in ``since..until``, from the ledger."""
-    events, _ = ledger.read(store, since - LOOKBACK, until)
+def per_user(
+    store: Store, since: float, until: float, keys: ledger.KeysFor | None = None
+) -> dict[str, dict[str, float]]:
+    """Held, active and released GPU-hours of each user in ``since..until``, from the ledger (its
+    settled days from their roll-ups, written where missing; ``keys``: as for ``LedgerHours``)."""
+    events, _ = ledger.read(store, since - LOOKBACK, until, keys=keys)
     parsed, _ = records.parse_all(events)
     hours = totals.compute(timeline.timelines(parsed), totals.Window(since, until))
     out: dict[str, dict[str, float]] = {}

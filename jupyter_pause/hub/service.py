@@ -405,7 +405,7 @@ async def serve_forever(args: argparse.Namespace, rules: Policy, settings: Setti
     report = Report(shown(args, rules))
     hub, servers = HubClient(args.url, token), ServerClient(args.proxy_url, token)
     ledger = server_ledger(args, env)
-    hours = LedgerHours(ledger.store, args.metrics_window) if ledger is not None else None
+    hours = ledger_hours(ledger, args, env)
     report.metrics = ServiceMetrics(hours)
     service = PauseService(rules, settings, hub, servers, report, args.concurrency, ledger)
     if env.get("JUPYTERHUB_SERVICE_URL"):
@@ -426,6 +426,15 @@ def server_ledger(args: argparse.Namespace, env: dict[str, str]) -> ServerLedger
     if per_user is not None:  # each server's records signed with its user's key, as its server signs its own
         records.sign_with(lambda event: per_user(event.user))
     return ServerLedger(store, args.server_gpus, args.profile_gpus)
+
+
+def ledger_hours(book: ServerLedger | None, args: argparse.Namespace, env: dict[str, str]) -> LedgerHours | None:
+    """The metrics' GPU-hours from ``book``'s store (None without one), read with each user's keys
+    where the Hub has a secret: the roll-ups it writes then merge and sign each user's verified
+    records, as ``jupyter pause hours`` with the secret would, instead of keeping them whole."""
+    if book is None:
+        return None
+    return LedgerHours(book.store, args.metrics_window, keys=signing.hub_keyrings(env))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -31,6 +31,7 @@ from ..errors import StoreError
 from ..vocabulary import LedgerEvent
 from . import rollup, signing
 from .layout import LEDGER, ledger_key, ledger_of, ledger_prefix
+from .spans import Spans, json_default
 from .storage import Store
 
 log = logging.getLogger("jupyter_pause.ledger")
@@ -59,7 +60,8 @@ _signer: Signer | None = None
 
 @dataclass
 class Event:
-    """One ledger record; ``spans`` only on ``activity`` events (busy ``[start, end]`` pairs)."""
+    """One ledger record; ``spans`` only on ``activity`` events (busy ``[start, end]`` pairs: a
+    roll-up's merged record holds them packed, ``spans.Spans``)."""
 
     event: str
     at: float
@@ -73,20 +75,20 @@ class Event:
     checkpoint: str | None = None
     bytes: int | None = None
     bytes_total: int | None = None
-    spans: list[list[float]] | None = None
+    spans: list[list[float]] | Spans | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The record as written: ``{"v": 1, ...}``; ``spans`` only when present, extras merged.
 
-        The spans are copied (a list of new pairs), the extras' values are not: ``asdict``'s deep
-        copy was most of the time of a report built from roll-ups, whose merged records hold
-        hundreds of spans each.
+        The spans are copied (a list of new pairs; packed ones, which cannot change, are not),
+        the extras' values are not: ``asdict``'s deep copy was most of the time of a report built
+        from roll-ups, whose merged records hold hundreds of spans each.
         """
         body = {name: getattr(self, name) for name in _FIELDS}
         if self.spans is None:
             del body["spans"]
-        else:
+        elif not isinstance(self.spans, Spans):
             body["spans"] = [[a, b] for a, b in self.spans]
         return {"v": VERSION, **self.extra, **body}
 
@@ -108,8 +110,12 @@ class Event:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f'"{name}" is {value!r}, not a count')
         spans = data.get("spans")
-        if spans is not None and not _spans_ok(spans):
+        if isinstance(spans, Spans):
+            pass  # checked when it was made, and it cannot change
+        elif spans is not None and not _spans_ok(spans):
             raise ValueError('"spans" is not a list of [start, end] times')
+        else:
+            spans = [[float(a), float(b)] for a, b in spans] if spans is not None else None
         known = {"v", "event", "at", "session", "user", "node", "server", "gpu_model", "gpus"}
         known |= {"trigger", "checkpoint", "bytes", "bytes_total", "spans"}
         return cls(
@@ -125,7 +131,7 @@ class Event:
             checkpoint=data.get("checkpoint"),
             bytes=data.get("bytes"),
             bytes_total=data.get("bytes_total"),
-            spans=[[float(a), float(b)] for a, b in spans] if spans is not None else None,
+            spans=spans,
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -194,8 +200,10 @@ def sign_with(keys: signing.Keys | Signer) -> None:
 
 
 def _canonical(record: dict[str, Any]) -> bytes:
+    """The bytes a record's signature covers: the rest of it as sorted, compact JSON (packed spans
+    as their string, as a roll-up holds them)."""
     body = {k: v for k, v in record.items() if k != SIGNATURE}
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=json_default).encode()
 
 
 def encode(event: Event) -> bytes:

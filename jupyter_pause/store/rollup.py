@@ -3,7 +3,8 @@
 A day is settled ``ledger.SETTLED`` seconds after it ends: no more events arrive for it. Its
 roll-up is the day's events summarised for the report, not copied: the ``activity`` records a
 busy kernel writes every few minutes (most of a ledger) are merged, each run of them between two
-other events of the same kernel into one record holding all their spans and, in ``parts``, each
+other events of the same kernel into one record holding all their spans (packed, ``spans.Spans``:
+one string of their float64 values, read and checked in one step) and, in ``parts``, each
 record's time and number of spans (so a reader whose window opens or closes inside a run keeps
 exactly the records a raw reader would: ``cut``); every other event (a start, a stop, a pause, a
 resume's moments, a checkpoint's size, a death) is kept as it is. ``hours`` builds exactly the
@@ -36,10 +37,11 @@ from typing import Any
 from ..vocabulary import LedgerEvent
 from .layout import LEDGER
 from .manifest import canonical_body, checksum
+from .spans import Packed, Parts, Spans
 
 #: What a roll-up says it is, and the version of its format.
 FORMAT = "jupyter-pause-ledger-rollup"
-VERSION = 2  # 2: signatures kept, merged records signed, parts
+VERSION = 3  # 2: signatures kept, merged records signed, parts; 3: merged records' spans and parts packed
 #: Where the roll-ups live: beside the day folders, never inside one.
 ROLLUPS = f"{LEDGER}rollups/"
 
@@ -112,8 +114,8 @@ def _merge(run: list[dict[str, Any]]) -> dict[str, Any]:
     """One record for a run of a kernel's activity records: the first's, with every span, and
     each record's time and number of spans in ``parts``."""
     merged = {k: v for k, v in run[0].items() if k != SIGNATURE}
-    merged["spans"] = [list(s) for r in run for s in r.get("spans") or []]
-    merged[PARTS] = [[r["at"], len(r.get("spans") or [])] for r in run]
+    merged["spans"] = Spans.of_pairs(s for r in run for s in r.get("spans") or [])
+    merged[PARTS] = Parts.of_pairs([r["at"], len(r.get("spans") or [])] for r in run)
     return merged
 
 
@@ -122,7 +124,11 @@ def parts(record: dict[str, Any]) -> list[tuple[float, int]] | None:
     record (or parts that do not add up to its spans)."""
     found = record.get(PARTS)
     spans = record.get("spans")
-    if not isinstance(found, list) or not isinstance(spans, list):
+    if isinstance(found, Parts) and isinstance(spans, (list, Spans)):  # checked when it was made
+        counts = found.counts()
+        ok = len(found) and int(counts.sum()) == len(spans)
+        return list(zip(found.array[:, 0].tolist(), counts.tolist(), strict=True)) if ok else None
+    if not isinstance(found, list) or not isinstance(spans, (list, Spans)):
         return None
     out = []
     for part in found:
@@ -160,12 +166,15 @@ def cut(record: dict[str, Any], since: float | None, until: float | None) -> dic
     narrowed = {k: v for k, v in record.items() if k != SIGNATURE}
     narrowed["at"] = found[first][0]
     narrowed["spans"] = record["spans"][offsets[first] : offsets[last + 1]]
-    narrowed[PARTS] = [list(p) for p in found[first : last + 1]]
+    narrowed[PARTS] = Parts.of_pairs(found[first : last + 1])
     return narrowed
 
 
 def stands_for(record: dict[str, Any]) -> int:
     """How many raw records ``record`` stands for: a merged record's parts, else 1."""
+    packed = record.get(PARTS)
+    if isinstance(packed, Parts) and isinstance(record.get("spans"), (list, Spans)):
+        return len(packed) if len(packed) and int(packed.counts().sum()) == len(record["spans"]) else 1
     found = parts(record)
     return len(found) if found is not None else 1
 
@@ -186,8 +195,9 @@ def _extras(record: dict[str, Any]) -> bool:
 
 
 def encode(day: str, records: list[dict[str, Any]], raw: int, malformed: int) -> bytes:
-    """A roll-up's bytes: its body (the summarised records, how many raw records and malformed
-    ones it stands for) and the checksum of the body."""
+    """A roll-up's bytes: its body (the summarised records, merged ones' spans packed; how many
+    raw records and malformed ones it stands for) and the checksum of the body."""
+    records = [_packed(r) if PARTS in r else r for r in records]
     body = {
         "format": FORMAT,
         "version": VERSION,
@@ -199,6 +209,11 @@ def encode(day: str, records: list[dict[str, Any]], raw: int, malformed: int) ->
     }
     canonical = canonical_body(body)
     return _HEAD + canonical + _MARK + checksum(canonical).encode() + _TAIL
+
+
+def _packed(record: dict[str, Any]) -> dict[str, Any]:
+    """A merged record as a roll-up holds it: its spans and parts as their packed strings."""
+    return {k: v.encode() if isinstance(v, Packed) else v for k, v in record.items()}
 
 
 #: How ``encode`` frames a roll-up's body and checksum (``decode`` checks the body's bytes as framed).
@@ -242,6 +257,15 @@ def decode(data: Any, day: str) -> Rollup | str:
         return f"it is {body.get('format')} version {body.get('version')}, not {FORMAT} version {VERSION}"
     if body.get("day") != day or not isinstance(body.get("records"), list):
         return f"it holds day {body.get('day')!r}, not {day}"
+    for record in body["records"]:
+        if isinstance(record, dict) and PARTS in record:
+            try:
+                if isinstance(record.get("spans"), str):
+                    record["spans"] = Spans.decode(record["spans"])
+                if isinstance(record[PARTS], str):
+                    record[PARTS] = Parts.decode(record[PARTS])
+            except ValueError as e:
+                return f"a merged record cannot be read ({e})"
     return Rollup(day, body["records"], int(body.get("raw") or 0), int(body.get("malformed") or 0))
 
 
