@@ -66,6 +66,10 @@ def find_proxy() -> str:
     )
 
 
+#: Starts of a Hub before a port taken by another process fails the test (see ``Hub.start``).
+START_ATTEMPTS = 3
+
+
 def free_port() -> int:
     """A TCP port nobody listens on at 127.0.0.1 now."""
     with socket.socket() as s:
@@ -119,11 +123,7 @@ class Hub:
         self.root = root
         self.services = {s.name: s for s in services}
         self.token = secrets.token_hex(16)
-        self.port = free_port()
-        self.hub_port = free_port()
-        self.api_port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
+        self._pick_ports()
         self.extra_config = config
         self.debug = debug
         self.process: subprocess.Popen[bytes] | None = None
@@ -132,6 +132,14 @@ class Hub:
         self._clients: list[HTTPClient] = []
 
     # --- life cycle -------------------------------------------------------------------------
+
+    def _pick_ports(self) -> None:
+        """Free ports for the proxy, the Hub, the proxy's API and each service with a URL."""
+        self.port, self.hub_port, self.api_port = free_port(), free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
+        for service in self.services.values():
+            service.port = free_port()
 
     def config_text(self) -> str:
         """The jupyterhub_config.py this Hub runs with."""
@@ -218,7 +226,22 @@ c.Spawner.pre_spawn_hook = _per_user
 
     def start(self, timeout: float = 60) -> None:
         """Start the Hub (it starts its proxy and managed services); return once the Hub's API
-        answers through the proxy and every managed service with a URL answers."""
+        answers through the proxy and every managed service with a URL answers.
+
+        Its ports were free when picked; another process may bind one before the Hub does (tests
+        run side by side), and then the Hub starts again on new ones, ``START_ATTEMPTS`` in all.
+        """
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError as e:
+                if attempt == START_ATTEMPTS or "Address already in use" not in str(e):
+                    raise
+                self.stop()
+                self._local, self._clients = threading.local(), []
+                self._pick_ports()
+
+    def _start_once(self, timeout: float) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "jupyterhub_config.py").write_text(self.config_text())
         env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

@@ -3,12 +3,13 @@ folders, and stops all of it afterwards."""
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import psutil
 import pytest
 
-from tests.hub import Service, run_hub
+from tests.hub import Hub, Service, run_hub
 
 pytestmark = pytest.mark.integration
 
@@ -41,3 +42,17 @@ def test_a_user_server_runs_jupyter_pause_behind_the_hub_and_everything_stops(tm
         hub.stop_server("ann")
         assert hub.server_model("ann") is None
     assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_hub_whose_port_another_process_took_meanwhile_starts_on_new_ports(tmp_path):
+    """Ports are picked free, then bound by the Hub seconds later: tests side by side may take one."""
+    hub = Hub(tmp_path / "hub")
+    taken = hub.hub_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))  # bound: the Hub cannot bind it (and nothing answers there)
+        try:
+            hub.start()
+            assert hub.hub_port != taken
+            assert hub.api("GET", "users") == []
+        finally:
+            hub.stop()

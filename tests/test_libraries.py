@@ -19,22 +19,17 @@ twin (for a variable the probe does not look at: the twin's digest).
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jupyter_pause as jp
+from tests.elsewhere import build, resume_elsewhere
 from tests.libraries import BATCHES
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("new_process")]
 
-ROOT = Path(__file__).resolve().parents[1]
 
 RESUME = r"""
 import json, os, sys, warnings
@@ -71,31 +66,8 @@ print("REPORT " + json.dumps(report, default=str))
 """
 
 
-def _build(code: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Run the build cell in ``folder`` as a notebook would."""
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    exec(compile(textwrap.dedent(code), "<cell>", "exec", dont_inherit=True), ns)
-    return ns
-
-
 def _resume_elsewhere(store: Path, batch: str, tmp_path: Path) -> dict[str, Any]:
-    """Resume in a new process (folder c) and build the uninterrupted twin there (folder b)."""
-    for folder in ("b", "c"):
-        (tmp_path / folder).mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    proc = subprocess.run(
-        [sys.executable, "-c", RESUME, str(store), batch, str(tmp_path / "b")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path / "c",
-        env=env,
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
-    return json.loads(line[len("REPORT ") :])
+    return resume_elsewhere(RESUME, store, batch, tmp_path, timeout=240)
 
 
 def _named_at_checkpoint(result: Any) -> dict[str, str]:
@@ -131,7 +103,7 @@ def test_every_object_comes_back_exactly_or_is_named_at_checkpoint(
 ) -> None:
     for library in BATCHES[batch].libraries:
         pytest.importorskip(library)
-    saved = _build(BATCHES[batch].build, tmp_path / "a", monkeypatch)
+    saved = build(BATCHES[batch].build, tmp_path / "a", monkeypatch)
     result = jp.checkpoint(store=str(tmp_path / "store"), session=batch, namespace=saved)
     named = _named_at_checkpoint(result)
 

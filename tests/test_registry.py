@@ -10,23 +10,18 @@ twin for what is expected, and counts the twin's kinds whose type dill keeps obj
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import jupyter_pause as jp
+from tests.elsewhere import build, resume_elsewhere
 from tests.registry import BATCHES
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("new_process")]
 
-ROOT = Path(__file__).resolve().parents[1]
 
 RESUME = r"""
 import __main__, json, os, sys, warnings
@@ -66,36 +61,13 @@ print("REPORT " + json.dumps(report, default=str))
 """
 
 
-def _build(code: str, folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Run the registry cell in ``folder`` as a notebook would."""
-    folder.mkdir()
-    monkeypatch.chdir(folder)
-    ns: dict[str, Any] = {"__name__": "__main__"}
-    exec(compile(textwrap.dedent(code), "<cell>", "exec", dont_inherit=True), ns)
-    return ns
-
-
 def _resume_elsewhere(store: Path, batch: str, tmp_path: Path) -> dict[str, Any]:
-    """Resume in a new process (folder c) and run the uninterrupted twin there (folder b)."""
-    for folder in ("b", "c"):
-        (tmp_path / folder).mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
-    proc = subprocess.run(
-        [sys.executable, "-c", RESUME, str(store), batch, str(tmp_path / "b")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path / "c",
-        env=env,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
-    return json.loads(line[len("REPORT ") :])
+    return resume_elsewhere(RESUME, store, batch, tmp_path, timeout=120)
 
 
 @pytest.mark.parametrize("batch", list(BATCHES))
 def test_every_kind_is_restored_or_named(batch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    saved = _build(BATCHES[batch], tmp_path / "a", monkeypatch)
+    saved = build(BATCHES[batch], tmp_path / "a", monkeypatch)
     names = [n for n in saved if n.startswith("k_")]
     result = jp.checkpoint(names, store=str(tmp_path / "store"), session=batch, namespace=saved)
     named = {r.name: r.reason for r in result.manifest.skipped}
@@ -126,7 +98,7 @@ def test_every_kind_is_restored_or_named(batch: str, tmp_path: Path, monkeypatch
 
 def test_the_registry_names_what_cannot_come_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kinds that must be named are named, each with the reason a user can act on."""
-    saved = _build(BATCHES["stdlib"], tmp_path / "a", monkeypatch)
+    saved = build(BATCHES["stdlib"], tmp_path / "a", monkeypatch)
     names = [n for n in saved if n.startswith("k_")]
     result = jp.checkpoint(names, store=str(tmp_path / "store"), session="named", namespace=saved)
     named = {r.name: r.reason for r in result.manifest.skipped}
