@@ -36,7 +36,6 @@ import argparse
 import contextlib
 import gc
 import json
-import math
 import os
 import platform
 import statistics
@@ -62,6 +61,9 @@ import jupyter_pause  # noqa: E402
 from jupyter_pause.session import lineage  # noqa: E402
 from jupyter_pause.store.storage import PARALLELISM, Store  # noqa: E402
 
+sys.path.insert(0, str(HERE))  # benchmarks/run.py, for the model it measures
+from run import build_model  # noqa: E402
+
 GB = 1e9
 STORES = ("local", "s3", "gcs", "azure")
 #: Resident-size samples per second while a run is measured.
@@ -78,16 +80,8 @@ def log(msg: str) -> None:
 
 
 def build_state(state_bytes: float, layers: int = 16) -> dict[str, Any]:
-    """A model and AdamW after one step (random gradients, so no two moment tensors are equal)."""
-    d = int(math.sqrt(state_bytes / 3 / layers / 4))
-    gen = torch.Generator().manual_seed(0)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(*[torch.nn.Linear(d, d, bias=False) for _ in range(layers)])
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for p in model.parameters():
-        p.grad = torch.randn(p.shape, generator=gen)
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    """The paired benchmark's model and AdamW after one step (``run.build_model``), as a namespace."""
+    model, opt, _ = build_model({"layers": layers, "state_bytes": state_bytes})
     return {"model": model, "opt": opt}
 
 
