@@ -16,6 +16,7 @@ from jupyter_pause.config import PauseConfig
 from jupyter_pause.store.layout import blob_key
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
+from tests.test_pickler import notebook
 
 pytestmark = pytest.mark.usefixtures("new_process")
 
@@ -68,6 +69,22 @@ def test_show_names_variables_and_skips(store, capsys):
     assert code == 0 and f"checkpoint {first.id}" in out
     assert "model" in out and "module" in out and "torch.nn.modules.linear.Linear" in out
     assert "skipped api_key (str): looks like a secret" in out
+
+
+def test_show_names_what_will_not_come_back_exactly(tmp_path, capsys):
+    ns = notebook(
+        "class Forgetful:\n"
+        "    def __init__(self):\n"
+        "        self.seen = 0\n"
+        "    def __reduce__(self):  # drops seen\n"
+        "        return (Forgetful, ())\n"
+        "f = Forgetful()\n"
+        "f.seen = 3\n"
+    )
+    taken = jp.checkpoint(store=str(tmp_path), session="exp", namespace={"f": ns["f"]}).manifest
+    assert "f" in taken.inexact
+    code, out, _ = _run(capsys, "show", taken.id, "--store", str(tmp_path))
+    assert code == 0 and "named f (saved all the same): will not come back exactly" in out
 
 
 def test_verify_reports_damage_with_exit_code(store, capsys):

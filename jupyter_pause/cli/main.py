@@ -129,6 +129,8 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
         lines.append(f"  {v.name:20} {v.kind:10} {v.type:40} {units.size(data):>10}")
     for s in m.skipped:
         lines.append(f"  skipped {s.name} ({s.type}): {s.reason}")
+    for name, why in m.inexact.items():
+        lines.append(f"  named {name} (saved all the same): {why}")
     devices = ", ".join(sorted(m.devices())) or "-"
     env = m.environment
     lines.append(
