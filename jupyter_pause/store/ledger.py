@@ -141,23 +141,16 @@ _FIELDS = tuple(f.name for f in fields(Event) if f.name != "extra")
 
 
 def _spans_ok(spans: Any) -> bool:
-    """Whether ``spans`` is a list of ``[start, end]`` finite times, start <= end (one pass, no
-    generator per span: a roll-up's merged records hold hundreds)."""
+    """Whether ``spans`` is a list of ``[start, end]`` finite times, start <= end (a raw record's;
+    a roll-up's merged records hold theirs packed, checked when decoded)."""
     if not isinstance(spans, list):
         return False
-    isfinite = math.isfinite
     for span in spans:
         if not isinstance(span, list) or len(span) != 2:
             return False
-        a, b = span
-        if (
-            isinstance(a, bool)
-            or isinstance(b, bool)
-            or not isinstance(a, (int, float))
-            or not isinstance(b, (int, float))
-        ):
+        if any(isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) for t in span):
             return False
-        if not (isfinite(a) and isfinite(b)) or a > b:
+        if span[0] > span[1]:
             return False
     return True
 
