@@ -153,7 +153,7 @@ def previous(store: Store, session: str, parent: str | None, signing_key: Keys =
     if known is not None and known.checkpoint == parent:
         return known
     try:
-        manifest = read_manifest(store.read(manifest_key(session, parent)), parent, signing_key)
+        manifest = read_manifest(store.read(manifest_key(session, parent)), parent, signing_key, session)
     except (FileNotFoundError, StoreError):  # gone or unreadable: every storage is hashed
         return None
     return _previous(manifest) if isinstance(manifest, Manifest) else None

@@ -21,6 +21,7 @@ from ..errors import SerializationError
 from ..proof import probe
 from ..serialize import devicehash
 from ..serialize.packing import HASH_THREADS
+from ..store import seals
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
@@ -267,6 +268,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         recipes=p.recipes,
         history=p.history,
         inexact=p.rehearsal.inexact,
+        user=seals.this_user(),
     )
     notes = list(p.notes)
     if p.position.new:

@@ -251,7 +251,7 @@ class Catalog:
             if isinstance(data, BaseException):
                 found.unreadable[checkpoint_id] = str(data)
                 continue
-            manifest = read_manifest(data, checkpoint_id, key)
+            manifest = read_manifest(data, checkpoint_id, key, session)
             if isinstance(manifest, Damage):
                 damaged[checkpoint_id] = manifest
             else:
@@ -276,7 +276,7 @@ class Catalog:
     def manifest(self, session: str, checkpoint_id: str, key: Keys = None) -> Manifest | Damage:
         """Checkpoint ``checkpoint_id``'s manifest, verified (a ``Damage`` when it does not),
         read by its key alone: no listing."""
-        return read_manifest(self.store.read(manifest_key(session, checkpoint_id)), checkpoint_id, key)
+        return read_manifest(self.store.read(manifest_key(session, checkpoint_id)), checkpoint_id, key, session)
 
     def checkpoints(self, session: str, key: Keys = None) -> list[Manifest]:
         """Intact committed checkpoints of ``session``, newest first."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import IntegrityError
-from . import mapping, signing
+from . import mapping, seals, signing
 from .layout import blob_key
 from .manifest import FORMAT, Manifest, canonical_body, checksum
 from .signing import HASHES, digest
@@ -43,9 +43,12 @@ class Damage:
     newer: bool = False
 
 
-def read_manifest(data: Buffer, checkpoint_id: str, key: signing.Keys = None) -> Manifest | Damage:
+def read_manifest(
+    data: Buffer, checkpoint_id: str, key: signing.Keys = None, session: str | None = None
+) -> Manifest | Damage:
     """The manifest in ``data``, or why it is damaged: checksum, signature (when ``key`` is
-    given), a torn write, bytes that are not JSON, an unknown format."""
+    given), a torn write, bytes that are not JSON, an unknown format; found under ``session``
+    (when given), one that names another session or another id is refused (``misplaced``)."""
     try:
         manifest = Manifest.from_bytes(data, where=f"manifest {checkpoint_id}")
     except (IntegrityError, TypeError, KeyError, ValueError) as e:
@@ -54,7 +57,25 @@ def read_manifest(data: Buffer, checkpoint_id: str, key: signing.Keys = None) ->
         signing.verify(manifest, key)
     except signing.SignatureError:
         return Damage(signature_damage(manifest, key), manifest.created)
-    return manifest
+    why = misplaced(manifest, checkpoint_id, session, key)
+    return manifest if why is None else Damage(why, manifest.created)
+
+
+def misplaced(manifest: Manifest, checkpoint_id: str, session: str | None, key: signing.Keys) -> str | None:
+    """Why ``manifest``, found as checkpoint ``checkpoint_id`` of ``session``, is not where it
+    belongs (its signed body names another session, id or, with a key, another Hub user); None
+    when it is in its place. A checkpoint copied from another session is never loaded here."""
+    if session is not None and manifest.session != session:
+        return (
+            f"misplaced: it is a checkpoint of session {manifest.session!r}, found under session {session!r} "
+            "(a copy from another session: never loaded here)"
+        )
+    if manifest.id != checkpoint_id:
+        return f"misplaced: it is checkpoint {manifest.id}, found as {checkpoint_id} (a copy under another name)"
+    reader = seals.this_user()
+    if signing.keyring(key) is not None and manifest.user and reader and manifest.user != reader:
+        return f"misplaced: written by the server of user {manifest.user!r}, read by {reader!r}'s"
+    return None
 
 
 def manifest_damage(data: bytes, error: BaseException) -> Damage:
@@ -91,9 +112,12 @@ def signature_damage(manifest: Manifest, keys: signing.Keys) -> str:
     if key is None:
         theirs = signature.get("key_id")
         return f"signature: signed with another key (key id {theirs}; this one is {signing.accepted(ring)})"
-    if manifest.hash != "sha256" and signing.sign(manifest.canonical, key)["value"] == signature.get("value"):
+    why = signing.manifest_problem(manifest, ring)
+    if why is None:
         return f"signature: signed over {manifest.hash} blob digests, not sha256"
-    return "signature: does not match (the manifest was changed after it was signed)"
+    if why == "changed after it was signed":
+        return "signature: does not match (the manifest was changed after it was signed)"
+    return f"signature: {why}"
 
 
 class _Mismatch(Exception):

@@ -9,7 +9,7 @@ from typing import Any
 import xxhash
 
 from ..errors import IntegrityError
-from .signing import Keys, sign
+from .signing import MANIFEST, Keys, manifest_place, seal
 
 #: Version of the manifest layout; readers refuse layouts newer than they know.
 FORMAT = 1
@@ -157,6 +157,9 @@ class Manifest:
     #: ``proof.rehearsal``): name -> why. Named at checkpoint; the restore test says so. Empty
     #: for older checkpoints, which lack the field.
     inexact: dict[str, str] = field(default_factory=dict)
+    #: The JupyterHub user whose server wrote it (signed with the manifest: a checkpoint is bound
+    #: to its user and its session). None off a Hub and for older checkpoints.
+    user: str | None = None
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
@@ -173,7 +176,8 @@ class Manifest:
         canonical = canonical_body(body)
         outer = b'{"manifest":' + canonical + b',"checksum":"' + checksum(canonical).encode() + b'"'
         if signing_key:
-            outer += b',"signature":' + json.dumps(sign(canonical, signing_key)).encode()
+            signature = seal(canonical, MANIFEST, manifest_place(self), signing_key)
+            outer += b',"signature":' + json.dumps(signature).encode()
         return outer + b"}\n"
 
     @classmethod

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias
 
@@ -93,9 +94,28 @@ class Signed(Protocol):
     """What ``verify`` reads of a manifest (``manifest.Manifest`` as read from the store)."""
 
     id: str
+    session: str
+    user: str | None
     hash: str
     signature: dict[str, Any] | None
     canonical: bytes | None
+
+
+def manifest_place(manifest: Signed) -> dict[str, str | None]:
+    """Where a manifest belongs, as its seal covers it: its session, its id and its user."""
+    return {"session": manifest.session, "checkpoint": manifest.id, "user": manifest.user}
+
+
+def manifest_problem(manifest: Signed, ring: Keyring) -> str | None:
+    """Why the seal of ``manifest`` (signed with a key of ``ring``) does not verify, as the end of
+    "checkpoint X was ...": None when it does."""
+    signature = manifest.signature or {}
+    if "kind" not in signature:
+        return "signed by an older jupyter-pause, whose signature names no kind of record nor its session"
+    why = problem(manifest.canonical or b"", signature, MANIFEST, manifest_place(manifest), ring)
+    if why is None:
+        return None
+    return "changed after it was signed" if why.startswith("signature does not match") else why
 
 
 def verify(manifest: Signed, keys: Keys) -> None:
@@ -123,10 +143,10 @@ def verify(manifest: Signed, keys: Keys) -> None:
             f"this one is {accepted(ring)}): refusing to load it (set JUPYTER_PAUSE_SIGNING_KEY to the key "
             "that signed it, or JUPYTER_PAUSE_VERIFY_KEYS to accept a former one)"
         )
-    expected = hmac.new(key.encode(), manifest.canonical, hashlib.sha256).hexdigest()
-    if signature.get("alg") != ALGORITHM or not hmac.compare_digest(expected, str(signature.get("value", ""))):
+    why = manifest_problem(manifest, ring)
+    if why is not None:
         raise SignatureError(
-            f"checkpoint {checkpoint} was changed after it was signed: refusing to load it "
+            f"checkpoint {checkpoint} was {why}: refusing to load it "
             "(resume an older checkpoint; `jupyter pause verify` checks them all)"
         )
     if manifest.hash != "sha256":
@@ -134,6 +154,76 @@ def verify(manifest: Signed, keys: Keys) -> None:
             f"checkpoint {checkpoint} is signed but its blob digests are {manifest.hash}, not sha256: "
             "refusing to load it"
         )
+
+
+# -- seals: a key per kind of record, a signature bound to its place ---------------------------
+
+#: The kinds of record, each with a key of its own (the labels of the KDF).
+MANIFEST = "manifest"
+JOURNAL = "journal-record"
+STATUS = "status"
+LEASE = "lease"
+LEDGER = "ledger-event"
+KINDS = frozenset({MANIFEST, JOURNAL, STATUS, LEASE, LEDGER})
+
+_KDF = b"jupyter-pause record key v1\0"
+
+#: Where a record belongs: names to values (None where a value is unknown), compared exactly.
+Place = Mapping[str, "str | None"]
+
+
+class SealError(SignatureError):
+    """A record read from the store is unsigned (with a key set), another key's, or sealed for elsewhere."""
+
+
+def derive(key: str, label: str) -> bytes:
+    """The key that seals records of kind ``label``, derived from the user's ``key``."""
+    if label not in KINDS:
+        raise ValueError(f"unknown kind of record {label!r}: one of {', '.join(sorted(KINDS))}")
+    return hmac.new(key.encode(), _KDF + label.encode(), hashlib.sha256).digest()
+
+
+def _message(label: str, place: Place, body: bytes) -> bytes:
+    where = json.dumps({"kind": label, "place": dict(place)}, sort_keys=True, separators=(",", ":"))
+    return where.encode() + b"\0" + body
+
+
+def _value(key: str, label: str, place: Place, body: bytes) -> str:
+    return hmac.new(derive(key, label), _message(label, place, body), hashlib.sha256).hexdigest()
+
+
+def seal(body: bytes, label: str, place: Place, keys: Keys) -> dict[str, Any]:
+    """The seal of ``body``, a record of kind ``label`` belonging at ``place``, by the signing key."""
+    ring = keyring(keys)
+    assert ring is not None, "sealing needs a key"
+    value = _value(ring.signing, label, place, body)
+    return {"alg": ALGORITHM, "kind": label, "for": dict(place), "key_id": key_id(ring.signing), "value": value}
+
+
+def problem(body: bytes, block: Any, label: str, place: Place, keys: Keys) -> str | None:
+    """Why the record ``body`` with seal ``block``, found at ``place``, is refused as a ``label``
+    record under ``keys``, in a few words; None when it verifies, or when there is no key."""
+    ring = keyring(keys)
+    if ring is None:
+        return None
+    if not isinstance(block, dict):
+        return "not signed, and a signing key is configured"
+    key = ring.matching(block.get("key_id"))
+    if key is None:
+        return f"signed with another key (key id {block.get('key_id')}; this one is {accepted(ring)})"
+    if block.get("kind") != label or block.get("alg") != ALGORITHM:
+        return f"signed as a {block.get('kind') or 'record of no kind'}, not a {label} record"
+    if hmac.compare_digest(_value(key, label, place, body), str(block.get("value", ""))):
+        return None
+    claimed = block.get("for")
+    if isinstance(claimed, dict) and claimed != dict(place):
+        if hmac.compare_digest(_value(key, label, claimed, body), str(block.get("value", ""))):
+            return f"signed for {_where(claimed)}, found at {_where(place)} (a copy from elsewhere)"
+    return "signature does not match (changed after it was signed)"
+
+
+def _where(place: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(place.items())) or "no place"
 
 
 #: The JupyterHub's secret that each user's key derives from, in the Hub's (and a reader's) environment.

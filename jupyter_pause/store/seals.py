@@ -1,0 +1,57 @@
+"""Seals: what a server, kernel or CLI reads from a store and acts on is signed by its writer,
+with a key of its own for each kind of record, over the record and the place it belongs to.
+
+The key of a kind is derived from the user's signing key by a labelled KDF (``HMAC(key, label)``,
+``signing.derive``), so a signature of one kind (a ledger event) never passes as another (a
+manifest, a journal record). The seal covers the record's bytes and its place (the user, the
+session, the journal item, the day: a small mapping the reader rebuilds from where it found the
+record), so a record copied to another place no longer verifies there. A reader checks a seal
+with its own keyring: ``problem`` says, in a few words, why a record is refused, or None. Without
+a key (a single-user laptop) nothing is sealed and everything is accepted, as before. The rule
+itself (``signing.seal``, ``signing.problem``) lives in ``signing``; this module applies it to
+JSON records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from .signing import JOURNAL, KINDS, LEASE, LEDGER, MANIFEST, STATUS, Keys, Place, SealError, keyring, problem, seal
+
+__all__ = ["JOURNAL", "KINDS", "LEASE", "LEDGER", "MANIFEST", "STATUS", "Place", "SealError", "problem", "seal"]
+
+#: The field of a JSON record that holds its seal.
+FIELD = "seal"
+
+
+def check(body: bytes, block: Any, label: str, place: Place, keys: Keys, what: str) -> None:
+    """Raise ``SealError`` naming ``what`` when ``problem`` refuses the record."""
+    why = problem(body, block, label, place, keys)
+    if why is not None:
+        raise SealError(f"{what} refused: {why}")
+
+
+def canonical(record: Mapping[str, Any]) -> bytes:
+    """The bytes a JSON record's seal covers: the record without its seal, sorted and compact."""
+    return json.dumps({k: v for k, v in record.items() if k != FIELD}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def sealed_json(record: Mapping[str, Any], label: str, place: Place, keys: Keys) -> bytes:
+    """``record`` as JSON bytes, sealed (field ``seal``) when ``keys`` has a key."""
+    body = {k: v for k, v in record.items() if k != FIELD}
+    if keyring(keys) is not None:
+        body[FIELD] = seal(canonical(body), label, place, keys)
+    return json.dumps(body).encode()
+
+
+def opened_json(record: Mapping[str, Any], label: str, place: Place, keys: Keys) -> str | None:
+    """Why a JSON record read from the store is refused (``problem``), None when it may be used."""
+    return problem(canonical(record), record.get(FIELD), label, place, keys)
+
+
+def this_user() -> str | None:
+    """The JupyterHub user this process works for (whose records it writes and reads); None off a Hub."""
+    return os.environ.get("JUPYTERHUB_USER") or None
