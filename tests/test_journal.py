@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import random
 import threading
 import time
@@ -20,6 +21,7 @@ import pytest
 from jupyter_pause.cli import main
 from jupyter_pause.errors import IntegrityError, PauseError, SerializationError
 from jupyter_pause.journal.journal import AlreadyDone, Journal, journal
+from jupyter_pause.journal.records import Key, encode_done, item_name
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 
@@ -379,3 +381,81 @@ def test_kernels_killed_during_done_leave_every_item_done_exactly_once(tmp_path:
     assert stopped.ename == "KeyboardInterrupt"
     v3 = open_journal(store_url, version="3").summary()
     assert (v3.done, v3.failed, v3.pending) == (2, 0, ITEMS - 2)  # an interruption is not a failure
+
+
+ALICE_KEY = "alice's signing key, as the Hub derives it 51c0"
+MALLORY_KEY = "mallory's signing key, as the Hub derives it 9e2a"
+
+
+RAN: list[str] = []
+
+
+def mallorys_code(what: str) -> None:
+    """What mallory's payload calls when unpickled (it could name any function)."""
+    RAN.append(what)
+
+
+class Payload:
+    """What mallory plants: unpickling it calls ``mallorys_code``."""
+
+    def __reduce__(self):
+        return (mallorys_code, ("mallory's code ran",))
+
+
+def plant(url: str, item: Key, key: str | None, user: str = "alice") -> str:
+    """mallory's done record for ``item`` in alice's journal: unsigned, or sealed with ``key``."""
+    planted = Journal(Store(url), SESSION, "ocr", "1", "mallory-node", key)
+    record_key = layout.journal_done_key(SESSION, "ocr", "1", item_name(item))
+    Store(url).write(
+        record_key, encode_done(item, planted.run, "mallory-node", Payload(), key, planted._place(item_name(item)))
+    )
+    return record_key
+
+
+@pytest.mark.parametrize("planted_with", [None, MALLORY_KEY], ids=["unsigned", "mallory's key"])
+def test_a_done_record_another_user_planted_is_named_and_never_unpickled(
+    store_url: str, planted_with: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack 1: mallory writes a ``done`` record into alice's journal; with alice's key set, her
+    kernel never unpickles it, names it, and offers the item again; her own result replaces it."""
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    RAN.clear()
+    alice = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    for n in alice.pending(["doc-1"]):
+        alice.done(n, result="alice's text")
+    record_key = plant(store_url, "doc-2", planted_with)
+
+    again = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    with pytest.warns(UserWarning, match=f"record {record_key} refused, never loaded: .*(not signed|another key)"):
+        assert dict(again.results()) == {"doc-1": "alice's text"}
+    assert RAN == [] and record_key in again.refused
+    assert pickle.loads(pickle.dumps(Payload())) is None and RAN == ["mallory's code ran"]  # what was kept out
+    RAN.clear()
+    offered = list(again.pending(["doc-1", "doc-2"]))
+    assert offered == ["doc-2"]
+    again.done("doc-2", result="alice's own")
+    assert dict(Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY).results()) == {
+        "doc-1": "alice's text",
+        "doc-2": "alice's own",
+    }
+    assert RAN == []
+
+
+def test_alices_own_record_copied_to_another_item_is_refused(store_url: str) -> None:
+    j = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    j.done("doc-1", result="one")
+    store = Store(store_url)
+    source = layout.journal_done_key(SESSION, "ocr", "1", item_name("doc-1"))
+    copy = layout.journal_done_key(SESSION, "ocr", "1", item_name("doc-2"))
+    store.write(copy, bytes(store.read(source)))
+    with pytest.warns(UserWarning, match=f"record {copy} refused.*another item"):
+        assert dict(Journal(store, SESSION, "ocr", "1", "node", ALICE_KEY).results()) == {"doc-1": "one"}
+
+
+def test_without_a_key_records_are_read_as_before(store_url: str) -> None:
+    Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY).done("doc-1", result="signed")
+    Journal(Store(store_url), SESSION, "ocr", "1", "node").done("doc-2", result="unsigned")
+    assert dict(Journal(Store(store_url), SESSION, "ocr", "1", "node").results()) == {
+        "doc-1": "signed",
+        "doc-2": "unsigned",
+    }

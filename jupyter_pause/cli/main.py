@@ -269,7 +269,7 @@ def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_journal(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     found = [
-        Journal(catalog.store, session, args.name, version, "")
+        Journal(catalog.store, session, args.name, version, "", _key())
         for session in _sessions(catalog, args.session)
         for version in journal_versions(catalog.store, session, args.name, args.version)
     ]

@@ -28,9 +28,10 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from ..errors import PauseError
-from ..store import layout
+from ..store import layout, seals
+from ..store.signing import Keys, keyring
 from ..store.storage import Store
-from .records import Key, RunSummary, Summary, decode_done, encode_done, item_name
+from .records import Key, RunSummary, Summary, decode_done, encode_done, item_name, refusal
 
 T = TypeVar("T")
 
@@ -66,9 +67,13 @@ def _left_by_raising(frame: Any) -> bool:
 class Journal:
     """The records of one journal version in a session's store (see the module docstring)."""
 
-    def __init__(self, store: Store, session: str, name: str, version: str, node: str) -> None:
+    def __init__(self, store: Store, session: str, name: str, version: str, node: str, keys: Keys = None) -> None:
         self.prefix = layout.journal_prefix(session, name, version)  # checks all three names
         self.store, self.session, self.name, self.version, self.node = store, session, name, version, node
+        self.keys = keyring(keys)
+        #: Done records refused (their key: why): unsigned where a key is set, another key's, copied
+        #: from another item or journal. Never unpickled; their items are pending again.
+        self.refused: dict[str, str] = {}
         self.run = layout.new_run_id()
         self._run_written = False
         self._done: set[str] = set()
@@ -80,10 +85,27 @@ class Journal:
     def _keys(self, what: str) -> Any:
         return getattr(layout, f"journal_{what}")(self.session, self.name, self.version)
 
+    def _place(self, item: str) -> dict[str, str | None]:
+        """Where a done record of ``item`` belongs, as its seal covers it."""
+        where = {"session": self.session, "journal": self.name, "version": self.version, "item": item}
+        return {**where, "user": seals.this_user()}
+
+    def _refuse(self, key: str, why: str) -> None:
+        """Name a refused done record, once per journal object."""
+        if key not in self.refused:
+            self.refused[key] = why
+            warnings.warn(
+                f"journal {self.name!r}: record {key} refused, never loaded: {why}; its item is pending again",
+                stacklevel=4,
+            )
+
     def _scan(self) -> tuple[set[str], dict[str, int]]:
-        """Done items, and failed attempts per item: one listing of each."""
+        """Done items, and failed attempts per item: one listing of each (with a signing key, the
+        done records are read too: an item is done only where its record verifies)."""
         listed = self.store.list(self._keys("done_prefix"))
         done = {i for key in listed if (i := layout.journal_done_item(key))}
+        if self.keys is not None:
+            done = {i for _, i, _, _ in self._records()}
         stale = time.time() - ABANDONED_AFTER
         abandoned = [k for k, e in listed.items() if k.endswith(".part") and e.mtime is not None and e.mtime < stale]
         self.store.delete(abandoned)  # temporary names of writes killed long ago
@@ -187,10 +209,14 @@ class Journal:
             raise AlreadyDone(
                 f"item {key!r} is already done in {where}; its first result is kept, this one was not written"
             )
-        record = encode_done(key, self.run, self.node, result)
+        record = encode_done(key, self.run, self.node, result, self.keys, self._place(i))
         if not self._run_written:
             self._start_run(None)
-        if not self.store.create(layout.journal_done_key(self.session, self.name, self.version, i), record):
+        record_key = layout.journal_done_key(self.session, self.name, self.version, i)
+        if not self.store.create(record_key, record):
+            if self._replaces_refused(record_key, i, record):
+                self._done.add(i)
+                return
             self._done.add(i)
             raise AlreadyDone(
                 f"item {key!r} was done by another run of {where} first; its result is kept, this one was not written"
@@ -229,19 +255,44 @@ class Journal:
 
         shell.events.register("post_run_cell", explain)
 
-    def _records(self) -> Iterator[tuple[str, dict[str, Any], bytes]]:
+    def _replaces_refused(self, record_key: str, item: str, record: bytes) -> bool:
+        """Whether the record already at ``record_key`` is one this journal refuses (then ``record``
+        replaces it, and the refused one is named); False when it is a record of this journal."""
+        try:
+            header, _ = decode_done(self.store.read(record_key), record_key)
+            why = refusal(header, item, self._place(item), self.keys)
+        except FileNotFoundError:
+            return False
+        except PauseError as e:  # damaged: no result of anyone's, replaced as a refused record
+            why = str(e)
+        if why is None:
+            return False
+        self._refuse(record_key, why)
+        self.store.write(record_key, record)
+        return True
+
+    def _records(self) -> Iterator[tuple[str, str, dict[str, Any], bytes]]:
+        """``(key, item, header, result bytes)`` of every done record this journal accepts: a
+        refused one (``refusal``) is named and passed over, never returned."""
         keys = sorted(self.store.list(self._keys("done_prefix")))
-        keys = [k for k in keys if layout.journal_done_item(k)]
+        items = {k: i for k in keys if (i := layout.journal_done_item(k))}
+        keys = list(items)
         for start in range(0, len(keys), READ_BATCH):
             for k, data in self.store.read_many(keys[start : start + READ_BATCH]).items():
                 if isinstance(data, BaseException):
                     raise data
                 header, payload = decode_done(data, k)
-                yield k, header, payload
+                why = refusal(header, items[k], self._place(items[k]), self.keys)
+                if why is not None:
+                    self._refuse(k, why)
+                    continue
+                yield k, items[k], header, payload
 
     def results(self) -> Iterator[tuple[Key, Any]]:
-        """Every done ``(key, result)``, each checked against its checksum (in no set order)."""
-        for _, header, payload in self._records():
+        """Every done ``(key, result)``, each checked against its checksum (in no set order); with
+        a signing key, a result is unpickled only after its record's seal verifies for this journal
+        item (``refused`` names the others)."""
+        for _, _, header, payload in self._records():
             yield header["key"], pickle.loads(payload)
 
     def summary(self) -> Summary:
@@ -259,7 +310,7 @@ class Journal:
                 continue
             r = json.loads(bytes(data))
             runs[r["run"]] = RunSummary(r["run"], r["started"], r["node"], r["checkpoint"], r["offered"])
-        for _, header, _ in self._records():
+        for _, _, header, _ in self._records():
             if header["run"] in runs:
                 runs[header["run"]].accepted += 1
         for key in self.store.list(self._keys("failed_prefix")):
@@ -306,4 +357,4 @@ def journal(name: str, version: str | int = "1", *, store: str | None = None, se
     config = PauseConfig()
     target = Store(store or config.store, dict(config.storage_options))
     who = layout.check_session(session or config.session or default_session())
-    return Journal(target, who, name, version, config.node)  # type: ignore[arg-type]
+    return Journal(target, who, name, version, config.node, config.keyring)  # type: ignore[arg-type]

@@ -1,8 +1,9 @@
 """The records of a work journal: the name of an item's object, the bytes of a done record, and
 the summary of a journal version.
 
-A done record is a format line, one JSON header line (key, run, node, time, size, sha256) and the
-pickled result; a record whose result does not match its header is damaged, never half-read.
+A done record is a format line, one JSON header line (key, run, node, time, size, sha256; sealed
+where a signing key is set) and the pickled result; a record whose result does not match its
+header is damaged, never half-read, and one whose seal does not verify is never unpickled.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import IntegrityError, PauseError, SerializationError
+from ..store import seals
+from ..store.signing import Keys, Place
 
 #: What a journal item is known by: a str or an int (such as a document id).
 Key = str | int
@@ -31,8 +34,9 @@ def item_name(key: Key) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def encode_done(key: Key, run: str, node: str, result: Any) -> bytes:
-    """The bytes of a done record: format line, JSON header line, pickled result."""
+def encode_done(key: Key, run: str, node: str, result: Any, keys: Keys = None, place: Place | None = None) -> bytes:
+    """The bytes of a done record: format line, JSON header line, pickled result; with ``keys``,
+    the header is sealed as a journal record belonging at ``place`` (its sha256 covers the result)."""
     try:
         payload = pickle.dumps(result, protocol=5)
     except Exception as e:  # pickle raises many types (TypeError, PicklingError, AttributeError...)
@@ -48,7 +52,19 @@ def encode_done(key: Key, run: str, node: str, result: Any) -> bytes:
         "size": len(payload),
         "sha256": hashlib.sha256(payload).hexdigest(),
     }
-    return MAGIC + json.dumps(header).encode() + b"\n" + payload
+    return MAGIC + seals.sealed_json(header, seals.JOURNAL, place or {}, keys) + b"\n" + payload
+
+
+def refusal(header: dict[str, Any], item: str, place: Place, keys: Keys) -> str | None:
+    """Why a done record (its ``header``, found as ``item`` at ``place``) must not be loaded, in a
+    few words; None when it may. With ``keys``, only a record sealed by one of them for this
+    journal item passes; a record whose key is not the item it was found as never does."""
+    try:
+        if item_name(header.get("key")) != item:  # type: ignore[arg-type]
+            return f"it holds the result of another item ({header.get('key')!r})"
+    except PauseError:
+        return "its key is not a journal key"
+    return seals.opened_json(header, seals.JOURNAL, place, keys)
 
 
 def decode_done(data: bytes | memoryview, where: str) -> tuple[dict[str, Any], bytes]:
