@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 
 from jupyter_pause.proof import fingerprint, probe
@@ -24,3 +25,20 @@ def another_process() -> None:
     """
     fingerprint.PROCESS_TOKEN = secrets.token_hex(16)
     forget_session_state()
+
+
+#: The environment of a process that computes like an older processor: torch's plain CPU kernels
+#: (no AVX2 or AVX-512) and MKL limited to SSE4.2. A resume there is "on another processor".
+OLDER_PROCESSOR = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+
+
+def best_cpu_capability() -> str:
+    """The CPU kernels torch picks in a process not told otherwise (this one may have been)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in OLDER_PROCESSOR}
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()

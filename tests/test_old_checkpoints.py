@@ -4,7 +4,11 @@ must keep resolving. Each store under ``tests/data`` was written by ``make_relea
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +16,7 @@ import pytest
 import torch
 
 import jupyter_pause as jp
+from tests.processes import OLDER_PROCESSOR
 
 RELEASES = Path(__file__).parent / "data"
 
@@ -62,3 +67,27 @@ def test_a_loop_checkpointed_by_the_engine_layout_continues_at_its_batch(tmp_pat
     loader = torch.utils.data.DataLoader(torch.arange(10), batch_size=2, shuffle=True)
     rest = [b.tolist() for b in jp.steps(loader, name="batches")]
     assert rest == uninterrupted[2:]
+
+
+_RESUME = """
+import json, sys
+import jupyter_pause as jp
+cycle = jp.resume_and_verify(store=sys.argv[1], session="release", namespace={})
+print("REPORT " + json.dumps({"kind": cycle.verdict.kind, "summary": cycle.verdict.summary()}))
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("release", ["release-0.1.0", "engine-layout"])
+def test_an_older_layouts_checkpoint_is_restored_on_another_processor(tmp_path, release):
+    """The fixtures were written on one machine's CPU kernels; a process with torch's plain
+    kernels (an older processor) computes the model check's output in other last bits."""
+    store = tmp_path / release
+    shutil.copytree(RELEASES / release, store)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, **OLDER_PROCESSOR, "PYTHONPATH": root}
+    proc = subprocess.run([sys.executable, "-c", _RESUME, str(store)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))[len("REPORT ") :])
+    assert report["kind"] == "restored", report["summary"]
+    assert "model outputs " in report["summary"]

@@ -12,6 +12,8 @@ import time
 from importlib import metadata
 from typing import Any
 
+from . import hardware
+
 #: Packages whose versions decide whether pickled state loads the same way.
 PACKAGES = ("jupyter-pause", "torch", "numpy", "dill", "ipykernel", "fsspec", "pandas")
 
@@ -55,7 +57,8 @@ def _version(package: str) -> str | None:
 
 
 def environment(node: str) -> dict[str, Any]:
-    """Python, key package versions, torch/CUDA versions, GPU model and count, node name."""
+    """Python, key package versions, torch/CUDA versions, GPU model and count, node name, and
+    the hardware a forward pass runs on (``hardware.describe``)."""
     env: dict[str, Any] = {
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
@@ -72,6 +75,7 @@ def environment(node: str) -> dict[str, Any]:
         # Device names need an initialised CUDA context; only ask when the session has one.
         if count and torch.cuda.is_initialized():
             env["gpus"] = [torch.cuda.get_device_name(i) for i in range(count)]
+    env["hardware"] = hardware.describe()
     return env
 
 
@@ -79,7 +83,7 @@ def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     """Human-readable differences between two fingerprints (empty when they match)."""
     notes = []
     for key in sorted(set(saved) | set(current)):
-        if key == "packages":
+        if key in ("packages", "hardware"):
             continue
         if saved.get(key) != current.get(key):
             notes.append(f"{key}: {saved.get(key)} at checkpoint, {current.get(key)} now")
@@ -87,4 +91,8 @@ def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     for name in sorted(set(old) | set(new)):
         if old.get(name) != new.get(name):
             notes.append(f"{name}: {old.get(name) or 'absent'} at checkpoint, {new.get(name) or 'absent'} now")
+    if "hardware" in saved and "hardware" in current:
+        where = hardware.where(saved["hardware"], current["hardware"])
+        if not where.startswith("on the same processor") or ", with" in where or "another GPU" in where:
+            notes.append(f"hardware: resumed {where}")
     return notes

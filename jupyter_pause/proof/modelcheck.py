@@ -2,11 +2,13 @@
 
 At checkpoint time each module variable gets an input built from the signature of its latest
 real call, or, before any, from its family (see ``modelinputs``), and its output, of any
-structure, is recorded leaf by leaf (see ``outputs``). After a resume the same forward pass must
-give the same output: exactly on the same device, within the dtype's tolerance on another. The
-check never draws from the session's random streams and leaves the module's train/eval mode as
-it was. A module none of whose storages changed since its last check is not run again: that
-check is recorded once more.
+structure, is recorded leaf by leaf (see ``outputs``), with the autocast it ran under. After a
+resume the same forward pass must give the same output: bit-identical where it is (said as such),
+else within the tolerance of its dtype and of the loosest matmul precision in effect at the
+checkpoint or now (``hardware.matmul_mode``): another processor, GPU or cuBLAS computes the same
+weights' output only to within the precision used. The check never draws from the session's
+random streams and leaves the module's train/eval mode as it was. A module none of whose
+storages changed since its last check is not run again: that check is recorded once more.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from itertools import chain
 from typing import Any, Iterator
 
 from ..serialize import devicehash
-from . import modelinputs, outputs
+from . import hardware, modelinputs, outputs
 from .modelinputs import NoInput
+from .outputs import Comparison
 
 #: Kept here for the checks recorded before outputs were walked (see ``outputs``).
 KEPT_VALUES = outputs.KEPT_VALUES
-TOLERANCE = outputs.TOLERANCE
 PROBE_SEED = modelinputs.PROBE_SEED
 
 #: (device, address, bytes) of a storage -> its fingerprint, as the capture computed it.
@@ -45,6 +47,8 @@ class ModelCheck:
     values: list[float] = field(default_factory=list)
     shape: list[int] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    #: The dtype autocast ran the pass in ("" when it was off): the check runs under it again.
+    autocast: str = ""
 
 
 def is_module(value: Any) -> bool:
@@ -92,17 +96,50 @@ def _first_parameter(module: Any) -> Any:
     return None
 
 
-def run(module: Any, recipe: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """Run the recipe's input through ``module``: (the output's leaves, the device it ran on)."""
+def _autocast_now(device: Any) -> str:
+    """The dtype autocast is on for ``device``'s kind in this thread ("" when off)."""
+    import torch
+
+    try:
+        if torch.is_autocast_enabled(device.type):
+            return str(torch.get_autocast_dtype(device.type))
+    except (TypeError, RuntimeError, AttributeError):  # a device kind autocast does not know
+        pass
+    return ""
+
+
+def _autocast(device: Any, dtype: str) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    if not dtype:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=getattr(torch, dtype.removeprefix("torch.")))
+
+
+def run(module: Any, recipe: dict[str, Any], autocast: str | None = None) -> tuple[list[dict[str, Any]], str, str]:
+    """Run the recipe's input through ``module``: (the output's leaves, the device it ran on, the
+    autocast dtype it ran under). ``autocast`` None: as the caller's context has it."""
     import torch
 
     param = _first_parameter(module)
     device = param.device if param is not None else torch.device("cpu")
     dtype = param.dtype if param is not None and param.is_floating_point() else torch.float32
     args, kwargs = modelinputs.build(recipe, device, dtype)
-    with _quiet(module, device):
+    if autocast is None:
+        autocast, context = _autocast_now(device), contextlib.nullcontext()
+    else:  # exactly the autocast recorded, whatever the caller's context has on
+        context = _autocast(device, autocast) if autocast else _no_autocast(device)
+    with _quiet(module, device), context:
         out = module(*args, **kwargs)
-        return outputs.leaves(out), str(device)
+        return outputs.leaves(out), str(device), autocast
+
+
+def _no_autocast(device: Any) -> contextlib.AbstractContextManager[Any]:
+    import torch
+
+    if not _autocast_now(device):
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, enabled=False)
 
 
 _SEED = secrets.token_hex(16)
@@ -160,45 +197,59 @@ def record(module: Any, known: Known | None = None) -> ModelCheck | str:
     failure = ""
     for recipe in candidates:
         try:
-            found, device = run(module, recipe)
+            found, device, autocast = run(module, recipe)
         except Exception as e:  # a forward this input does not suit: the next recipe, or the reason
             failure = (
                 f"a forward pass on a probe input ({modelinputs.described(recipe)}, from its "
                 f"{recipe.get('source', 'first layer')}) failed: {type(e).__name__}: {e}"
             )
             continue
-        check = ModelCheck(recipe, device, outputs=found)
+        check = ModelCheck(recipe, device, outputs=found, autocast=autocast)
         _last[module] = (now, check)
         return check
     return failure
 
 
-def reproduce(module: Any, check: ModelCheck) -> tuple[bool, str]:
-    """Run the recorded probe again; (matches, how it compares)."""
+def matmul_mode(check: ModelCheck, device: str, recorded: dict[str, Any] | None) -> str:
+    """The loosest matmul precision of the recorded pass (its settings ``recorded``, its autocast)
+    and of the one that ran now on ``device``."""
+    autocast = {"torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(check.autocast, "ieee")
+    then = hardware.matmul_mode(recorded, check.device.startswith("cuda"))
+    now = hardware.matmul_mode(hardware.precision(), device.startswith("cuda"))
+    return hardware.loosest(autocast, then, now)
+
+
+def reproduce(module: Any, check: ModelCheck, recorded: dict[str, Any] | None = None) -> Comparison:
+    """Run the recorded probe again and compare; ``recorded``: the precision settings in effect
+    at the checkpoint (``hardware.precision()`` as its environment holds them)."""
     try:
-        found, device = run(module, check.input)
+        found, device, _ = run(module, check.input, check.autocast)
     except Exception as e:  # the restored module no longer runs: a failed check
-        return False, f"forward pass failed: {type(e).__name__}: {e}"
+        return Comparison(False, f"forward pass failed: {type(e).__name__}: {e}")
+    mode = matmul_mode(check, device, recorded)
     if check.outputs:
-        ok, how = outputs.compare(found, check.outputs, device == check.device)
+        result = outputs.compare(found, check.outputs, mode)
     else:
-        ok, how = _first_tensor_matches(found, check, device == check.device)
-    if ok and device != check.device and "within" in how:
-        how += f" (ran on {device}, recorded on {check.device})"
-    return ok, how
+        result = _first_tensor_matches(found, check, mode)
+    if result.ok and device != check.device:
+        result.how += f" (ran on {device}, recorded on {check.device})"
+    return result
 
 
-def _first_tensor_matches(found: list[dict[str, Any]], check: ModelCheck, same_device: bool) -> tuple[bool, str]:
+def _first_tensor_matches(found: list[dict[str, Any]], check: ModelCheck, mode: str) -> Comparison:
     """A check recorded before outputs were walked: the first output tensor, flattened."""
     first = outputs.first_tensor(found)
     if first is None:
-        return False, "the output holds no tensor"
+        return Comparison(False, "the output holds no tensor")
     numel = 1
     for s in first["shape"]:
         numel *= s
     if [numel] != list(check.shape):
-        return False, f"output has {numel} values, {check.shape[0] if check.shape else 0} recorded"
+        return Comparison(False, f"output has {numel} values, {check.shape[0] if check.shape else 0} recorded")
     if first["values"] == list(check.values):
-        return True, "output bit-identical"
-    ok, how = outputs.close(first, {"values": check.values, "dtype": check.dtype}, same_device)
-    return ok, (f"output {how}" if ok else f"output differs ({how})")
+        return Comparison(True, "output bit-identical")
+    limit = outputs.tolerance(check.dtype, mode)
+    ok, worst = outputs.close(first, {"values": check.values}, limit)
+    if ok:
+        return Comparison(True, f"output within {limit} (largest difference {worst:.3g})", worst, [limit])
+    return Comparison(False, f"output differs ({limit.missed(worst)})", worst, [limit])

@@ -3,7 +3,8 @@
 Four verdicts:
 
 - ``restored``: another process than the one that checkpointed, holding the probe value, every
-  variable matching its recorded digest, and every recorded model check reproducing;
+  variable matching its recorded digest, and every recorded model check reproducing (bit-identical,
+  or on another processor, GPU or library within the tolerance of the precision it computes in);
 - ``partial``: the probe is back but some state is missing or differs (named, with why);
 - ``fresh``: the kernel holds none of the checkpoint's state, whatever files it has open;
 - ``live``: the very process that took the checkpoint: nothing was released.
@@ -20,7 +21,7 @@ from ..serialize.digests import comparable, format_of, value_digest
 from ..store.integrity import fetch
 from ..store.manifest import Manifest
 from ..store.storage import Store
-from . import fingerprint, modelcheck, probe
+from . import fingerprint, hardware, modelcheck, outputs, probe
 
 KINDS = ("restored", "partial", "fresh", "live")
 
@@ -131,17 +132,33 @@ def _variable_status(
 
 def _model_status(
     manifest: Manifest, checks: dict[str, Any], namespace: dict[str, Any], changed: dict[str, str]
-) -> dict[str, str]:
+) -> tuple[dict[str, str], str]:
+    """Per model, how its check went; and one line: where this resume runs relative to the
+    checkpoint, and how the models' outputs compare overall ("" when no check ran)."""
     results: dict[str, str] = {}
+    ran: list[outputs.Comparison] = []
+    then = manifest.environment.get("hardware")
     for name, recorded in checks.get("models", {}).items():
         if "none" in recorded:
             results[name] = f"not possible: {recorded['none']}"
             continue
         if name in changed or name not in namespace:
             continue
-        ok, how = modelcheck.reproduce(namespace[name], modelcheck.ModelCheck(**recorded))
-        results[name] = ("reproduces: " if ok else "FAILED: ") + how
-    return results
+        check = modelcheck.ModelCheck(**recorded)
+        result = modelcheck.reproduce(namespace[name], check, (then or {}).get("precision"))
+        results[name] = ("reproduces: " if result.ok else "FAILED: ") + result.how
+        ran.append(result)
+    if not ran:
+        return results, ""
+    where = hardware.where(then, hardware.describe())
+    failed = sum(not r.ok for r in ran)
+    if failed:
+        return results, f"resumed {where}: {failed} of {len(ran)} model check(s) FAILED (below)"
+    if all(r.exact for r in ran):
+        return results, f"resumed {where}: model outputs bit-identical"
+    held = "/".join(dict.fromkeys(t.label for r in ran for t in r.tolerances))
+    worst = max(r.worst for r in ran)
+    return results, f"resumed {where}: model outputs agree within {held} tolerance (largest difference {worst:.2g})"
 
 
 def _rebuilt_counts(matched: int, rebuilt: dict[str, str], namespace: dict[str, Any]) -> str:
@@ -183,7 +200,7 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
             raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
         checks = moved.loads(bytes(good[manifest.checks.key]))
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
-    verdict.models = _model_status(manifest, checks, ctx.namespace, verdict.changed)
+    verdict.models, hardware_line = _model_status(manifest, checks, ctx.namespace, verdict.changed)
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", TOO_LARGE, UNKNOWN_FORMAT)}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
     matched = sum(s == "matches" for s in verdict.variables.values())
@@ -192,6 +209,8 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) "
         "match their digests" + _rebuilt_counts(matched, verdict.rebuilt, ctx.namespace)
     )
+    if hardware_line:
+        verdict.details.append(hardware_line)
     verdict.details += manifest.loop_notes  # what running the cell again does with its loops
     if wrong or failed_models:
         verdict.kind = "partial"
