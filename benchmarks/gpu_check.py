@@ -222,6 +222,7 @@ def check(args: argparse.Namespace) -> dict[str, Any]:
     if device == "cpu":
         devicehash.ON_CPU = True  # the smoke test goes through the fingerprints too
     out["frozen"] = frozen_backbone(store / "frozen", int(args.frozen_gb * (1 << 30)), device)
+    out["precision"] = precision_cases(store / "precision", device)
     if not args.store and not args.keep:
         shutil.rmtree(store, ignore_errors=True)
     return out
@@ -296,6 +297,57 @@ def resume_in_child(store: str, checkpoint: str, device: str) -> dict[str, Any]:
     return out
 
 
+#: The restore test across matmul precisions: (case, model dtype, TF32 at the checkpoint, TF32 at the resume).
+PRECISION_CASES = (
+    ("fp32, TF32 off -> on", "float32", False, True),
+    ("fp32, TF32 on -> off", "float32", True, False),
+    ("bf16 weights", "bfloat16", False, False),
+)
+
+
+def _tf32(on: bool) -> None:
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+
+
+def precision_cases(store: Path, device: str) -> list[dict[str, Any]]:
+    """Checkpoint a model under one matmul precision, resume it in a new process under another:
+    each must be ``restored``, its outputs bit-identical or within the precision's tolerance."""
+    found = []
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    for i, (case, dtype, then, now) in enumerate(PRECISION_CASES):
+        session = f"precision-{i}"
+        _tf32(then)
+        try:
+            torch.manual_seed(i)
+            width = 512
+            model = torch.nn.Sequential(
+                torch.nn.Linear(width, width), torch.nn.GELU(), torch.nn.Linear(width, width), torch.nn.LayerNorm(width)
+            ).to(device=device, dtype=getattr(torch, dtype))
+            lineage.forget()
+            jp.checkpoint(store=str(store), session=session, namespace={"model": model})
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        child = subprocess.run(
+            [sys.executable, __file__, "--verify-in-child", str(store), session, str(int(now))],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if child.returncode != 0:
+            raise SystemExit(f"the resuming process failed:\n{child.stdout}\n{child.stderr}")
+        found.append({"case": case, **json.loads(child.stdout.strip().splitlines()[-1])})
+    return found
+
+
+def verify_in_child(store: str, session: str, tf32: str) -> dict[str, Any]:
+    """The new process's half of a precision case: resume under the other precision, verify."""
+    _tf32(tf32 == "1")
+    cycle = jp.resume_and_verify(store=store, session=session, namespace={}, write_report=False)
+    said = [d for d in cycle.verdict.details if d.startswith("resumed ")]
+    return {"verdict": cycle.verdict.kind, "said": said[0] if said else "; ".join(cycle.verdict.details)}
+
+
 def table(out: dict[str, Any]) -> str:
     """Every figure in one table: what was measured, beside what it is compared with."""
     gib = out["bytes"] / (1 << 30)
@@ -359,6 +411,9 @@ def table(out: dict[str, Any]) -> str:
         ),
         ("frozen backbone: fingerprinting", f"{f['fingerprint_s']:.3f} s", "", "", ""),
     ]
+    rows += [
+        (f"restore test, {p['case']}", "", f"verdict {p['verdict']}", "", p["said"]) for p in out.get("precision", [])
+    ]
     head = ("measure", "jupyter-pause", "beside it", "ratio", "note")
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     lines = [
@@ -379,9 +434,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary store")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--resume-in-child", nargs=3, metavar=("STORE", "CHECKPOINT", "DEVICE"), help=argparse.SUPPRESS)
+    parser.add_argument("--verify-in-child", nargs=3, metavar=("STORE", "SESSION", "TF32"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.resume_in_child:
         print(json.dumps(resume_in_child(*args.resume_in_child)))
+        return 0
+    if args.verify_in_child:
+        print(json.dumps(verify_in_child(*args.verify_in_child)))
         return 0
     out = check(args)
     print(table(out))
@@ -394,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         and out["map_location_cpu"]
         and f["only_trainable_copied"]
         and f["bit_identical"]
+        and all(p["verdict"] == "restored" for p in out["precision"])
     )
     if out["verdict"] != "restored":
         print("restore test: " + "; ".join(out.get("verdict_details", [])))

@@ -85,3 +85,49 @@ def test_the_gpu_check_script_passes(tmp_path):
         [sys.executable, str(script), "--size-gb", "0.2"], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _mlp(dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    torch.manual_seed(0)
+    layers = [torch.nn.Linear(256, 256), torch.nn.GELU(), torch.nn.Linear(256, 256), torch.nn.LayerNorm(256)]
+    return torch.nn.Sequential(*layers).to(device="cuda", dtype=dtype)
+
+
+@pytest.mark.parametrize(("then", "now"), [(False, True), (True, False)])
+def test_a_resume_under_another_tf32_setting_is_restored_within_its_tolerance(tmp_path, new_process, then, now):
+    from tests.processes import another_process
+
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = then
+        jp.checkpoint(store=str(tmp_path), session="tf32", namespace={"model": _mlp()})
+        another_process()
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = now
+        cycle = jp.resume_and_verify(store=str(tmp_path), session="tf32", namespace={})
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+    assert cycle.verdict.kind == "restored", cycle.verdict.summary()
+    said = cycle.verdict.models["model"]
+    assert said.startswith(("reproduces: output bit-identical", "reproduces: output within fp32 with TF32")), said
+
+
+def test_a_bf16_model_is_restored_within_the_bf16_tolerance(tmp_path, new_process):
+    from tests.processes import another_process
+
+    jp.checkpoint(store=str(tmp_path), session="bf16", namespace={"model": _mlp(torch.bfloat16)})
+    another_process()
+    cycle = jp.resume_and_verify(store=str(tmp_path), session="bf16", namespace={})
+    assert cycle.verdict.kind == "restored", cycle.verdict.summary()
+    assert cycle.verdict.models["model"].startswith(
+        ("reproduces: output bit-identical", "reproduces: output within bf16")
+    )
+
+
+def test_a_cuda_checkpoint_resumed_on_the_cpu_is_restored_within_the_fp32_tolerance(tmp_path, new_process):
+    from tests.processes import another_process
+
+    jp.checkpoint(store=str(tmp_path), session="moved", namespace={"model": _mlp()})
+    another_process()
+    cycle = jp.resume_and_verify(store=str(tmp_path), session="moved", namespace={}, map_location="cpu")
+    assert cycle.verdict.kind == "restored", cycle.verdict.summary()
+    assert "recorded on cuda:0" in cycle.verdict.models["model"]

@@ -51,6 +51,10 @@ def test_the_gpu_check_passes_in_cpu_mode(tmp_path):
     assert frozen["kept_on_device"] == frozen["frozen_bytes"] > 100_000_000
     assert frozen["first_copied"] >= frozen["frozen_bytes"] and 0 < frozen["copied"] <= 3 * frozen["trainable_bytes"]
     assert frozen["only_trainable_copied"] and frozen["bit_identical"]
+    # the restore test across matmul precisions and a bf16 model (on a CPU: the same path, no TF32)
+    assert [p["case"] for p in out["precision"]] == ["fp32, TF32 off -> on", "fp32, TF32 on -> off", "bf16 weights"]
+    assert all(p["verdict"] == "restored" and "model outputs" in p["said"] for p in out["precision"]), out["precision"]
+    assert any(line.startswith("restore test, bf16 weights") for line in table)
 
 
 def test_the_shell_wrapper_refuses_a_machine_without_a_gpu():
