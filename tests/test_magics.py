@@ -42,3 +42,24 @@ def test_resume_names_damage_falls_back_and_never_says_no_checkpoint(start_kerne
     none = b.run("%resume --session nothing-here")
     assert "no checkpoint of session 'nothing-here'" in none.error, none
     b.close()
+
+
+@pytest.mark.parametrize("magic", ["checkpoint", "resume"])
+def test_the_magics_docstrings_are_their_manual(magic):
+    """``%checkpoint?`` shows what the magic does, every option of its parser, and examples that
+    parse as they are written."""
+    from jupyter_pause.kernel import magics
+
+    method = getattr(magics.PauseMagics, magic)
+    manual = method.__doc__
+    description, _, options = manual.partition("options:")
+    for action in method.parser._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.option_strings[0] in options, action.option_strings
+    assert len(description.split("Examples")[0].splitlines()) > 15  # a manual, not a line
+    examples = [line.split("#")[0].strip() for line in description.split("Examples")[1].splitlines()]
+    examples = [line for line in examples if line.startswith(f"%{magic}")]
+    assert len(examples) >= 5
+    parse = magics.parse_checkpoint if magic == "checkpoint" else magics.parse_resume
+    for line in examples:
+        parse(line.removeprefix(f"%{magic}").strip().replace("'", ""))

@@ -91,7 +91,34 @@ class PauseMagics(Magics):
     )
     @line_magic
     def checkpoint(self, line: str) -> None:
-        """Save the notebook, variables, torch state and RNG state to the store."""
+        """Save the notebook, variables, torch state and RNG state to the store.
+
+        A checkpoint holds the notebook file as on disk, the user's variables (torch models,
+        optimizers, schedulers and grad scalers with their tensors on any device; NumPy arrays;
+        notebook-defined functions and classes by value), the random state of ``random``, NumPy,
+        torch and each CUDA device, the working directory, ``sys.path`` and the notebook's local
+        modules. It is incremental: only what changed since the last one is written. What cannot
+        be saved (an open file, a lock) is named with its reason, and rebuilt at resume by
+        replaying the statements that made it where that repeats no outside effect.
+
+        The store is ``--store``, else ``JUPYTER_PAUSE_STORE``, else ``PauseConfig.store``, else
+        a ``pause`` folder in the Jupyter data directory: a folder or any fsspec URL (``s3://bucket/pause``,
+        ``gs://...``, ``az://...``). The session is ``--session``, else the notebook's path.
+
+        It prints the checkpoint's id, what was saved and skipped, and what the restore test will
+        not be able to prove; the status widget follows it. ``%resume`` brings it back.
+
+        Examples
+        --------
+        ::
+
+            %checkpoint                          # everything, to the configured store
+            %checkpoint model opt --tag warmup   # just these variables, with a note
+            %checkpoint --exclude 'tmp_*' df_raw # everything but these
+            %checkpoint --every 15 --async       # every 15 minutes, written in the background
+            %checkpoint --every off              # stop the periodic checkpoints
+            %checkpoint --store s3://team-bucket/pause
+        """
         request = parse_checkpoint(line)
         options = request.options
 
@@ -196,7 +223,35 @@ class PauseMagics(Magics):
     )
     @line_magic
     def resume(self, line: str) -> None:
-        """Bring back a checkpoint's state into this kernel, then prove it (the restore test)."""
+        """Bring back a checkpoint's state into this kernel, then prove it (the restore test).
+
+        Without an id it resumes the newest checkpoint of the session whose manifest and blobs
+        verify (and, with a signing key, that the user's key signed); with an id or a unique
+        prefix, that one. It restores the variables, re-imports the session's modules, puts the
+        RNG state back, rebuilds by replay what could not be saved, arms the positions of
+        ``jupyter_pause.steps`` loops (run their cell again to continue), then runs the restore
+        test and prints its verdict:
+
+        - ``restored``: this kernel holds the checkpoint's state: the probe value that lived only
+          in the paused kernel is back, every variable matches its digest, every model gives the
+          recorded output (bit-identical, or within its precision's tolerance on another node);
+        - ``partial``: some state is missing or differs, each named with why;
+        - ``fresh``: this kernel holds none of it (cells re-run give no proof);
+        - ``live``: this is the kernel that took the checkpoint: nothing was released.
+
+        A damaged checkpoint is passed over for the newest intact one, and said so;
+        ``--allow-partial`` restores what verifies of a damaged one.
+
+        Examples
+        --------
+        ::
+
+            %resume                          # the newest checkpoint that verifies
+            %resume 20261129-101500          # that checkpoint (an id prefix)
+            %resume --only model opt         # just these variables
+            %resume --map-location cpu       # tensors to the CPU (no GPU on this node)
+            %resume --check                  # only the restore test of this kernel
+        """
         request = parse_resume(line)
         options = request.options
         try:
