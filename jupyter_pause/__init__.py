@@ -3,10 +3,19 @@
 The public names below load their modules on first use, so ``import jupyter_pause`` stays cheap
 (the server and the command line import the package without torch or IPython).
 
-Layout: ``store/`` is the checkpoint format and its storage, ``engine/`` captures and restores a
-namespace and runs the restore test, ``kernel/`` is the IPython layer (magics, widget, automatic
-checkpoints, the entry points the server calls), ``server/`` the Jupyter server extension and
-``cli/`` the ``jupyter pause`` command.
+Layout, bottom to top (``layers.py`` is the rule of who imports whom, checked by a test):
+
+- ``store/``: the checkpoint format and its storage (fsspec), signing, retention, the ledger's records;
+- ``serialize/``: values to bytes and back (pickler, arrays outside pickle, digests);
+- ``proof/``: the restore test's evidence (probe, model checks, hardware) and its verdict;
+- ``session/``: capturing a namespace into a checkpoint and restoring it, replay of what cannot be saved;
+- ``loops/``: ``steps`` loops, their safe points and positions;
+- ``journal/``: the work journal of a queue of items;
+- ``kernel/``: the IPython layer (magics, status widget, periodic checkpoints, the server's entry points);
+- ``protocol/``: what the server and a kernel say to each other;
+- ``server/``: the Jupyter server extension (pause, resume, status, REST API, spot notices);
+- ``hours/``: the GPU-hours report from the ledger; ``hub/``: the JupyterHub service and keys;
+- ``cli/``: the ``jupyter pause`` command.
 """
 
 from __future__ import annotations

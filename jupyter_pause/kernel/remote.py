@@ -1,4 +1,4 @@
-"""The kernel's side of the server's calls: run a request through the engine, print one reply line.
+"""The kernel's side of the server's calls: run a request through the session, print one reply line.
 
 The server runs the line ``jupyter_pause.protocol.call_source`` builds, which imports this module
 and hands ``call`` the request's JSON text. ``call`` decodes it (``protocol.decode_request``
@@ -6,7 +6,7 @@ checks the version and every field), runs the entry point of its type (``pause``
 prints exactly one reply line (``protocol.reply_line``); a failure of any kind becomes an
 ``ErrorReply``, so the server always learns what happened.
 
-The engine is imported inside the entry points: importing this module loads neither IPython nor torch.
+The session is imported inside the entry points: importing this module loads neither IPython nor torch.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 - ``channel``: the way into a kernel busy in a ``steps`` loop (marker, request and reply files in
   the Jupyter runtime folder, and SIGUSR1).
 
-The kernel's side (decode a request, run it through the engine, print the reply) is
+The kernel's side (decode a request, run it through ``session`` and ``loops``, print the reply) is
 ``jupyter_pause.kernel.remote``, which the line ``call_source`` builds imports in the kernel.
 
 Why execute, and not a message type of its own. The server could send a named message, as

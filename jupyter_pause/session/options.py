@@ -13,7 +13,7 @@ here (with its check), its parser(s) and its use; nothing in between.
 Not options: the namespace (what is saved or restored into) and the ``PauseConfig``, which
 supplies what no call sets (the default store and session, storage options, the signing key, the
 node). Both go beside the options and are resolved with their ``store`` and ``session`` into a
-``context.Context``. This module imports no engine code: the command line loads it without torch.
+``context.Context``. This module imports nothing that loads torch or IPython: the command line loads it without them.
 """
 
 from __future__ import annotations
