@@ -71,6 +71,21 @@ def test_show_names_variables_and_skips(store, capsys):
     assert "skipped api_key (str): looks like a secret" in out
 
 
+def test_show_and_verify_take_a_session_name_as_list_prints_it(store, capsys):
+    """The first column of ``jupyter pause list`` is a session: ``show`` and ``verify`` of it
+    mean its newest checkpoint."""
+    path, first, second = store
+    _, listed, _ = _run(capsys, "list", "--store", str(path))
+    session = listed.splitlines()[1].split()[0]
+    assert session == "exp"
+    code, out, _ = _run(capsys, "show", session, "--store", str(path))
+    assert code == 0 and out.startswith(f"checkpoint {second.id}  session 'exp'")
+    code, out, _ = _run(capsys, "verify", session, "--store", str(path), "--json")
+    assert code == 0 and [r["id"] for r in json.loads(out)] == [second.id]
+    code, _, err = _run(capsys, "show", "nosuchsession", "--store", str(path))
+    assert code != 0 and "no checkpoint 'nosuchsession'" in err
+
+
 def test_show_names_what_will_not_come_back_exactly(tmp_path, capsys):
     ns = notebook(
         "class Forgetful:\n"

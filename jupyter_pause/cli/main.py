@@ -53,7 +53,16 @@ def _sessions(catalog: Catalog, session: str | None) -> list[str]:
     return [check_session(session)] if session else catalog.sessions()
 
 
+def _named(catalog: Catalog, session: str | None, ref: str | None) -> tuple[str | None, str | None]:
+    """(session, checkpoint) for what a command was given: a session name as ``jupyter pause
+    list`` prints it, without ``--session``, means that session's newest checkpoint."""
+    if not session and ref and ref != "latest" and ref in catalog.sessions():
+        return ref, "latest"
+    return session, ref
+
+
 def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
+    session, ref = _named(catalog, session, ref)  # type: ignore[assignment]
     if session:
         return catalog.resolve(session, ref, _key())
     for name in catalog.sessions():
@@ -144,6 +153,7 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     key = _key()
+    args.session, args.checkpoint = _named(catalog, args.session, args.checkpoint)
     results = []
     for session in _sessions(catalog, args.session):
         listing = catalog.listing(session, key)
@@ -317,10 +327,14 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("list", parents=[common], help="sessions and their checkpoints").set_defaults(run=cmd_list)
     show = sub.add_parser("show", parents=[common], help="one checkpoint in detail")
-    show.add_argument("checkpoint", help="checkpoint id, unique prefix, or 'latest' (with --session)")
+    show.add_argument(
+        "checkpoint", help="checkpoint id or unique prefix, a session name (its newest), or 'latest' (with --session)"
+    )
     show.set_defaults(run=cmd_show)
     verify = sub.add_parser("verify", parents=[common], help="check every blob against its checksum")
-    verify.add_argument("checkpoint", nargs="?", help="just this checkpoint (default: all)")
+    verify.add_argument(
+        "checkpoint", nargs="?", help="just this checkpoint (id or prefix), or a session's newest (default: all)"
+    )
     verify.set_defaults(run=cmd_verify)
     gc = sub.add_parser(
         "gc",
