@@ -294,3 +294,34 @@ def test_processes_racing_on_a_local_folder_get_one_lease_a_round(tmp_path: Path
 def test_processes_racing_on_s3_get_one_lease_a_round(s3_env: str) -> None:
     assert lease.protocol(Store(s3_env)) == "create-if-absent"
     race(s3_env, ROUNDS_S3)
+
+
+ALICE_KEY = "alice's signing key, as the Hub derives it 51c0"
+MALLORY_KEY = "mallory's signing key, as the Hub derives it 9e2a"
+
+
+@pytest.mark.parametrize("where", ["local", "memory"], ids=["create-if-absent", "settle"])
+@pytest.mark.parametrize("forged_with", [None, MALLORY_KEY], ids=["unsigned", "mallory's key"])
+def test_a_lease_another_user_wrote_blocks_nothing_and_is_named(tmp_path: Path, where: str, forged_with) -> None:
+    """Attack 3: mallory writes a live lease ("restoring on another node") into alice's session;
+    with alice's key set it holds nothing: alice's resume takes the lease, and the record is named."""
+    store = Store(str(tmp_path) if where == "local" else f"memory://lease-{secrets.token_hex(8)}")
+    assert lease.protocol(store) == ("create-if-absent" if where == "local" else "settle")
+    forged = foreign("server pid 1", "another-node", time.time() + 3600)
+    store.write(layout.lease_epoch_key(SESSION, 1), forged.record(SESSION, forged_with))
+    store.write(layout.lease_key(SESSION), forged.record(SESSION, forged_with))
+    lease.IGNORED.pop(SESSION, None)
+
+    assert lease.current(store, SESSION).holder == "server pid 1"  # without a key, as before: any record holds
+    assert lease.current(store, SESSION, ALICE_KEY) is None
+    mine = asyncio.run(lease.acquire(store, SESSION, "alice", "node-a", "resumed", 600, SETTLE, ALICE_KEY))
+    assert mine.holder == "alice" and lease.current(store, SESSION, ALICE_KEY).token == mine.token
+    assert "a lease record naming server pid 1 on another-node" in lease.IGNORED[SESSION]
+    assert ("another key" if forged_with else "not signed") in lease.IGNORED[SESSION]
+
+
+def test_alices_own_lease_holds_against_her_other_servers(tmp_path: Path) -> None:
+    store = Store(str(tmp_path))
+    asyncio.run(lease.acquire(store, SESSION, "alice", "node-a", "resumed", 600, SETTLE, ALICE_KEY))
+    with pytest.raises(lease.LeaseHeld, match="being resumed by alice on node-a"):
+        asyncio.run(lease.acquire(store, SESSION, "alice 2", "node-b", "resumed", 600, SETTLE, ALICE_KEY))

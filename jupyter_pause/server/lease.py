@@ -53,7 +53,9 @@ import time
 from dataclasses import dataclass
 
 from ..errors import PauseError, StoreError
+from ..store import seals
 from ..store.layout import lease_epoch, lease_epoch_key, lease_key, lease_prefix, lease_released_key
+from ..store.signing import Keys
 from ..store.storage import Store
 
 log = logging.getLogger(__name__)
@@ -86,9 +88,20 @@ class Lease:
         """Whether the lease has not expired yet."""
         return self.expires > time.time()
 
-    def record(self) -> bytes:
-        """The lease as stored: the fields every version reads, the epoch being in the key."""
-        return json.dumps({name: getattr(self, name) for name in _FIELDS}).encode()
+    def record(self, session: str = "", keys: Keys = None) -> bytes:
+        """The lease as stored: the fields every version reads, the epoch being in the key; sealed
+        for ``session`` with ``keys`` when given."""
+        fields = {name: getattr(self, name) for name in _FIELDS}
+        return seals.sealed_json(fields, seals.LEASE, _place(session), keys)
+
+
+def _place(session: str) -> dict[str, str | None]:
+    """Where a lease record belongs, as its seal covers it: the session and the Hub user."""
+    return {"user": seals.this_user(), "session": session}
+
+
+#: Lease records found and ignored by this process (session: why), for the session's status.
+IGNORED: dict[str, str] = {}
 
 
 def protocol(store: Store) -> str:
@@ -96,8 +109,9 @@ def protocol(store: Store) -> str:
     return CREATE_IF_ABSENT if store.atomic_create else SETTLE
 
 
-def _parse(data: bytes, epoch: int = 0) -> Lease | None:
-    """The lease in a record, or None for one that is not a lease (torn, foreign, wrong types)."""
+def _parse(data: bytes, epoch: int = 0, session: str = "", keys: Keys = None) -> Lease | None:
+    """The lease in a record, or None for one that is not a lease (torn, foreign, wrong types;
+    with ``keys``, unsigned or sealed by another key or for another session: named in ``IGNORED``)."""
     try:
         fields = json.loads(data)
     except ValueError:
@@ -106,18 +120,24 @@ def _parse(data: bytes, epoch: int = 0) -> Lease | None:
         return None
     if not all(isinstance(fields.get(name), kind) for name, kind in _FIELDS.items()):
         return None
+    why = seals.opened_json(fields, seals.LEASE, _place(session), keys)
+    if why is not None:
+        if IGNORED.get(session) != why:
+            log.warning("lease of session %r: a record held by %r ignored: %s", session, fields["holder"], why)
+        IGNORED[session] = f"a lease record naming {fields['holder']} on {fields['node']}: {why}"
+        return None
     return Lease(**{name: fields[name] for name in _FIELDS}, epoch=epoch)
 
 
-def _load(store: Store, key: str, epoch: int = 0) -> Lease | None:
+def _load(store: Store, key: str, epoch: int = 0, session: str = "", keys: Keys = None) -> Lease | None:
     """The lease at ``key``: None if it is not a lease; ``FileNotFoundError`` if nothing is there."""
-    return _parse(bytes(store.read(key)), epoch)
+    return _parse(bytes(store.read(key)), epoch, session, keys)
 
 
-def _read(store: Store, key: str, epoch: int = 0) -> Lease | None:
-    """The lease at ``key``, or None if there is none (absent, torn)."""
+def _read(store: Store, key: str, epoch: int = 0, session: str = "", keys: Keys = None) -> Lease | None:
+    """The lease at ``key``, or None if there is none (absent, torn, foreign)."""
     try:
-        return _load(store, key, epoch)
+        return _load(store, key, epoch, session, keys)
     except FileNotFoundError:
         return None
 
@@ -141,23 +161,23 @@ def _epochs(store: Store, session: str) -> tuple[set[int], set[int]]:
     return records, released
 
 
-def _top(store: Store, session: str) -> tuple[int, Lease | None, bool] | None:
+def _top(store: Store, session: str, keys: Keys = None) -> tuple[int, Lease | None, bool] | None:
     """The highest epoch, its lease (None if torn) and whether it is released; None if it vanished."""
     records, released = _epochs(store, session)
     top = max(records | released, default=0)
     if top == 0 or top not in records:
         return top, None, True
     try:
-        return top, _load(store, lease_epoch_key(session, top), top), top in released
+        return top, _load(store, lease_epoch_key(session, top), top, session, keys), top in released
     except FileNotFoundError:
         return None  # pruned between the listing and the read: a higher epoch exists, look again
 
 
-def _look(store: Store, session: str) -> tuple[int, Lease | None] | None:
+def _look(store: Store, session: str, keys: Keys = None) -> tuple[int, Lease | None] | None:
     """The highest epoch and the live lease holding the session (None if free); None if the
     listing changed under the look (look again)."""
-    legacy = _read(store, lease_key(session))
-    top = _top(store, session)
+    legacy = _read(store, lease_key(session), 0, session, keys)
+    top = _top(store, session, keys)
     if top is None:
         return None
     epoch, record, released = top
@@ -168,22 +188,23 @@ def _look(store: Store, session: str) -> tuple[int, Lease | None] | None:
     return epoch, None
 
 
-def current(store: Store, session: str) -> Lease | None:
-    """The live lease of ``session``, whichever protocol took it, or None."""
+def current(store: Store, session: str, keys: Keys = None) -> Lease | None:
+    """The live lease of ``session``, whichever protocol took it, or None (with ``keys``, a record
+    they did not seal for this session holds nothing)."""
     if not store.atomic_create:
-        legacy = _read(store, lease_key(session))
+        legacy = _read(store, lease_key(session), 0, session, keys)
         return legacy if legacy is not None and legacy.live() else None
     for _ in range(ATTEMPTS):
-        look = _look(store, session)
+        look = _look(store, session, keys)
         if look is not None:
             return look[1]
     raise LeaseHeld(f"could not read the lease of session {session!r}: it kept changing; try again")
 
 
-def _claim(store: Store, session: str, holder: str, node: str, what: str, seconds: float) -> Lease:
+def _claim(store: Store, session: str, holder: str, node: str, what: str, seconds: float, keys: Keys = None) -> Lease:
     """The create-if-absent protocol (see the module docstring)."""
     for _ in range(ATTEMPTS):
-        look = _look(store, session)
+        look = _look(store, session, keys)
         if look is None:
             continue
         epoch, held = look
@@ -191,8 +212,8 @@ def _claim(store: Store, session: str, holder: str, node: str, what: str, second
             raise _refusal(session, held)
         mine = Lease(holder, node, secrets.token_hex(8), time.time() + seconds, what, epoch + 1)
         key = lease_epoch_key(session, mine.epoch)
-        if not store.create(key, mine.record()):
-            winner = _read(store, key, mine.epoch)
+        if not store.create(key, mine.record(session, keys)):
+            winner = _read(store, key, mine.epoch, session, keys)
             if winner is not None and winner.live() and winner.token != mine.token:
                 raise _refusal(session, winner)
             if winner is None or winner.token != mine.token:
@@ -201,7 +222,7 @@ def _claim(store: Store, session: str, holder: str, node: str, what: str, second
         records, marks = _epochs(store, session)
         if max(records | marks) > mine.epoch:
             continue  # a late claim at an epoch others had moved past: never the lease
-        _won(store, session, mine, records | marks, epoch)
+        _won(store, session, mine, records | marks, epoch, keys)
         return mine
     raise LeaseHeld(
         f"could not take the lease of session {session!r}: it changed hands {ATTEMPTS} times while "
@@ -209,12 +230,12 @@ def _claim(store: Store, session: str, holder: str, node: str, what: str, second
     )
 
 
-def _won(store: Store, session: str, mine: Lease, epochs: set[int], keep: int) -> None:
+def _won(store: Store, session: str, mine: Lease, epochs: set[int], keep: int, keys: Keys = None) -> None:
     """Mirror the new lease for older servers; prune the epochs below ``keep``."""
     try:
-        store.write(lease_key(session), mine.record())
+        store.write(lease_key(session), mine.record(session, keys))
     except StoreError:
-        release(store, session, mine)
+        release(store, session, mine, keys)
         raise
     stale = sorted(e for e in epochs if e < keep)
     keys = [key for e in stale for key in (lease_epoch_key(session, e), lease_released_key(session, e))]
@@ -225,21 +246,21 @@ def _won(store: Store, session: str, mine: Lease, epochs: set[int], keep: int) -
 
 
 async def _settle(
-    store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float
+    store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float, keys: Keys = None
 ) -> Lease:
     """The settle protocol (see the module docstring)."""
     key = lease_key(session)
     for _ in range(5):
         started = time.monotonic()
-        held = await asyncio.to_thread(_read, store, key)
+        held = await asyncio.to_thread(_read, store, key, 0, session, keys)
         if held is not None and held.live():
             raise _refusal(session, held)
         mine = Lease(holder, node, secrets.token_hex(8), time.time() + seconds, what)
-        await asyncio.to_thread(store.write, key, mine.record())
+        await asyncio.to_thread(store.write, key, mine.record(session, keys))
         if time.monotonic() - started > settle / 2:
             continue  # too slow between look and claim to be sure: look again
         await asyncio.sleep(settle)
-        after = await asyncio.to_thread(_read, store, key)
+        after = await asyncio.to_thread(_read, store, key, 0, session, keys)
         if after is not None and after.token == mine.token:
             return mine
         if after is not None:
@@ -248,7 +269,7 @@ async def _settle(
 
 
 async def acquire(
-    store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float
+    store: Store, session: str, holder: str, node: str, what: str, seconds: float, settle: float, keys: Keys = None
 ) -> Lease:
     """Take the lease of ``session`` for ``seconds`` or raise ``LeaseHeld`` naming who has it.
 
@@ -263,22 +284,25 @@ async def acquire(
     settle
         Seconds the settle protocol waits before reading its claim back (unused where the store
         has create-if-absent).
+    keys
+        The user's signing keys: the records are sealed with them, and a record they did not
+        seal for this session holds nothing (it is named in ``IGNORED``).
     """
     if await asyncio.to_thread(protocol, store) == CREATE_IF_ABSENT:
-        return await asyncio.to_thread(_claim, store, session, holder, node, what, seconds)
-    return await _settle(store, session, holder, node, what, seconds, settle)
+        return await asyncio.to_thread(_claim, store, session, holder, node, what, seconds, keys)
+    return await _settle(store, session, holder, node, what, seconds, settle, keys)
 
 
-def release(store: Store, session: str, lease: Lease) -> None:
+def release(store: Store, session: str, lease: Lease, keys: Keys = None) -> None:
     """Give the lease back, if it is still ours.
 
     The mirror goes first: while it is removed the record still holds the session, so no new
     holder can have mirrored itself in between.
     """
-    mirror = _read(store, lease_key(session))
+    mirror = _read(store, lease_key(session), 0, session, keys)
     if mirror is not None and mirror.token == lease.token:
         store.delete([lease_key(session)])
     if lease.epoch:
-        record = _read(store, lease_epoch_key(session, lease.epoch), lease.epoch)
+        record = _read(store, lease_epoch_key(session, lease.epoch), lease.epoch, session, keys)
         if record is not None and record.token == lease.token:
             store.write(lease_released_key(session, lease.epoch), json.dumps({"released": time.time()}).encode())

@@ -48,7 +48,7 @@ class PauseManager:
         self.config = config
         self.store = Store(config.store, dict(config.storage_options))
         self.catalog = Catalog(self.store)
-        self.board = StatusBoard(self.store, config.node)
+        self.board = StatusBoard(self.store, config.node, config.keyring)
         self.holder = f"server pid {os.getpid()}"
         self.tasks: set[asyncio.Task[Any]] = set()
         #: The pause under way of each session being paused here.
@@ -269,9 +269,12 @@ class PauseManager:
                 "resumed",
                 self.settings.lease_seconds,
                 self.settings.lease_settle,
+                self.config.keyring,
             )
         except lease.LeaseHeld as e:
             raise http_error(409, str(e)) from e
+        finally:
+            self.board.ignore(session, "lease", lease.IGNORED.pop(session, None))
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
         status = await self._state(
             session,
@@ -316,7 +319,8 @@ class PauseManager:
         if checkpoint in ("latest", ""):
             listing = followed.passing_over(known)
             choice = listing.resolve(checkpoint)
-            return choice.manifest, Decision.of(listing, choice, by_id=False)
+            paused_from = status.checkpoint if status is not None else None
+            return choice.manifest, Decision.of(listing, choice, by_id=False).missing(listing, paused_from)
         choice = followed.resolve(checkpoint)
         manifest = choice.manifest
         if not allow_partial:
@@ -359,7 +363,7 @@ class PauseManager:
         except Exception as e:  # whatever stops a resume ends it as "failed", with the reason
             failure = f"resume failed: {e}"
         finally:
-            await asyncio.to_thread(lease.release, self.store, session, held)
+            await asyncio.to_thread(lease.release, self.store, session, held, self.config.keyring)
         # The lease is free before anyone can read the outcome and try again.
         metrics.resumed(outcome.verdict if outcome is not None else None)
         if outcome is None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ..errors import StoreError
+from ..store import seals
 from ..store.layout import status_key
+from ..store.signing import Keys
 from ..store.storage import Store
 from ..vocabulary import SESSION_STATES, SessionState
 
@@ -34,6 +36,10 @@ class Status:
     #: Checkpoints whose manifest verifies but whose blobs a resume found damaged (id: why):
     #: later resumes and the sessions panel pass over them without reading them again.
     damaged: dict[str, str] = field(default_factory=dict)
+    #: A record of this session found in the store and ignored (its status.json or lease: why),
+    #: unsigned where a signing key is set, another key's, or written for another session: it
+    #: blocks, redirects and relabels nothing. "" when none was.
+    ignored: str = ""
 
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""
@@ -46,9 +52,12 @@ class StatusBoard:
     #: Seconds a state read from the store is reused: every open notebook polls its state.
     cache_seconds = 2.0
 
-    def __init__(self, store: Store, node: str) -> None:
+    def __init__(self, store: Store, node: str, keys: Keys = None) -> None:
         self.store = store
         self.node = node
+        self.keys = keys
+        #: Records read from the store and ignored (session: what: why), said in that session's status.
+        self.ignored: dict[str, dict[str, str]] = {}
         self.local: dict[str, Status] = {}
         self._read_at: dict[str, tuple[float, Status | None]] = {}
 
@@ -74,7 +83,10 @@ class StatusBoard:
     def persist(self, status: Status) -> None:
         """Write ``status`` to the store so other servers see it."""
         try:
-            self.store.write(status_key(status.session), json.dumps(asdict(status)).encode())
+            record = {k: v for k, v in asdict(status).items() if k != "ignored"}
+            self.store.write(
+                status_key(status.session), seals.sealed_json(record, seals.STATUS, _place(status.session), self.keys)
+            )
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.
@@ -90,9 +102,23 @@ class StatusBoard:
         """The newest of this server's view and the store's (another node may have moved on)."""
         local = self.local.get(session)
         shared = self.read(session)
-        if local is None or (shared is not None and shared.updated > local.updated):
-            return shared
-        return local
+        newest = shared if local is None or (shared is not None and shared.updated > local.updated) else local
+        ignored = self.ignored.get(session)
+        if not ignored:
+            return newest
+        said = "; ".join(f"{what} of this session in the store ignored: {why}" for what, why in ignored.items())
+        return replace(newest or Status(session, detail="not paused", node=self.node), ignored=said)
+
+    def ignore(self, session: str, what: str, why: str | None) -> None:
+        """Note that ``what`` (``status.json``, ``lease``) of ``session`` was ignored, and why (logged
+        once); None: it verified (the note goes)."""
+        notes = self.ignored.setdefault(session, {})
+        if why is None:
+            notes.pop(what, None)
+            return
+        if notes.get(what) != why:
+            log.warning("jupyter-pause: the %s of %s in the store is ignored: %s", what, session, why)
+        notes[what] = why
 
     def read(self, session: str, fresh: bool = False) -> Status | None:
         """The state written to the store for ``session``, if any (reused for ``cache_seconds``
@@ -109,4 +135,15 @@ class StatusBoard:
             data = json.loads(bytes(self.store.read(status_key(session))))
         except (FileNotFoundError, StoreError, ValueError):
             return None
-        return Status(**{k: v for k, v in data.items() if k in Status.__dataclass_fields__})
+        why = (
+            seals.opened_json(data, seals.STATUS, _place(session), self.keys) if isinstance(data, dict) else "not JSON"
+        )
+        self.ignore(session, "status.json", why)
+        if why is not None:
+            return None
+        return Status(**{k: v for k, v in data.items() if k in Status.__dataclass_fields__ and k != "ignored"})
+
+
+def _place(session: str) -> dict[str, str | None]:
+    """Where a session's status belongs, as its seal covers it: the session and the Hub user."""
+    return {"user": seals.this_user(), "session": session}

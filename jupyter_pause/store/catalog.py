@@ -169,16 +169,25 @@ class Listing:
         )
 
 
+#: Why a resume passed over the checkpoint its session was paused from: it is not in the store.
+GONE = "gone: the checkpoint this session was paused from is no longer in the store"
+
+
 def passed_over_note(passed_over: dict[str, str], used: str) -> str:
-    """One line naming the checkpoints a resume of "latest" passed over (damaged ones, and other
-    lineages' set aside by ``Listing.following``), or "" when it passed over none."""
-    if not passed_over:
-        return ""
+    """One line naming the checkpoints a resume of "latest" passed over (damaged ones, other
+    lineages' set aside by ``Listing.following``, and first, loudly, the one the session was
+    paused from when it is gone), or "" when it passed over none."""
+    gone = [
+        f"the checkpoint this session was paused from, {i}, is gone; resumed {used}, older"
+        for i, why in passed_over.items()
+        if why == GONE
+    ]
     named = "; ".join(
         f"checkpoint {i} {'was passed over' if why.startswith('not resumed') else 'is damaged'}: {why}"
         for i, why in passed_over.items()
+        if why != GONE
     )
-    return f"{named}; using {used}, the newest intact checkpoint, instead"
+    return "; ".join(gone + ([f"{named}; using {used}, the newest intact checkpoint, instead"] if named else []))
 
 
 @dataclass(frozen=True)
@@ -205,6 +214,18 @@ class Decision:
             tuple(m.id for m in listing.checkpoints),
             {**listing.damaged, **listing.elsewhere},
             {**listing.taken, **aside},
+        )
+
+    def missing(self, listing: Listing, paused_from: str | None) -> Decision:
+        """This decision, with checkpoint ``paused_from`` (the one the session was paused from, as
+        its signed status says) passed over as ``GONE`` when ``listing`` holds it no more."""
+        held = {m.id for m in listing.checkpoints + listing.aside} | set(listing.damaged) | set(listing.unreadable)
+        if not paused_from or paused_from in held:
+            return self
+        return replace(
+            self,
+            passed_over={paused_from: GONE, **self.passed_over},
+            taken={**self.taken, paused_from: _id_time(paused_from)},
         )
 
     def newer(self, than: Manifest | None) -> dict[str, str]:
