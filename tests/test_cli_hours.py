@@ -4,6 +4,7 @@ over a ledger written to a real store folder."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,54 @@ def test_signed_only_without_keys_says_which_to_set(store, capsys, monkeypatch):
     monkeypatch.delenv("JUPYTER_PAUSE_SIGNING_KEY", raising=False)
     code, _, err = _run(capsys, "hours", "--store", store, *WINDOW, "--signed-only")
     assert code != 0 and "JUPYTER_PAUSE_HUB_SECRET" in err
+
+
+def test_records_of_another_user_and_replayed_copies_never_change_a_users_hours(tmp_path, capsys, monkeypatch):
+    """Attack 4: under ana's prefix, ben writes records naming himself (signed with his own key)
+    for ana's session, and copies of ana's own signed records under new names. Read as ana's
+    prefix (``--user ana`` with the Hub's secret, or ana's own server), her figures are what her
+    records say; the report names how many records it refused, and why."""
+    from jupyter_pause.store.layout import LEDGER, ledger_key
+    from jupyter_pause.store.signing import user_key
+
+    secret = "s" * 64
+    root = tmp_path / "ana"
+    store = Store(str(root))
+    anas = [r for r in week().records if r.get("user") == "ana"]
+    bens = [{**r, "user": "ben"} for r in anas if r.get("session") == "ana-train"]
+    ledger.sign_with(lambda e: user_key(secret, e.user) if e.user else None)
+    try:
+        for record in anas:
+            ledger.write(store, ledger.Event.from_dict(record))
+        shutil.copytree(root, tmp_path / "clean")  # ana's records alone, for the figures they give
+        for record in bens:  # signed with ben's key: his own, naming him
+            ledger.write(store, ledger.Event.from_dict(record))
+    finally:
+        ledger.sign_with(None)
+    originals = sorted(p for p in (tmp_path / "clean" / LEDGER).rglob("*.json"))
+    for n, path in enumerate(originals[:40]):  # ana's own records, copied under new names
+        copy = root / ledger_key(json.loads(path.read_bytes())["at"], f"{n:08x}")
+        copy.write_bytes(path.read_bytes())
+    monkeypatch.setenv("JUPYTER_PAUSE_HUB_SECRET", secret)
+    _, out, _ = _run(capsys, "hours", "--store", str(tmp_path / "clean"), *WINDOW, "--json", "--user", "ana")
+    clean = json.loads(out)
+
+    _, out, _ = _run(capsys, "hours", "--store", str(root), *WINDOW, "--json", "--user", "ana")
+    data = json.loads(out)
+    assert _gpu_figures(data) == _gpu_figures(clean)
+    counts = data["signatures"]
+    assert counts["foreign"] == len(bens) and counts["replayed"] > 0 and counts["bad_signature"] == 0
+    _, text, _ = _run(capsys, "hours", "--store", str(root), *WINDOW, "--user", "ana")
+    assert f"refused: {len(bens)} naming another user than the prefix's" in text
+
+    monkeypatch.delenv("JUPYTER_PAUSE_HUB_SECRET")
+    monkeypatch.setenv("JUPYTERHUB_USER", "ana")
+    monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", user_key(secret, "ana"))
+    _, out, _ = _run(capsys, "hours", "--store", str(root), *WINDOW, "--json")
+    own = json.loads(out)
+    assert _gpu_figures(own) == _gpu_figures(clean) and own["signatures"]["bad_signature"] == len(bens)
+
+
+def _gpu_figures(report: dict) -> list[dict]:
+    """A report's rows without the store's size (the forged records take room in the store)."""
+    return [{k: v for k, v in r.items() if k not in ("store_bytes", "storage_gb_months")} for r in report["sessions"]]

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from jupyter_pause.cli.hours import checked
+from jupyter_pause.store.ledger import checked
 from jupyter_pause.hours import records, text, timeline, totals, whatif
 from jupyter_pause.store import ledger, rollup, signing
 from jupyter_pause.store.layout import ledger_key
@@ -298,7 +298,13 @@ def test_a_forged_record_does_not_become_signed_through_a_roll_up(tmp_path):
     rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(*window)
     expected = _checked_report(raw, *window, USERS_KEYS, signed_only=True)
     assert _checked_report(rolled, *window, USERS_KEYS, signed_only=True) == expected
-    assert expected["signatures"] == {"verified": 2 * 18, "unsigned": 1, "bad signature": 1}
+    assert expected["signatures"] == {
+        "verified": 2 * 18,
+        "unsigned": 1,
+        "bad signature": 1,
+        "foreign": 0,
+        "replayed": 0,
+    }
     day = rollup.decode(store.read(rollup.key("20261116")), "20261116")
     assert [r for r in day.records if r.get("sig") == record["sig"]] == [record]  # kept whole, still bad
     assert json.loads(plain) | {"v": 1} in [{k: v for k, v in r.items() if v is not None} for r in day.records]
@@ -328,7 +334,7 @@ def test_a_forged_roll_up_cannot_vouch_for_its_records(tmp_path):
     path.write_text(json.dumps(outer))
     rolled, _ = ledger.Cache(store, keys=USERS_KEYS).read(*window)
     _, counts = checked(rolled, USERS_KEYS, signed_only=True)
-    assert counts == {"verified": 18 + 8, "unsigned": 0, "bad signature": 10}
+    assert counts == {"verified": 18 + 8, "unsigned": 0, "bad signature": 10, "foreign": 0, "replayed": 0}
 
 
 # -- packed spans (format 3) and adding up many spans at once ----------------------------------------

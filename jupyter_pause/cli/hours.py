@@ -103,23 +103,13 @@ def ledger_keys(env: dict[str, str] | None = None) -> Callable[[str | None], sig
     return None if ring is None else (lambda _user: ring)
 
 
-def checked(
-    events: list[ledger.Event], keys_for: Callable[[str | None], Any] | None, signed_only: bool
-) -> tuple[list[ledger.Event], dict[str, int] | None]:
-    """The events to count, and how many records were verified, unsigned, or refused for a bad
-    signature (never counted); with ``signed_only`` unsigned ones are not counted either. A
-    roll-up's merged record counts as the raw records it stands for (``ledger.stands_for``), so
-    the counts are those of the raw events."""
-    counts = {ledger.VERIFIED: 0, ledger.UNSIGNED: 0, ledger.BAD_SIGNATURE: 0}
+def owner(args: argparse.Namespace, keys_for: Any) -> str | None:
+    """The user whose prefix the store is, whose records alone count: ``--user`` where given,
+    else, on a Hub, the user this process works for (JUPYTERHUB_USER); None where unknown (a
+    Hub's shared root, read with the Hub's secret: each record counts for the user its key is)."""
     if keys_for is None:
-        return events, None
-    kept = []
-    for event in events:
-        verdict = ledger.trust(event, keys_for(event.user))
-        counts[verdict] += ledger.stands_for(event)
-        if verdict == ledger.VERIFIED or (verdict == ledger.UNSIGNED and not signed_only):
-            kept.append(event)
-    return kept, counts
+        return None
+    return getattr(args, "user", None) or os.environ.get("JUPYTERHUB_USER") or None
 
 
 def _trust_line(counts: dict[str, int] | None, signed_only: bool) -> str:
@@ -131,7 +121,9 @@ def _trust_line(counts: dict[str, int] | None, signed_only: bool) -> str:
     unsigned = "not counted" if signed_only else "counted; --signed-only leaves them out"
     return (
         f"ledger signatures: {counts[ledger.VERIFIED]} verified, {counts[ledger.UNSIGNED]} unsigned ({unsigned}), "
-        f"{counts[ledger.BAD_SIGNATURE]} with a signature that does not verify (not counted)"
+        f"{counts[ledger.BAD_SIGNATURE]} with a signature that does not verify (not counted); "
+        f"refused: {counts[ledger.FOREIGN]} naming another user than the prefix's, "
+        f"{counts[ledger.REPLAYED]} replayed copies of a record already counted"
     )
 
 
@@ -149,7 +141,7 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
             "--signed-only needs the keys that signed the records: set JUPYTER_PAUSE_SIGNING_KEY (one user's), "
             "or JUPYTER_PAUSE_HUB_SECRET (every user's, as the Hub derives them)"
         )
-    events, counts = checked(events, keys_for, signed_only)
+    events, counts = ledger.checked(events, keys_for, signed_only, owner(args, keys_for))
     hours, lines = build(events, args, store, malformed)
     what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
     out = text.report(hours) + "\n" + _trust_line(counts, signed_only)
@@ -178,7 +170,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentPa
     hours = sub.add_parser("hours", parents=[common], help="GPU-hours held, used and released; charts; what-ifs")
     hours.add_argument("--since", type=moment, help="from this age ago or UTC date (e.g. 7d, 2026-11-16)")
     hours.add_argument("--until", type=moment, help="up to this age ago or UTC date (default: now)")
-    hours.add_argument("--user", help="only this user's sessions")
+    hours.add_argument(
+        "--user",
+        help="only this user's sessions; with keys, the store is read as this user's prefix: a record naming "
+        "another user is refused and counted as such (on a Hub, JUPYTERHUB_USER is the default)",
+    )
     hours.add_argument("--html", metavar="FILE", help="also write a self-contained page with charts here")
     hours.add_argument("--price", type=price, metavar="GPU_HOUR", help="price of one GPU-hour, for money")
     hours.add_argument("--storage-price", type=price, metavar="GB_MONTH", help="price of a GB-month of store")

@@ -12,7 +12,10 @@ Series (Prometheus names; no server, session or checkpoint ids as labels):
 - ``jupyter_pause_hub_last_check_timestamp_seconds`` and ``_check_errors_total``;
 - with ``--store``: ``jupyter_pause_hub_gpu_hours{user,kind}`` over the last ``--metrics-window``
   (kind ``held``, ``active``, ``released``), as ``jupyter pause hours`` adds them up (the lower
-  bound where the ledger leaves a range), recomputed at most every ``refresh`` seconds.
+  bound where the ledger leaves a range), recomputed at most every ``refresh`` seconds; and, where
+  the service has the Hub's secret, ``jupyter_pause_hub_ledger_records{verdict}``: the records read
+  for them, counted (``verified``, ``unsigned``) or refused (``bad_signature``, ``foreign``,
+  ``replayed``).
 """
 
 from __future__ import annotations
@@ -106,6 +109,17 @@ class _HoursCollector(Collector):
             for kind in KINDS:
                 family.add_metric([user, kind], kinds.get(kind, 0.0))
         yield family
+        counts = getattr(self.hours, "records", None)
+        if counts:
+            checked = GaugeMetricFamily(
+                "jupyter_pause_hub_ledger_records",
+                "Ledger records over the metrics window by verdict: verified and unsigned ones count; those with a "
+                "signature that does not verify, naming another user, or replayed copies are refused.",
+                labels=["verdict"],
+            )
+            for verdict, n in counts.items():
+                checked.add_metric([verdict.replace(" ", "_")], n)
+            yield checked
 
 
 class LedgerHours:
@@ -119,6 +133,8 @@ class LedgerHours:
     def __init__(self, store: Store, window: float, refresh: float = 300.0, keys: ledger.KeysFor | None = None) -> None:
         self.store, self.window, self.refresh, self.keys = store, window, refresh, keys
         self._value: dict[str, dict[str, float]] = {}
+        #: Records read for the last figures, by verdict (``ledger.checked``); empty without keys.
+        self.records: dict[str, int] = {}
         self._at = 0.0
         self._busy = threading.Lock()
 
@@ -129,7 +145,8 @@ class LedgerHours:
 
     def _update(self) -> None:
         try:
-            self._value = per_user(self.store, time.time() - self.window, time.time(), self.keys)
+            self._value, counts = checked_per_user(self.store, time.time() - self.window, time.time(), self.keys)
+            self.records = counts or {}
             self._at = time.monotonic()
         except Exception as e:  # the metrics go on with the last figures; the log says why
             log.warning("GPU-hours for the metrics could not be read from the ledger: %s", e)
@@ -142,7 +159,17 @@ def per_user(
 ) -> dict[str, dict[str, float]]:
     """Held, active and released GPU-hours of each user in ``since..until``, from the ledger (its
     settled days from their roll-ups, written where missing; ``keys``: as for ``LedgerHours``)."""
+    return checked_per_user(store, since, until, keys)[0]
+
+
+def checked_per_user(
+    store: Store, since: float, until: float, keys: ledger.KeysFor | None = None
+) -> tuple[dict[str, dict[str, float]], dict[str, int] | None]:
+    """``per_user``, and how many records were counted or refused, by verdict (``ledger.checked``:
+    with ``keys``, a record counts only where the key of the user it names verifies it, and a
+    replayed copy once); None without keys."""
     events, _ = ledger.read(store, since - LOOKBACK, until, keys=keys)
+    events, counts = ledger.checked(events, keys, False)
     parsed, _ = records.parse_all(events)
     hours = totals.compute(timeline.timelines(parsed), totals.Window(since, until))
     out: dict[str, dict[str, float]] = {}
@@ -151,7 +178,7 @@ def per_user(
         kinds = out.setdefault(user, dict.fromkeys(KINDS, 0.0))
         for kind in KINDS:
             kinds[kind] += _low(getattr(row, kind))
-    return out
+    return out, counts
 
 
 def _low(value: Any) -> float:

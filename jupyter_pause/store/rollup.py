@@ -112,7 +112,7 @@ def summarise(
 
 def _merge(run: list[dict[str, Any]]) -> dict[str, Any]:
     """One record for a run of a kernel's activity records: the first's, with every span, and
-    each record's time and number of spans in ``parts``."""
+    each record's time and number of spans in ``parts`` (its ``id`` the first's: the run counts once)."""
     merged = {k: v for k, v in run[0].items() if k != SIGNATURE}
     merged["spans"] = Spans.of_pairs(s for r in run for s in r.get("spans") or [])
     merged[PARTS] = Parts.of_pairs([r["at"], len(r.get("spans") or [])] for r in run)
@@ -188,7 +188,7 @@ def _whose(record: dict[str, Any]) -> tuple[Any, ...]:
 
 def _extras(record: dict[str, Any]) -> bool:
     """Whether an activity record carries more than its owner, time and spans (then it is kept whole)."""
-    plain = {"v", "at", "spans", SIGNATURE, "trigger", "checkpoint", "bytes", "bytes_total", *_OWNER}
+    plain = {"v", "id", "at", "spans", SIGNATURE, "trigger", "checkpoint", "bytes", "bytes_total", *_OWNER}
     return any(k not in plain for k in record) or any(
         record.get(k) is not None for k in ("trigger", "checkpoint", "bytes", "bytes_total")
     )
