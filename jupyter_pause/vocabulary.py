@@ -83,6 +83,9 @@ class Trigger(enum.StrEnum):
     SERVICE = "service"
     #: ``jupyter pause drill``'s checkpoint of a test cycle.
     DRILL = "drill"
+    #: The preemption watcher saw an early warning (AWS's rebalance recommendation): a checkpoint
+    #: of every session, no pause, so the pause at the notice has little left to write.
+    REBALANCE = "rebalance"
 
 
 #: Triggers a checkpoint (its manifest) may carry. Not ``service``: the Hub service asks for a
@@ -94,8 +97,30 @@ RELEASE_TRIGGERS = (Trigger.BUTTON, Trigger.SERVICE, Trigger.IDLE)
 
 #: Triggers that make a ``kernel_stopped`` in the ledger a pause (its GPUs released until the
 #: session's next start), as the ledger contract has them. Not ``drill``: a drill's stop is a
-#: test of the cycle, and no writer records it with a trigger.
-PAUSE_TRIGGERS = tuple(t for t in Trigger if t is not Trigger.DRILL)
+#: test of the cycle, and no writer records it with a trigger; not ``rebalance``: it stops no kernel.
+PAUSE_TRIGGERS = tuple(t for t in Trigger if t not in (Trigger.DRILL, Trigger.REBALANCE))
+
+
+class Cloud(enum.StrEnum):
+    """A cloud whose preemption notices the server's watcher reads (``PauseServer.preemption_notices``)."""
+
+    AWS = "aws"
+    GCE = "gce"
+    AZURE = "azure"
+
+
+class WatcherState(enum.StrEnum):
+    """What the server's preemption watcher of a cloud knows now (its status, the status indicator)."""
+
+    #: ``preemption_notices = "auto"``: no metadata service has answered yet.
+    SEARCHING = "searching"
+    #: It reads its notice, and there is none.
+    WATCHING = "watching"
+    #: It cannot read its notice (refused, timed out, an answer it does not understand): a notice
+    #: would go unseen. Its ``error`` says why.
+    BLIND = "blind"
+    #: A notice came: every session was paused.
+    NOTICED = "noticed"
 
 
 class LedgerEvent(enum.StrEnum):
@@ -134,6 +159,8 @@ EXPORTED: dict[str, Any] = {
     "RELEASE_TRIGGERS": RELEASE_TRIGGERS,
     "PAUSE_TRIGGERS": PAUSE_TRIGGERS,
     "LedgerEvent": LedgerEvent,
+    "Cloud": Cloud,
+    "WatcherState": WatcherState,
     "SERVER_EVENTS": SERVER_EVENTS,
     "KERNEL_EVENTS": KERNEL_EVENTS,
 }

@@ -2,18 +2,16 @@
 
 Waiting for a GPU that is not there, a store that cannot be written, a kernel killed in the
 middle of its checkpoint, a cell that will not finish, and the pauses nobody clicked: the idle
-policy and the cloud preemption watcher (against a fake metadata server on 127.0.0.1 only).
+policy (the cloud preemption watcher has tests/test_server_preemption.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import http.server
 import json
 import os
 import shutil
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -503,124 +501,6 @@ class TestIdlePolicy:
         assert busy not in await kernel_ids(jp_fetch)
         assert newest(store, session_from_path(busy_path)).trigger == "idle"
         await manager.wait()
-
-
-# -- 6. the preemption watcher -----------------------------------------------------------------
-
-
-class FakeMetadata:
-    """A metadata server on 127.0.0.1 that gives a preemption notice once told to."""
-
-    SPOT = "/latest/meta-data/spot/instance-action"
-    GCE = "/computeMetadata/v1/instance/preempted"
-
-    def __init__(self) -> None:
-        self.preempted = False
-        self.requests: list[tuple[str, str | None, int]] = []
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                code, body = fake.answer(self.path, self.headers.get("Metadata-Flavor"))
-                fake.requests.append((self.path, self.headers.get("Metadata-Flavor"), code))
-                data = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def answer(self, path: str, flavor: str | None) -> tuple[int, str]:
-        if path == self.SPOT:
-            if not self.preempted:
-                return 404, "Not Found"
-            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 120))
-            return 200, json.dumps({"action": "terminate", "time": when})
-        if path == self.GCE:
-            if flavor != "Google":
-                return 403, "Missing Metadata-Flavor:Google header."
-            return 200, "TRUE" if self.preempted else "FALSE"
-        return 404, "Not Found"
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
-
-    def start(self) -> FakeMetadata:
-        self.thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
-@pytest.fixture
-def metadata() -> FakeMetadata:
-    fake = FakeMetadata().start()
-    yield fake
-    fake.stop()
-
-
-async def every_session_paused_on_notice(
-    fetch: Any, serverapp: Any, root: Path, store: Path, fake: FakeMetadata
-) -> None:
-    paths = [write_notebook(root, name, "x = 1") for name in ("one.ipynb", "sub/two.ipynb")]
-    kernels = [await open_kernel(fetch, p) for p in paths]
-    for kernel, path in zip(kernels, paths, strict=True):
-        await run(serverapp, kernel, f"where = {path!r}")
-    await asyncio.sleep(1.0)  # a few polls with no notice: nothing happens
-    assert fake.requests, "the watcher never polled the metadata server"
-    for path in paths:
-        assert (await status(fetch, path))["state"] == "ready"
-    assert set(kernels) <= set(await kernel_ids(fetch))
-
-    fake.preempted = True
-    for path, kernel in zip(paths, kernels, strict=True):
-        done = await wait_state(fetch, path, ("paused", "failed"), timeout=30)
-        assert done["state"] == "paused", done
-        manifest = newest(store, session_from_path(path))
-        assert manifest.id == done["checkpoint"] and manifest.trigger == "spot"
-        assert kernel not in await kernel_ids(fetch)
-
-
-class TestAwsSpotNotice:
-    @pytest.fixture
-    def pause_server(self, metadata: FakeMetadata) -> dict[str, Any]:
-        return {"aws_spot_url": metadata.url(FakeMetadata.SPOT), "preemption_poll_interval": 0.3}
-
-    async def test_notice_pauses_every_session(self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, metadata):
-        await every_session_paused_on_notice(jp_fetch, jp_serverapp, jp_root_dir, store, metadata)
-        assert manager.preemption.noticed.startswith("AWS spot interruption notice")
-        assert {code for p, _, code in metadata.requests if p == FakeMetadata.SPOT} >= {404, 200}
-        await manager.wait()
-
-
-class TestGcePreemption:
-    @pytest.fixture
-    def pause_server(self, metadata: FakeMetadata) -> dict[str, Any]:
-        return {"gce_preempted_url": metadata.url(FakeMetadata.GCE), "preemption_poll_interval": 0.3}
-
-    async def test_notice_pauses_every_session(self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, metadata):
-        await every_session_paused_on_notice(jp_fetch, jp_serverapp, jp_root_dir, store, metadata)
-        assert manager.preemption.noticed == "GCE preemption notice"
-        assert all(flavor == "Google" for _, flavor, _ in metadata.requests), metadata.requests
-        await manager.wait()
-
-    def test_fake_server_refuses_without_the_header(self, metadata):
-        from urllib.error import HTTPError
-        from urllib.request import Request, urlopen
-
-        with pytest.raises(HTTPError) as info:
-            urlopen(metadata.url(FakeMetadata.GCE), timeout=5)
-        assert info.value.code == 403
-        request = Request(metadata.url(FakeMetadata.GCE), headers={"Metadata-Flavor": "Google"})
-        assert urlopen(request, timeout=5).read() == b"FALSE"
 
 
 # -- 7. the status, sessions, resume and pull endpoints ----------------------------------------

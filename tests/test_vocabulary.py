@@ -78,7 +78,7 @@ def test_the_groups_hold_what_their_users_need() -> None:
     assert set(vocabulary.BUSY_STATES) < set(SessionState)
     assert set(vocabulary.KERNEL_STATES) == set(SessionState) - {SessionState.PAUSED, SessionState.WAITING}
     assert set(vocabulary.CHECKPOINT_TRIGGERS) == set(Trigger) - {Trigger.SERVICE}
-    assert set(vocabulary.PAUSE_TRIGGERS) == set(Trigger) - {Trigger.DRILL}
+    assert set(vocabulary.PAUSE_TRIGGERS) == set(Trigger) - {Trigger.DRILL, Trigger.REBALANCE}
     assert set(vocabulary.RELEASE_ACTIVE_STATES) < set(ReleaseState)
     assert set(vocabulary.SERVER_EVENTS) | set(vocabulary.KERNEL_EVENTS) == set(LedgerEvent)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Enum, Float, Int, Unicode
 from traitlets.config import Configurable
+
+from ..vocabulary import Cloud
 
 
 class PauseServer(Configurable):
@@ -36,22 +38,40 @@ class PauseServer(Configurable):
         0.0, help="Pause kernels idle for this many seconds (0: never). Unlike cull_idle_timeout, state is kept."
     ).tag(config=True)
     idle_check_interval = Float(60.0, help="Seconds between idle checks.").tag(config=True)
+    preemption_notices = Enum(
+        ["", "auto", *Cloud],
+        "",
+        help="Watch a cloud's preemption notices and pause every session on one: aws (the spot "
+        "interruption notice through IMDSv2; a rebalance recommendation checkpoints every session), gce, "
+        "azure (Scheduled Events), or auto (watch whichever of the three metadata services answers). "
+        "Empty (the default): only the clouds whose URL setting below is set.",
+    ).tag(config=True)
     aws_spot_url = Unicode(
         "",
-        help="AWS spot interruption notice URL to poll (off when empty), normally "
-        "http://169.254.169.254/latest/meta-data/spot/instance-action.",
+        help="AWS spot interruption notice URL (the token and rebalance addresses are on the same host); "
+        "empty: http://169.254.169.254/latest/meta-data/spot/instance-action when preemption_notices "
+        "asks for aws, else off.",
     ).tag(config=True)
     gce_preempted_url = Unicode(
         "",
-        help="GCE preemption URL to poll (off when empty), normally "
-        "http://metadata.google.internal/computeMetadata/v1/instance/preempted.",
+        help="GCE preemption URL; empty: http://metadata.google.internal/computeMetadata/v1/instance/preempted "
+        "when preemption_notices asks for gce, else off.",
+    ).tag(config=True)
+    azure_scheduled_events_url = Unicode(
+        "",
+        help="Azure Scheduled Events URL; empty: "
+        "http://169.254.169.254/metadata/scheduledevents?api-version=2020-07-01 when preemption_notices "
+        "asks for azure, else off.",
     ).tag(config=True)
     preemption_poll_interval = Float(5.0, help="Seconds between preemption notice polls.").tag(config=True)
+    preemption_timeout = Float(
+        2.0, help="Seconds a metadata service has to answer one request (auto's probes included)."
+    ).tag(config=True)
     preemption_grace = Float(
         60.0,
         help="Seconds a pause on a preemption notice waits for a running cell's next safe point (or its end) "
         "before it gives up on that kernel, whose own SIGTERM checkpoint stays the fallback. Keep it under the "
-        "notice's lead time: AWS spot gives 120 s, GCE 30 s.",
+        "notice's lead time: AWS spot gives 120 s, GCE and Azure 30 s.",
     ).tag(config=True)
     rebuild = Bool(
         True,

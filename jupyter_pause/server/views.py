@@ -12,7 +12,8 @@ from . import accounting, lease
 
 async def overview(manager: Any) -> dict[str, Any]:
     """This server's status: its node, store and lease protocol, its Hub, the notebooks with a
-    kernel here now, the newest release, and the pause service's pending warning (or None)."""
+    kernel here now, the newest release, the pause service's pending warning (or None), and the
+    preemption watcher's state (or None when it is off)."""
     running = [
         {
             "path": m["path"],
@@ -23,6 +24,7 @@ async def overview(manager: Any) -> dict[str, Any]:
     ]
     hub = manager.releaser.hub
     current = manager.releaser.current
+    watcher = getattr(manager, "preemption", None)
     return {
         "node": manager.config.node,
         "store": manager.store.display_url,
@@ -33,6 +35,8 @@ async def overview(manager: Any) -> dict[str, Any]:
         "release": current.public() if current else None,
         "warning": manager.warnings.public(),
         "warning_ended": manager.warnings.ended,
+        # the preemption watchers (cloud, state, last error) and whether a pause fits the notice
+        "preemption": await watcher.status([r["session"] for r in running]) if watcher is not None else None,
     }
 
 
