@@ -21,7 +21,7 @@ LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.jso
 $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "$(TORCH_SPEC)"
-	$(PIP) install -q -e ".[test,lab]"
+	$(PIP) install -q -e ".[test]"
 	npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION)
 	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
 	touch $(STAMP)

@@ -41,3 +41,43 @@ def test_jupyter_pause_subcommand_has_help(jupyter_dirs):
     out = _jupyter("pause", "--help")
     for command in ("list", "show", "verify", "gc", "report", "drill"):
         assert command in out
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _first_install_line() -> list[str]:
+    """The README's first ``pip install`` line, as a newcomer copies it."""
+    block = (ROOT / "README.md").read_text().split("## Install", 1)[1].split("```", 2)[1]
+    line = next(x for x in block.splitlines() if x.startswith("pip install"))
+    return line.split("#", 1)[0].split()
+
+
+def test_the_readmes_first_install_line_gives_jupyterlab_with_the_extension(tmp_path):
+    """In a fresh venv with nothing else on PATH: torch first (as the README says), then the
+    README's first line; ``jupyter lab`` is there, with both extensions enabled."""
+    import torch
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    dirs = {name: str(tmp_path / name) for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR")}
+    keep = {
+        k: v for k, v in os.environ.items() if k in ("HOME", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_CONFIG_FILE")
+    }
+    env = {**keep, **dirs, "PATH": str(venv / "bin"), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+    def run(*argv: str) -> str:
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    run("pip", "install", "-q", f"torch=={torch.__version__.split('+')[0]}")
+    command = _first_install_line()
+    assert command[:2] == ["pip", "install"], command
+    run(*command)
+    assert run("jupyter", "lab", "--version").strip()
+    lab = run("jupyter", "labextension", "list")
+    line = next((x for x in lab.splitlines() if "jupyter-pause" in x), "")
+    assert "enabled" in line and "OK" in line, lab
+    server = run("jupyter", "server", "extension", "list")
+    assert "enabled" in server.split("jupyter_pause", 1)[1].splitlines()[0], server
