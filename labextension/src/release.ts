@@ -3,6 +3,7 @@
  *
  * Pure functions only (no JupyterLab imports), so they are unit-tested as they are.
  */
+import { IPreemption } from './preemption';
 import { IPauseStatus, SessionState } from './status';
 import vocabulary from './vocabulary.json';
 
@@ -64,6 +65,8 @@ export interface IServerStatus {
   release: IRelease | null;
   /** The pause service's warning of a coming release, or null (absent: an older server). */
   warning?: IReleaseWarning | null;
+  /** The preemption watcher, or null when it is off (absent: an older server). */
+  preemption?: IPreemption | null;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { PauseStatusModel } from './model';
+import { describePreemption, formatPreemption, preemptionAttention } from './preemption';
 import { describeRelease, formatRelease, showsRelease } from './release';
 import { ServerStatusModel } from './servermodel';
 
@@ -10,7 +11,9 @@ import { ServerStatusModel } from './servermodel';
  *
  * DOM: `<div class="jp-PauseStatus" data-state="paused" role="status" title="...">paused</div>`;
  * after a resume `data-verdict="restored|partial|..."`, during a release
- * `data-release="pausing|stopping|stopped|paused|failed"` as well.
+ * `data-release="pausing|stopping|stopped|paused|failed"` as well. When the server's preemption
+ * watcher cannot read its cloud's notice, or a pause would not fit the notice, the text says so
+ * after the state (`ready · AWS notice unreadable`), with `data-preemption="blind|tight"`.
  */
 export class PauseStatusView extends Widget {
   constructor(model: PauseStatusModel, server: ServerStatusModel | null = null) {
@@ -52,10 +55,20 @@ export class PauseStatusView extends Widget {
       this.node.textContent = formatRelease(release);
       this.node.dataset.release = release.state;
       this.node.title = describeRelease(release);
+      delete this.node.dataset.preemption;
     } else {
-      this.node.textContent = model.text;
+      const preemption = this._server?.status?.preemption;
+      const problem = formatPreemption(preemption);
+      this.node.textContent = problem ? `${model.text} · ${problem}` : model.text;
       delete this.node.dataset.release;
-      this.node.title = model.tooltip;
+      const lines = [model.tooltip, ...describePreemption(preemption)];
+      this.node.title = lines.filter(Boolean).join('\n');
+      const attention = preemptionAttention(preemption);
+      if (attention) {
+        this.node.dataset.preemption = attention;
+      } else {
+        delete this.node.dataset.preemption;
+      }
     }
   }
 
