@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from jupyter_core.paths import jupyter_runtime_dir
@@ -15,11 +16,35 @@ DEFAULT_SESSION = "default"
 
 
 def notebook_path() -> str | None:
-    """Absolute path of the kernel's notebook, as jupyter-server passes it in ``JPY_SESSION_NAME``."""
+    """Absolute path of the kernel's notebook, as jupyter-server passes it in ``JPY_SESSION_NAME``.
+
+    A relative path (the server's API path, when the client named no file) is taken from the
+    server's root, else from the folder the kernel started in: never from the working directory,
+    which a cell may have changed (``os.chdir("data")``)."""
     path = os.environ.get("JPY_SESSION_NAME")
     if not path:
         return None
-    return os.path.abspath(path)
+    if os.path.isabs(path):
+        return os.path.normpath(path)
+    root = server_root()
+    if root:
+        return os.path.normpath(os.path.join(root, path))
+    started = kernel_start_folder()
+    if started is None:
+        return os.path.abspath(path)
+    head, name = os.path.split(os.path.normpath(path))
+    # jupyter-server starts a notebook's kernel in the notebook's folder: an API path
+    # ``project/nb.ipynb`` and a start folder ``.../project`` name the same file.
+    inside = bool(head) and os.path.normpath(started).endswith(os.sep + head)
+    return os.path.join(started, name) if inside else os.path.normpath(os.path.join(started, path))
+
+
+def kernel_start_folder() -> str | None:
+    """The folder the kernel started in, as IPython took it before any cell ran; None outside IPython."""
+    ipython = sys.modules.get("IPython")  # not loaded: no kernel to ask
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    started = getattr(shell, "starting_dir", None)
+    return started if isinstance(started, str) and os.path.isabs(started) else None
 
 
 def server_root() -> str | None:

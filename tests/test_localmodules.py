@@ -4,6 +4,7 @@ that lacks them; a different file there is named, and replaced only with ``--ove
 from __future__ import annotations
 
 import importlib
+import shutil
 import sys
 from pathlib import Path
 
@@ -182,3 +183,126 @@ def test_kernel_round_trip_puts_modules_back_and_overwrite_replaces(start_kernel
     out = c.run("%resume --session local --overwrite").ok().stdout
     assert "local modules replaced by the checkpoint's (--overwrite): utils.py" in out
     assert c.value("model(5)") == 10 and (c_dir / "utils.py").read_text() == UTILS
+
+
+# -- issue 39: modules imported from a sys.path folder travel, whatever the working directory --
+
+HELPERS = "class Box:\n    def __init__(self, v):\n        self.v = v\n\n\ndef scale(x):\n    return 3 * x\n"
+
+
+def _project(root: Path) -> Path:
+    """A notebook's folder holding ``lib/helpers.py`` and ``data/``."""
+    folder = root / "project"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "data").mkdir()
+    (folder / "lib" / "helpers.py").write_text(HELPERS)
+    return folder
+
+
+def _helpers_cells(chdir: bool) -> str:
+    return (
+        "%load_ext jupyter_pause\nimport os, sys\nsys.path.insert(0, os.path.abspath('lib'))\n"
+        "from helpers import Box, scale\nbox = Box(scale(7))\nf = scale\n" + ("os.chdir('data')\n" if chdir else "")
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("chdir", [True, False], ids=["chdir", "no-chdir"])
+@pytest.mark.parametrize("notebook", ["absolute", "api-path", "none"])
+def test_a_module_from_an_added_sys_path_folder_travels_whatever_the_working_directory(
+    start_kernel, tmp_path, notebook, chdir
+):
+    """The notebook puts ``lib`` on sys.path, imports from it, changes into ``data`` and pauses;
+    the other node has ``data/`` but not ``lib/helpers.py``, and A's folder is gone."""
+    store = tmp_path / "store"
+    a_dir, b_dir = _project(tmp_path / "node-a"), tmp_path / "node-b" / "project"
+    (b_dir / "data").mkdir(parents=True)
+
+    def env(folder: Path) -> dict[str, str]:
+        names = {"absolute": str(folder / "nb.ipynb"), "api-path": "project/nb.ipynb"}
+        return {
+            "JUPYTER_PAUSE_STORE": str(store),
+            **({"JPY_SESSION_NAME": names[notebook]} if notebook in names else {}),
+        }
+
+    a = start_kernel(a_dir, **env(a_dir))
+    a.run(_helpers_cells(chdir)).ok()
+    out = a.run("%checkpoint --session local").ok().stdout
+    assert "local modules kept: lib/helpers.py" in out, out
+    assert "NOT kept" not in out, out
+    a.kill()
+    shutil.rmtree(a_dir)
+
+    b = start_kernel(b_dir, **env(b_dir))
+    out = b.run("%load_ext jupyter_pause\n%resume --session local").ok().stdout
+    assert "local modules put back (missing here): lib/helpers.py" in out, out
+    assert "verdict: restored" in out, out
+    assert b.value("[box.v, f(2), os.path.basename(os.getcwd())]") == [21, 6, "data" if chdir else "project"]
+    assert (b_dir / "lib" / "helpers.py").read_text() == HELPERS
+
+
+@pytest.mark.integration
+def test_a_module_from_a_folder_outside_the_notebooks_is_put_aside_where_that_folder_is_missing(start_kernel, tmp_path):
+    store, shared = tmp_path / "store", tmp_path / "shared-code"
+    shared.mkdir()
+    (shared / "helpers.py").write_text(HELPERS)
+    a_dir = _project(tmp_path / "node-a")
+    (a_dir / "lib" / "helpers.py").unlink()
+    a = start_kernel(a_dir, JUPYTER_PAUSE_STORE=str(store), JPY_SESSION_NAME=str(a_dir / "nb.ipynb"))
+    a.run(f"%load_ext jupyter_pause\nimport sys\nsys.path.append({str(shared)!r})\nfrom helpers import scale").ok()
+    out = a.run("g = scale\n%checkpoint --session local").ok().stdout
+    assert f"local modules kept: {shared.as_posix()}/helpers.py" in out, out
+    a.kill()
+    shutil.rmtree(shared)
+
+    b_dir = tmp_path / "node-b"
+    b_dir.mkdir()
+    b = start_kernel(b_dir, JUPYTER_PAUSE_STORE=str(store), JPY_SESSION_NAME=str(b_dir / "nb.ipynb"))
+    out = b.run("%load_ext jupyter_pause\n%resume --session local").ok().stdout
+    assert "(their folder is missing here): " + f"{shared.as_posix()}/helpers.py" in out, out
+    assert "verdict: restored" in out, out
+    assert b.value("g(5)") == 15
+    assert not shared.exists()  # nothing written outside the notebook's folder but jupyter-pause's own
+
+
+@pytest.mark.integration
+def test_checkpoint_names_a_local_module_it_cannot_keep(start_kernel, tmp_path):
+    """A module loaded from a file of no kept folder: %checkpoint says, on this node, what will not load elsewhere."""
+    store, elsewhere = tmp_path / "store", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "loner.py").write_text(HELPERS)
+    a_dir = _project(tmp_path / "node-a")
+    a = start_kernel(a_dir, JUPYTER_PAUSE_STORE=str(store), JPY_SESSION_NAME=str(a_dir / "nb.ipynb"))
+    load = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('loner', {str(elsewhere / 'loner.py')!r})\n"
+        "loner = importlib.util.module_from_spec(spec)\nsys.modules['loner'] = loner\nspec.loader.exec_module(loner)\n"
+        "box = loner.Box(2)\nh = loner.scale\ndel spec"
+    )
+    a.run("%load_ext jupyter_pause\n" + load).ok()
+    out = a.run("%checkpoint --session local").ok().stdout
+    assert f"local module loner ({elsewhere / 'loner.py'}) NOT kept" in out, out
+    assert "box, h will not come back on a node without it" in out, out
+
+
+def test_a_module_a_variable_needs_but_not_kept_is_named(tmp_path, fresh_imports):
+    (tmp_path / "stray_helpers.py").write_text(HELPERS)
+    sys.path.insert(0, str(tmp_path))
+    module = importlib.import_module("stray_helpers")
+    values = {"box": module.Box(1), "f": module.scale, "n": 3, "json": importlib.import_module("json")}
+    (note,) = localmodules.unkept(values, set(), "the notebook's folder")
+    assert note.startswith(f"local module stray_helpers ({tmp_path / 'stray_helpers.py'}) NOT kept: it lies outside")
+    assert "box, f will not come back" in note
+    assert localmodules.unkept(values, {"stray_helpers"}, "the notebook's folder") == []
+
+
+def test_a_relative_session_name_is_taken_from_the_start_folder_not_the_working_directory(tmp_path, monkeypatch):
+    from jupyter_pause import notebook
+
+    monkeypatch.delenv("JPY_PARENT_PID", raising=False)
+    monkeypatch.setattr(notebook, "kernel_start_folder", lambda: str(tmp_path / "project"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JPY_SESSION_NAME", "project/nb.ipynb")
+    assert notebook.notebook_path() == str(tmp_path / "project" / "nb.ipynb")
+    monkeypatch.setenv("JPY_SESSION_NAME", "nb.ipynb")
+    assert notebook.notebook_path() == str(tmp_path / "project" / "nb.ipynb")

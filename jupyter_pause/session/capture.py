@@ -211,7 +211,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     if running.state is not None:
         loop_ref = BlobRef(key=signing.digest(running.state, algorithm), size=len(running.state))
         plan.payloads[loop_ref.key] = running.state
-    kept = settings.keep(ctx.notebook, algorithm)
+    kept = settings.keep(ctx.notebook, algorithm, chosen.values)
     plan.payloads.update(kept.local_modules.payloads)
     cells = history.current.to_bytes()
     history_ref = BlobRef(key=signing.digest(cells, algorithm), size=len(cells))

@@ -8,16 +8,22 @@ even when it lies inside the notebook's folder (a virtual environment there, an 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import site
 import sys
 import sysconfig
 import tempfile
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jupyter_core.paths import jupyter_data_dir
+
+from ..notebook import kernel_start_folder
 from ..store import signing
 from ..store.integrity import fetch
 from ..store.manifest import BlobRef, LocalModuleRecord, Manifest
@@ -47,10 +53,7 @@ def start_folder() -> str:
     """The folder the kernel started in, as IPython took it when the kernel started, before any
     cell could change it (``%load_ext jupyter_pause`` may come after an ``os.chdir``); outside
     IPython, the folder when jupyter_pause was loaded."""
-    ipython = sys.modules.get("IPython")  # not loaded: no kernel to ask
-    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    started = getattr(shell, "starting_dir", None)
-    return started if isinstance(started, str) and os.path.isabs(started) else START_FOLDER
+    return kernel_start_folder() or START_FOLDER
 
 
 def notebook_folder(notebook: str | None) -> str:
@@ -99,21 +102,36 @@ def installed(path: str, roots: list[str]) -> bool:
 def imported_files(folder: str) -> dict[str, str]:
     """The files under ``folder`` that modules of this process were loaded from: relative path ->
     module name. Not ``__main__``, not jupyter_pause itself, not installed code."""
+    found = imported_under([folder])
+    return {rel: found[path] for path in found if (rel := relative_to(path, folder)) is not None}
+
+
+def imported_under(folders: list[str]) -> dict[str, str]:
+    """The files under any of ``folders`` that modules of this process were loaded from: absolute
+    path -> module name, in path order. Not ``__main__``, not jupyter_pause itself, not installed code."""
     roots = installed_roots()
     # A string test first: thousands of modules are loaded, and resolving each path would cost.
-    inside = tuple({os.path.join(os.path.abspath(folder), ""), os.path.join(os.path.realpath(folder), "")})
+    inside = tuple({os.path.join(f(folder), "") for folder in folders for f in (os.path.abspath, os.path.realpath)})
     found: dict[str, str] = {}
+    for name, path in _module_files():
+        if not os.path.normpath(path).startswith(inside):
+            continue
+        path = os.path.normpath(path)
+        if any(relative_to(path, folder) not in (None, ".") for folder in folders) and not installed(path, roots):
+            found.setdefault(path, name)
+    return dict(sorted(found.items()))
+
+
+def _module_files() -> list[tuple[str, str]]:
+    """(module name, absolute file) of the modules loaded: not ``__main__``, not jupyter_pause."""
+    files = []
     for name, module in list(sys.modules.items()):
         if name in ("__main__", "__mp_main__") or name.split(".")[0] == "jupyter_pause":
             continue
         path = getattr(module, "__dict__", {}).get("__file__")  # never triggers a lazy import
-        if not isinstance(path, str) or not os.path.isabs(path) or not os.path.normpath(path).startswith(inside):
-            continue
-        rel = relative_to(os.path.normpath(path), folder)
-        if rel is None or rel == "." or installed(path, roots):
-            continue
-        found.setdefault(rel, name)
-    return dict(sorted(found.items()))
+        if isinstance(path, str) and os.path.isabs(path):
+            files.append((name, path))
+    return files
 
 
 @dataclass
@@ -125,28 +143,70 @@ class Kept:
     notes: list[str] = field(default_factory=list)
 
 
-def capture(notebook: str | None, algorithm: str) -> Kept:
-    """Read the local modules of a notebook kernel. Without a known notebook none are kept: the
-    folder a console started in may be a whole repository."""
+def capture(
+    notebook: str | None, algorithm: str, entries: Sequence[str] = (), values: Mapping[str, Any] | None = None
+) -> Kept:
+    """Read the local modules: the files imported from under the notebook's folder, and from the
+    ``sys.path`` folders the user added (``entries``, absolute), wherever the working directory is
+    now. Without a known notebook only the latter: the folder a console started in may be a whole
+    repository. A file under the notebook's folder (the kernel's start folder without one) is kept by
+    its path relative to it; one outside it by its absolute path. A module that ``values`` need
+    but that is not kept is named: it will not come back on a node that lacks it."""
     kept = Kept()
-    if not notebook:
-        return kept
     folder = notebook_folder(notebook)
-    for rel, module in imported_files(folder).items():
+    roots = ([folder] if notebook else []) + [e for e in entries if os.path.isdir(e)]
+    for path, module in imported_under(roots).items() if roots else ():
+        rel = relative_to(path, folder) or path.replace(os.sep, "/")
         try:
-            data = Path(folder, rel).read_bytes()
+            data = Path(path).read_bytes()
         except OSError as e:
-            kept.notes.append(f"local module {rel} ({module}) not kept: {e.strerror or e}")
+            kept.notes.append(f"local module {rel} ({module}) NOT kept: {e.strerror or e}")
             continue
         if len(data) > MAX_FILE_BYTES:
-            kept.notes.append(f"local module {rel} ({module}) not kept: {len(data)} bytes, over {MAX_FILE_BYTES}")
+            kept.notes.append(f"local module {rel} ({module}) NOT kept: {len(data)} bytes, over {MAX_FILE_BYTES}")
             continue
         key = signing.digest(data, algorithm)
         kept.payloads[key] = data
         kept.records.append(LocalModuleRecord(path=rel, module=module, blob=BlobRef(key=key, size=len(data))))
     if kept.records:
         kept.notes.append(f"local modules kept: {', '.join(r.path for r in kept.records)}")
+    kept.notes += unkept(values or {}, {r.module for r in kept.records}, folder_words(notebook))
     return kept
+
+
+def unkept(values: Mapping[str, Any], kept: set[str], words: str) -> list[str]:
+    """Notes naming each module that variables refer to (by their class, or being a function, class
+    or module of it) that was loaded from a file of neither an installation nor the kept ones:
+    a variable saved by reference to it cannot load where that file is missing."""
+    roots = installed_roots()
+    files = dict(_module_files())
+    needs: dict[str, list[str]] = {}
+    for name, value in values.items():
+        for module in _modules_of(value):
+            if module in files and module not in kept:
+                needs.setdefault(module, []).append(name)
+    notes = []
+    for module, names in sorted(needs.items()):
+        path = files[module]
+        if installed(path, roots) or not os.path.exists(path):
+            continue
+        notes.append(
+            f"local module {module} ({path}) NOT kept: it lies outside {words} and the sys.path folders "
+            f"added in this session; {', '.join(names)} will not come back on a node without it "
+            f"(sys.path.insert(0, its folder) before the checkpoint keeps it)"
+        )
+    return notes
+
+
+def _modules_of(value: Any) -> set[str]:
+    """The modules a pickle of ``value`` names at its top: its class's, and its own for a
+    function, class or module."""
+    found = {getattr(type(value), "__module__", None)}
+    if isinstance(value, types.ModuleType):
+        found.add(value.__name__)
+    elif isinstance(value, (type, types.FunctionType)):
+        found.add(getattr(value, "__module__", None))
+    return {m for m in found if isinstance(m, str) and m not in ("__main__", "builtins")}
 
 
 def _target(folder: str, rel: str) -> str | None:
@@ -184,34 +244,63 @@ def _forget(target: str) -> list[str]:
     return gone
 
 
+def aside_folder() -> str:
+    """Where a local module kept from outside the notebook's folder is put back on a node that lacks
+    its folder: a folder of jupyter-pause's own, put on ``sys.path`` (never a folder of the user's)."""
+    return os.path.join(jupyter_data_dir(), "jupyter_pause", "modules")
+
+
+def _aside_root(root: str) -> str:
+    """The folder aside that stands for ``root``, a folder of another node."""
+    return os.path.join(aside_folder(), hashlib.sha256(root.encode()).hexdigest()[:16])
+
+
+def _aside(record: LocalModuleRecord) -> str | None:
+    """Where an absolute ``record`` goes aside: one folder per import root, the package layout under it."""
+    split = _split(record)
+    return os.path.join(_aside_root(split[0]), *split[1].split("/")) if split else None
+
+
+def _place(record: LocalModuleRecord, folder: str) -> tuple[str | None, str | None]:
+    """Where ``record`` is looked for here, and where it is written when missing there."""
+    if os.path.isabs(record.path):  # kept from outside the notebook's folder: put aside, not there
+        return os.path.normpath(record.path), _aside(record)
+    target = _target(folder, record.path)
+    return target, target
+
+
 def put_back(store: Store, manifest: Manifest, notebook: str | None, overwrite: bool) -> list[str]:
     """Write the checkpoint's local modules where they are missing under this notebook's folder
-    (or differ, with ``overwrite``); returns notes for the resume summary."""
+    (or differ, with ``overwrite``); one kept from outside it goes to ``aside_folder`` where its
+    own file is missing. Returns notes for the resume summary."""
     folder = notebook_folder(notebook)
     wanted: dict[str, LocalModuleRecord] = {}
     notes: list[str] = []
     conflicts: list[str] = []
     for record in manifest.local_modules:
-        target = _target(folder, record.path)
-        if target is None:
+        here, target = _place(record, folder)
+        if here is None or target is None:
             notes.append(f"local module {record.path} NOT put back: its path leaves the notebook's folder")
             continue
-        try:
-            present = Path(target).read_bytes()
-        except FileNotFoundError:
-            wanted[target] = record
-            continue
-        except OSError as e:
-            notes.append(f"local module {record.path} NOT put back: {e.strerror or e}")
-            continue
-        if signing.digest(present, manifest.hash) == record.blob.key:
-            continue
-        if overwrite:
-            wanted[target] = record
+        for candidate in dict.fromkeys((here, target)):
+            try:
+                present = Path(candidate).read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                notes.append(f"local module {record.path} NOT put back: {e.strerror or e}")
+                break
+            if signing.digest(present, manifest.hash) == record.blob.key:
+                break
+            if overwrite and candidate == target:
+                wanted[target] = record
+            elif candidate == here:
+                conflicts.append(record.path)
+            break
         else:
-            conflicts.append(record.path)
+            wanted[target] = record
     good, bad = fetch(store, manifest, [r.blob.key for r in wanted.values()]) if wanted else ({}, {})
-    written, replaced = [], []
+    written, replaced, aside = [], [], []
     for target, record in wanted.items():
         if record.blob.key not in good:
             notes.append(f"local module {record.path} NOT put back: its blob is {bad.get(record.blob.key, 'missing')}")
@@ -222,35 +311,53 @@ def put_back(store: Store, manifest: Manifest, notebook: str | None, overwrite: 
         except OSError as e:
             notes.append(f"local module {record.path} NOT put back: {e.strerror or e}")
             continue
-        (replaced if existed else written).append(record.path)
+        (aside if os.path.isabs(record.path) else replaced if existed else written).append(record.path)
         _forget(target)
-    if written or replaced:
+    if written or replaced or aside:
         importlib.invalidate_caches()
     head = []
     if written:
         head.append(f"local modules put back (missing here): {', '.join(written)}")
     if replaced:
         head.append(f"local modules replaced by the checkpoint's (--overwrite): {', '.join(replaced)}")
+    if aside:
+        head.append(f"local modules put back in {aside_folder()} (their folder is missing here): {', '.join(aside)}")
     head += [
         f"local module {path} NOT put back: the file here differs from the checkpoint's; kept it "
-        "(%resume --overwrite replaces it with the checkpoint's)"
+        + (
+            "(it lies outside the notebook's folder: never replaced)"
+            if os.path.isabs(path)
+            else "(%resume --overwrite replaces it with the checkpoint's)"
+        )
         for path in conflicts
     ]
     return head + notes
 
 
-def _import_root(record: LocalModuleRecord, folder: str) -> str | None:
-    """The folder ``record``'s module was imported from (``pkg/core.py`` as ``pkg.core``: the
-    notebook's folder); None when its path and name do not match (a module loaded from a file)."""
+def _split(record: LocalModuleRecord) -> tuple[str, str] | None:
+    """``record``'s path as (the folder it was imported from, the rest): ``pkg/core.py`` imported as
+    ``pkg.core`` is ("", "pkg/core.py"); None when its path and name do not match (a module loaded
+    from a file)."""
     parts = record.path.split("/")
     names = record.module.split(".")
-    if parts[-1].startswith("__init__."):
-        parts = parts[:-1]
-    else:
-        parts[-1] = parts[-1].split(".")[0]
-    if len(parts) < len(names) or parts[len(parts) - len(names) :] != names:
+    stem = parts[:-1] if parts[-1].startswith("__init__.") else [*parts[:-1], parts[-1].split(".")[0]]
+    if len(stem) < len(names) or stem[len(stem) - len(names) :] != names:
         return None
-    return os.path.normpath(os.path.join(folder, *parts[: len(parts) - len(names)]))
+    cut = len(stem) - len(names)
+    root = "/".join(parts[:cut])
+    return (root or "/") if parts[0] == "" else root, "/".join(parts[cut:])
+
+
+def _import_root(record: LocalModuleRecord, folder: str) -> str | None:
+    """The folder ``record``'s module is imported from here: under the notebook's folder for one
+    kept relative to it; its own folder, else its folder aside, for one kept from outside."""
+    split = _split(record)
+    if split is None:
+        return None
+    root, _ = split
+    if not os.path.isabs(record.path):
+        return os.path.normpath(os.path.join(folder, *[p for p in root.split("/") if p]))
+    return os.path.normpath(root) if os.path.exists(record.path) else _aside_root(root)
 
 
 def _on_path(folder: str) -> bool:
@@ -266,6 +373,10 @@ def make_importable(manifest: Manifest, notebook: str | None) -> list[str]:
     roots = {root for r in manifest.local_modules if (root := _import_root(r, folder)) and os.path.isdir(root)}
     added = [root for root in sorted(roots) if not _on_path(root)]
     sys.path.extend(added)
-    rels = [relative_to(root, folder) for root in added]
-    shown = [("the notebook's folder" if rel == "." else f"{rel} (in the notebook's folder)") for rel in rels]
+    words = folder_words(notebook)
+    shown = [
+        root if rel is None else words if rel == "." else f"{rel} (in {words})"
+        for root in added
+        for rel in [relative_to(root, folder)]
+    ]
     return [f"sys.path + {s}, where local modules were imported from" for s in shown]

@@ -79,16 +79,27 @@ def _installed_entry(entry: str, roots: list[str], packages: set[str]) -> bool:
     return any(os.path.abspath(p) in packages for p in (full, *Path(full).parents))
 
 
-def capture_sys_path(folder: str) -> list[dict[str, Any]]:
-    """The entries the user added, in order; ``front`` for those before the startup entries."""
+def _added() -> list[tuple[int, str]]:
+    """The ``sys.path`` entries the user added, with their index."""
     startup = startup_path()
     roots, packages = localmodules.installed_roots(), _package_folders()
-    first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
     return [
-        {**place(entry, folder), "front": i < first}
+        (i, entry)
         for i, entry in enumerate(sys.path)
         if isinstance(entry, str) and entry not in startup and not _installed_entry(entry, roots, packages)
     ]
+
+
+def added_folders() -> list[str]:
+    """The ``sys.path`` folders the user added, absolute: where local modules may be imported from."""
+    return [os.path.abspath(entry) for _, entry in _added() if entry]
+
+
+def capture_sys_path(folder: str) -> list[dict[str, Any]]:
+    """The entries the user added, in order; ``front`` for those before the startup entries."""
+    startup = startup_path()
+    first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
+    return [{**place(entry, folder), "front": i < first} for i, entry in _added()]
 
 
 def apply_cwd(kept: dict[str, Any], folder: str, words: str, applied: list[str], refused: list[str]) -> None:

@@ -14,7 +14,7 @@ import enum
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -255,10 +255,17 @@ class Kept:
     notes: list[str]
 
 
-def keep(notebook: str | None, algorithm: str) -> Kept:
-    """Capture the settings and the notebook's local modules (the checkpoint's hook)."""
+def keep(notebook: str | None, algorithm: str, values: Mapping[str, Any] | None = None) -> Kept:
+    """Capture the settings and the local modules (the checkpoint's hook): those under the
+    notebook's folder and the ``sys.path`` folders the user added; one that ``values`` need but
+    that is not kept is named."""
     settings, notes = capture(notebook)
-    modules = localmodules.capture(notebook, algorithm)
+    try:
+        entries = places.added_folders()
+    except Exception as e:  # an odd sys.path: the modules under the notebook's folder are still kept
+        entries = []
+        notes.append(f"sys.path folders not searched for local modules: {type(e).__name__}: {e}")
+    modules = localmodules.capture(notebook, algorithm, entries, values)
     return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes)
 
 
