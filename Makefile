@@ -16,7 +16,7 @@ AZURITE_VERSION ?= 3
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab lint test test-fast test-js bench bench-hub clean
+.PHONY: lab lint test test-fast test-js docs bench bench-hub clean
 
 $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
+# The documentation site (Sphinx, MyST Markdown), warnings as errors.
+docs: $(STAMP)
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "built docs/_build/html/index.html"
+
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/loops.py
@@ -74,3 +79,4 @@ bench-hub: $(STAMP)
 clean:
 	rm -rf $(VENV) build dist *.egg-info
 	rm -rf jupyter_pause/labextension labextension/lib labextension/node_modules labextension/tsconfig.tsbuildinfo
+	rm -rf docs/_build

@@ -1,0 +1,56 @@
+"""The documentation site: ``make docs`` builds it with warnings as errors, and its generated
+reference pages say what the code says."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    pytest.importorskip("myst_parser", reason="the docs extra is not installed: run make docs (or make test)")
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+def test_the_site_builds_without_warnings(site):
+    assert (site / "index.html").is_file()
+
+
+def test_the_magics_reference_is_their_docstrings(site):
+    from jupyter_pause.kernel.magics import PauseMagics
+
+    page = (site / "reference" / "magics.html").read_text()
+    for option in ("--exclude", "--every", "--async", "--map-location", "--allow-partial", "--check"):
+        assert option in page
+    assert "%checkpoint --every 15 --async" in page
+    assert PauseMagics.checkpoint.__doc__.split("\n\n")[2].split("\n")[0].strip() in page
+
+
+def test_the_cli_and_configuration_references_cover_every_command_and_setting(site):
+    from jupyter_pause.config import PauseConfig
+    from jupyter_pause.server.settings import PauseServer
+
+    cli = (site / "reference" / "cli.html").read_text()
+    for command in ("list", "show", "verify", "gc", "report", "journal", "drill", "hours"):
+        assert f"jupyter pause {command}" in cli
+    assert "jupyter-pause-hub" in cli and "--idle-timeout" in cli
+    config = (site / "reference" / "configuration.html").read_text()
+    for cls in (PauseConfig, PauseServer):
+        for name in cls.class_traits(config=True):
+            assert f"c.{cls.__name__}.{name}" in config
