@@ -8,10 +8,12 @@ import json
 import logging
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from traitlets.config import Config
 
 from jupyter_pause.server.preemption.aws import Aws
 from jupyter_pause.server.preemption.azure import Azure
@@ -305,3 +307,21 @@ def test_the_advice_names_the_checkpoint_time_and_the_notice() -> None:
         quick.fits
         and quick.public()["advice"] == "your last checkpoint took 95 s; an AWS notice gives 120 s: a pause fits"
     )
+
+
+# -- the README's block -----------------------------------------------------------------------------
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+@pytest.mark.skipif(not README.is_file(), reason="no README beside the tests (an installed package)")
+def test_the_readme_block_turns_the_watcher_on_as_it_says() -> None:
+    """The block a user pastes into jupyter_server_config.py, run as written."""
+    section = README.read_text("utf-8").split("## Spot and preemptible VMs\n", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    config = Config()
+    exec(block, {"c": config})
+    settings = PauseServer(config=config)
+    assert settings.preemption_notices == "auto" and settings.preemption_grace == 10.0
+    readers, searching = readers_for(settings)
+    assert searching and [(r.cloud, r.lead_time) for r in readers] == [("aws", 120), ("gce", 30), ("azure", 30)]
