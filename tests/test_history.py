@@ -31,6 +31,10 @@ def _one(source: str):
         ("def f(a):\n    cache.clear()\n    return a + k", ["f"], []),  # the body runs later
         ("[h.update(x) for x in items]", [], ["h"]),  # a comprehension runs now
         ("if (n := len(q)) > 2:\n    q.pop()", ["n"], ["q"]),
+        ("m.update(words[0].encode())", [], ["m"]),  # reading an element is no change of the list
+        ("print(m.hexdigest(), cfg.items())", [], []),
+        ("box.v += 1", [], ["box"]),
+        ("q.get()", [], ["q"]),  # a queue's get takes an item out
     ],
 )
 def test_what_a_statement_assigns_and_changes(source, assigns, changes):

@@ -132,3 +132,54 @@ def test_what_opening_again_would_empty_is_not_rebuilt(tmp_path):
         assert path.read_text() == "kept"
     finally:
         ns["log"].file.close()
+
+
+def test_every_statement_that_changed_an_object_is_in_its_slice_in_order():
+    """A method call, an attribute set, an augmented assignment, in the same cell and later ones,
+    reading restored variables without changing them (``words[0].encode()``)."""
+    history, ns = _ran(
+        "import hashlib\nwords = ['alpha', 'beta']\nm = hashlib.sha256(); m.update(words[0].encode())",
+        "m.update(words[1].encode())\nprint(m.hexdigest(), len(words))",
+    )
+    recipes = _recipes(history, ns, ["m"], imports=["hashlib"])
+    assert [s.source for s in recipes["m"].steps] == [
+        "m = hashlib.sha256()",
+        "m.update(words[0].encode())",
+        "m.update(words[1].encode())",
+    ]
+    assert not recipes["m"].notes and recipes["m"].reads == ["hashlib", "words"]
+    restored = {"__builtins__": __builtins__, "hashlib": hashlib, "words": ns["words"]}
+    assert rebuild.replay(list(recipes.values()), restored).done == ["m"]
+    assert restored["m"].hexdigest() == hashlib.sha256(b"alphabeta").hexdigest()
+
+
+def test_a_progress_bar_is_rebuilt_with_its_updates():
+    """tqdm's update() redraws a bar in the notebook's output: no outside effect, so it is replayed."""
+    history, ns = _ran(
+        "from tqdm.auto import tqdm\npbar = tqdm(total=100)",
+        "for step in range(10):\n    pbar.update(1)",
+        "pbar.set_postfix(loss=0.5)\npbar.n",
+    )
+    (recipe,) = _recipes(history, ns, ["pbar"], imports=["tqdm"]).values()
+    assert recipe.reach == "memory"
+    assert [s.source for s in recipe.steps][1:] == [
+        "for step in range(10):\n    pbar.update(1)",
+        "pbar.set_postfix(loss=0.5)",
+    ]
+    restored = {"__builtins__": __builtins__, "tqdm": ns["tqdm"]}
+    assert rebuild.replay([recipe], restored).done == ["pbar"] and restored["pbar"].n == 10
+    ns["pbar"].close()
+    restored["pbar"].close()
+
+
+def test_an_object_writing_only_to_the_notebooks_output_does_not_reach_outside(tmp_path):
+    import sys
+
+    class Bar:  # a progress bar of a kind known to live in memory, writing to the output
+        def __init__(self, fp):
+            self.fp = fp
+
+    Bar.__module__ = "tqdm.std"
+    with open(tmp_path / "log", "a") as handle:
+        assert reach(Bar(sys.stderr)) == reach(Bar(sys.__stdout__)) == "memory"
+        assert reach(Bar(handle)) == "outside"  # a file of its own: its writes are never repeated

@@ -34,8 +34,8 @@ def test_a_hash_object_fed_twice_is_fed_twice(start_kernel, tmp_path):
         "import hashlib\nh = hashlib.sha256()\nh.update(b'first')\nn = 1",
         "h.update(b'second')\nprint(h.hexdigest())",
     )
-    assert "h (_hashlib.HASH): rebuilt on resume from 4 statement(s)" in saved
-    assert "rebuilt by replay: h (_hashlib.HASH) from 4 statement(s) in " in resumed
+    assert "h (_hashlib.HASH): rebuilt on resume from 3 statement(s)" in saved  # print(h.hexdigest()) reads it
+    assert "rebuilt by replay: h (_hashlib.HASH) from 3 statement(s) in " in resumed
     assert "1 restored, 1 rebuilt by replay (not digest-verified" in resumed
     assert "verdict: restored" in resumed
     expected = __import__("hashlib").sha256(b"firstsecond").hexdigest()

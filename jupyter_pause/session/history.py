@@ -8,7 +8,8 @@ statements before the one that raised are kept; that one and the rest are not (t
 or ran halfway).
 
 What counts as a change of a name: a method call on it (``h.update(...)``, ``w.layout.width``
-counts for ``w``), an attribute or item assignment or deletion, an augmented assignment,
+counts for ``w``) other than one that only reads (``PURE_METHODS``: ``words[0].encode()``,
+``m.hexdigest()``), an attribute or item assignment or deletion, an augmented assignment,
 ``next(name)`` and ``del name``. Code inside a ``def`` or ``lambda`` body runs later, when called:
 its names count as reads, never as changes. A statement that may bind names it does not show
 (``%run``, most other magics, ``exec``, ``eval``, ``globals()``, ``from m import *``) is *opaque*;
@@ -52,6 +53,21 @@ PLAIN_MAGICS = frozenset(
         "conda",
         "timeit",
         "env",
+    }
+)
+
+#: Methods that never change the object they are called on: reading ``words[0].encode()`` or
+#: ``m.hexdigest()`` is no change of ``words`` or ``m``. Only names whose every common meaning reads
+#: (``str``/``bytes`` methods, a hash's digests, a mapping's views, ``copy``); never one, like
+#: ``get`` or ``pop``, that some kind (a queue) uses to take something out.
+PURE_METHODS = frozenset(
+    {
+        *("encode", "decode", "format", "format_map", "join", "split", "rsplit", "splitlines", "partition"),
+        *("rpartition", "strip", "lstrip", "rstrip", "removeprefix", "removesuffix", "lower", "upper"),
+        *("casefold", "title", "capitalize", "swapcase", "startswith", "endswith", "replace", "find", "rfind"),
+        *("index", "rindex", "count", "isdigit", "isalpha", "isalnum", "isspace", "isnumeric", "isdecimal"),
+        *("islower", "isupper", "zfill", "ljust", "rjust", "center", "expandtabs", "translate", "hex"),
+        *("hexdigest", "digest", "keys", "values", "items", "copy", "tolist", "tobytes", "item"),
     }
 )
 
@@ -198,7 +214,8 @@ class _Scan(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Attribute):
-            self._changed(_base(func.value))
+            if func.attr not in PURE_METHODS:
+                self._changed(_base(func.value))
             magic = _magic_name(node)
             if magic is not None and magic not in PLAIN_MAGICS:
                 self.opaque = True

@@ -3,6 +3,11 @@
 That decides how much of its history a resume replays (``rebuild``): all of it for an object
 that lives only in memory, only the statement that opened it for one that reaches outside, so no
 row is inserted twice and no event is written twice.
+
+Writing to the notebook's output is not reaching outside: an object whose only outside part is
+the process's ``sys.stdout``/``sys.stderr``, or a ``tqdm`` progress bar (its ``update()`` redraws a
+bar in the output), is rebuilt with every change, so a bar at 10/100 comes back at 10/100 (what
+the replay prints is swallowed).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import io
 import socket
 import subprocess
+import sys
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -68,6 +74,8 @@ MEMORY_MODULES = (
     "_lzma",
     "itertools",
     "ipywidgets",
+    # A progress bar: its ``update()`` writes to the notebook's output, not outside the process.
+    "tqdm",
 )
 
 #: Methods of an outside object that open another one without acting through it (``conn.cursor()``).
@@ -89,6 +97,13 @@ def _outside_kind(value: Any) -> bool:
     return {"cursor", "commit"} <= has or {"execute", "fetchone"} <= has
 
 
+def _output(value: Any) -> bool:
+    """Whether ``value`` is this process's own output (``sys.stdout``/``sys.stderr``, which a kernel
+    sends to the notebook): writing there is no outside effect."""
+    streams = (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)
+    return any(value is stream for stream in streams if stream is not None)
+
+
 def reach(value: Any) -> str:
     """How much of an unsaveable object's history a resume replays: ``memory``, ``iterator`` or
     ``outside`` (an object that raises on inspection, a dead weak proxy, is taken to reach outside)."""
@@ -107,7 +122,7 @@ def _reach(value: Any) -> str:
     if _outside_kind(value):
         return OUTSIDE
     attributes = getattr(value, "__dict__", None)
-    if isinstance(attributes, dict) and any(_outside_kind(v) for v in list(attributes.values())):
+    if isinstance(attributes, dict) and any(_outside_kind(v) and not _output(v) for v in list(attributes.values())):
         return OUTSIDE
     if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
         return ITERATOR
