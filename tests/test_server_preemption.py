@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import pytest
@@ -182,6 +183,58 @@ class TestAws:
         assert {s.code for s in gets} <= {200, 404}
         await resumes_restored(jp_fetch, jp_serverapp, path, paused)
         await manager.wait()
+
+    async def test_a_rebalance_checkpoint_waits_for_the_running_cell(
+        self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, aws, tmp_path
+    ):
+        path, kernel = await running(jp_fetch, jp_serverapp, jp_root_dir, "busy.ipynb")
+        managed = jp_serverapp.kernel_manager.get_kernel(kernel)
+        go_on = tmp_path / "go-on"
+        await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
+        client = managed.client()
+        client.start_channels()
+        try:
+            started = client.execute(
+                f"import os, time\nwhile not os.path.exists({str(go_on)!r}):\n    time.sleep(0.05)"
+            )
+            await until(lambda: cell_started(client, started), 30, "the long cell started")
+            await until(lambda: busy(managed), 30, "the server seeing the kernel busy")
+
+            aws.recommend_rebalance()
+            polls = (await preemption(jp_fetch))["watchers"][0]["polls"]
+            await watching(jp_fetch, "aws", polls + 3)
+            assert not checkpoints(store, path), "the early warning checkpointed in the middle of a cell"
+            assert (await status(jp_fetch, path))["state"] == "ready"
+
+            go_on.touch()  # the cell ends: the checkpoint follows, and the kernel runs on
+            await until(lambda: taken(store, path), 60, "the checkpoint after the cell")
+            assert [m.trigger for m in checkpoints(store, path)] == ["rebalance"]
+            assert kernel in await kernel_ids(jp_fetch)
+            await manager.wait()
+        finally:
+            go_on.touch()
+            client.stop_channels()
+
+
+async def taken(store: Path, path: str) -> list[Manifest]:
+    return checkpoints(store, path)
+
+
+async def idle(managed: Any) -> bool:
+    return managed.execution_state == "idle"
+
+
+async def busy(managed: Any) -> bool:
+    return managed.execution_state == "busy"
+
+
+async def cell_started(client: Any, msg_id: str) -> bool:
+    """Whether the kernel began running the cell ``msg_id`` (read from the client's IOPub)."""
+    try:
+        msg = await client.get_iopub_msg(timeout=0.1)
+    except Empty:  # nothing yet
+        return False
+    return msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input"
 
 
 class TestGceFoundByAuto:

@@ -133,7 +133,8 @@ class Aws(NoticeSource):
         if answer.code in UNSUPPORTED:  # an IMDSv1-only service still knows its instance
             plain = await self.get(self.origin + INSTANCE_ID_PATH)
             return "" if plain.code == 200 else f"{self.origin + INSTANCE_ID_PATH} answered {plain.describe()}"
-        return f"{self.token_url} answered {answer.describe()}"
+        hint = f" (if this is an AWS instance: {HOP_LIMIT_HINT})" if answer.code == 599 else ""
+        return f"{self.token_url} answered {answer.describe()}{hint}"
 
 
 def _instance_action(answer: Answer) -> str:

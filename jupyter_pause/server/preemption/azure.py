@@ -6,6 +6,9 @@ it is for (``Resources``). A ``Preempt`` or ``Terminate`` of this VM is the noti
 learns this VM's name from the instance metadata of the same host, only once such an event
 shows up; where it cannot, every such event counts as this VM's (a needless pause beats a lost
 session). It never approves an event: approving makes the eviction come sooner.
+
+The first request to Scheduled Events turns the service on for the VM, and Azure says its answer
+may take up to two minutes; the reader waits that long until it has had one answer.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ HEADERS = {"Metadata": "true"}
 NAME_PATH = "/metadata/instance/compute/name?api-version=2021-02-01&format=text"
 #: The events that end this VM.
 ENDINGS = frozenset({"Preempt", "Terminate"})
+#: Seconds the first request may take (it turns Scheduled Events on).
+FIRST_TIMEOUT = 120.0
 
 
 class Azure(NoticeSource):
@@ -36,11 +41,13 @@ class Azure(NoticeSource):
         self.name_url = self.origin + NAME_PATH
         self.vm_name: str | None = None
         self._name_said = False
+        self._answered = False
 
     async def read(self) -> Reading:
-        answer = await self.get(self.url, HEADERS)
+        answer = await self.get(self.url, HEADERS, None if self._answered else max(self.timeout, FIRST_TIMEOUT))
         if answer.code != 200:
             raise self.blind(answer)
+        self._answered = True
         try:
             data = answer.json()
         except Blind as e:

@@ -109,8 +109,8 @@ class NoticeSource(abc.ABC):
     async def probe(self) -> str:
         """ "" when this cloud's metadata service answers at ``url``, else what came back instead."""
 
-    async def get(self, url: str, headers: dict[str, str] | None = None) -> Answer:
-        return await fetch(url, self.timeout, headers=headers)
+    async def get(self, url: str, headers: dict[str, str] | None = None, timeout: float | None = None) -> Answer:
+        return await fetch(url, timeout or self.timeout, headers=headers)
 
     def blind(self, answer: Answer, what: str = "", hint: str = "") -> Blind:
         """The ``Blind`` for an answer that is not one this reader understands."""
