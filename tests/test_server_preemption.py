@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from queue import Empty
 from typing import Any
@@ -188,18 +189,8 @@ class TestAws:
         self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, aws, tmp_path
     ):
         path, kernel = await running(jp_fetch, jp_serverapp, jp_root_dir, "busy.ipynb")
-        managed = jp_serverapp.kernel_manager.get_kernel(kernel)
         go_on = tmp_path / "go-on"
-        await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
-        client = managed.client()
-        client.start_channels()
-        try:
-            started = client.execute(
-                f"import os, time\nwhile not os.path.exists({str(go_on)!r}):\n    time.sleep(0.05)"
-            )
-            await until(lambda: cell_started(client, started), 30, "the long cell started")
-            await until(lambda: busy(managed), 30, "the server seeing the kernel busy")
-
+        async with long_cell(jp_serverapp, kernel, go_on):
             aws.recommend_rebalance()
             polls = (await preemption(jp_fetch))["watchers"][0]["polls"]
             await watching(jp_fetch, "aws", polls + 3)
@@ -211,9 +202,45 @@ class TestAws:
             assert [m.trigger for m in checkpoints(store, path)] == ["rebalance"]
             assert kernel in await kernel_ids(jp_fetch)
             await manager.wait()
-        finally:
-            go_on.touch()
-            client.stop_channels()
+
+    async def test_the_notice_does_not_wait_for_a_rebalance_checkpoint_that_waits(
+        self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, aws, tmp_path
+    ):
+        path, kernel = await running(jp_fetch, jp_serverapp, jp_root_dir, "busy.ipynb")
+        go_on = tmp_path / "go-on"
+        async with long_cell(jp_serverapp, kernel, go_on):
+            aws.recommend_rebalance()
+            polls = (await preemption(jp_fetch))["watchers"][0]["polls"]
+            await watching(jp_fetch, "aws", polls + 2)
+            aws.interrupt()
+
+            async def pausing() -> bool:
+                return (await status(jp_fetch, path))["state"] == "checkpointing"
+
+            await until(pausing, 30, "the pause on the notice under way while the cell runs")
+            go_on.touch()  # the cell ends: the pause takes its checkpoint; the early one is dropped
+            paused = await paused_by_itself(jp_fetch, path, kernel, store)
+            assert [m.trigger for m in checkpoints(store, path)] == ["spot"]
+            await manager.wait()
+        await resumes_restored(jp_fetch, jp_serverapp, path, paused)
+        await manager.wait()
+
+
+@asynccontextmanager
+async def long_cell(serverapp: Any, kernel: str, go_on: Path) -> AsyncIterator[None]:
+    """A cell running in ``kernel`` (the server sees it busy) until the file ``go_on`` exists."""
+    managed = serverapp.kernel_manager.get_kernel(kernel)
+    await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
+    client = managed.client()
+    client.start_channels()
+    try:
+        started = client.execute(f"import os, time\nwhile not os.path.exists({str(go_on)!r}):\n    time.sleep(0.05)")
+        await until(lambda: cell_started(client, started), 30, "the long cell started")
+        await until(lambda: busy(managed), 30, "the server seeing the kernel busy")
+        yield
+    finally:
+        go_on.touch()
+        client.stop_channels()
 
 
 async def taken(store: Path, path: str) -> list[Manifest]:

@@ -58,6 +58,7 @@ class Aws(NoticeSource):
         self.renew_at = 0.0
         #: The token request was refused as unsupported: plain GETs (IMDSv1).
         self.v1 = False
+        self._v1_said = False
 
     async def _token(self, renew: bool = False) -> str | None:
         """The session token (None under IMDSv1), asked for again when it is near its end or ``renew``."""
@@ -75,6 +76,9 @@ class Aws(NoticeSource):
         self.token = None
         if answer.code in UNSUPPORTED:
             self.v1 = True
+            if self._v1_said:
+                return None
+            self._v1_said = True
             log.info(
                 "jupyter-pause: %s refused an IMDSv2 token (%s): reading the notice with plain GETs (IMDSv1)",
                 self.token_url,
