@@ -503,7 +503,7 @@ class TestIdlePolicy:
         await manager.wait()
 
 
-# -- 7. the status, sessions, resume and pull endpoints ----------------------------------------
+# -- 6. the status, sessions, resume and pull endpoints ----------------------------------------
 
 
 async def test_sessions_status_resume_and_pull_answers(jp_fetch, jp_serverapp, jp_root_dir, store, manager):
