@@ -19,7 +19,8 @@ from ...store.manifest import Manifest
 #: What the advice suggests, where a pause would not fit.
 PERIODIC = (
     'checkpoint periodically (%checkpoint --every 10 --async, or jupyter_pause.steps(..., every="10m") '
-    "in a training loop) so the pause at the notice has little left to write"
+    "in a training loop): a pause then writes only what changed since, and where it still cannot "
+    "finish, a recent checkpoint is there to resume"
 )
 
 
