@@ -1,13 +1,14 @@
-"""One small interface over fsspec: write, read, list and delete keys under a store's root."""
+"""One small interface over fsspec: write, read, list and delete keys under a store's root.
+
+``Store`` holds what every store shares: keys under a root, credentials kept out of messages,
+errors that say what to do next, many keys read and written in parallel. What differs between a
+local folder, S3, GCS and Azure Blob is its backend's (``store.backends``).
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
-import os
 import secrets
-import sys
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,45 +16,31 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import fsspec
-import fsspec.asyn
-import numpy as np
-from fsspec.implementations.local import LocalFileSystem
 
 from ..errors import StoreError
-from . import conditions, credentials, layout, mapping, placeholders
+from . import conditions, credentials, layout, placeholders
+from .backends import for_filesystem
+from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
+from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
 from .credentials import redact
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
 
-#: Small objects (ledger records, roll-ups) in flight at once with ``small=True``: each is one
-#: request on the backend's own event loop, so many cost little more than one (a cloud bucket's
-#: latency is tens of milliseconds a request).
-SMALL_PARALLELISM = 64
-
-#: Buffers that blobs are read into start at a multiple of this, as torch's own CPU allocations
-#: do, so arrays built on them are aligned as the originals were (vectorised kernels may round
-#: differently on differently aligned data, and a model check must reproduce bit for bit).
-ALIGNMENT = 64
-
-#: Remote stores: bytes handed to (or taken from) a file object at once, and its part size.
-#: The file object uploads a part whenever its buffer fills, so a large blob is never held
-#: twice in memory: each blob in flight costs at most about one part and one chunk extra.
-REMOTE_CHUNK = 8 << 20
-REMOTE_BLOCK = 16 << 20  # S3 parts must be at least 5 MiB
-
-#: Parts of one large remote object fetched at once, when its size is known: each a ranged GET
-#: of ``REMOTE_BLOCK`` bytes, copied into place as it arrives (so at most this many parts of a
-#: blob are held twice).
-PARTS_IN_FLIGHT = 4
-
-#: Keys per S3 batch delete (DeleteObjects takes at most 1000).
-S3_DELETE_BATCH = 1000
-
 Progress = Callable[[int], None]
 
-#: Bytes read from a store: a buffer of their own, or a private mapping of a local file.
-Buffer = memoryview
+__all__ = [
+    "ALIGNMENT",
+    "PARALLELISM",
+    "PARTS_IN_FLIGHT",
+    "REMOTE_BLOCK",
+    "REMOTE_CHUNK",
+    "SMALL_PARALLELISM",
+    "Buffer",
+    "Entry",
+    "Progress",
+    "Store",
+]
 
 
 class _Counter:
@@ -71,39 +58,6 @@ class _Counter:
             self.total += n
             total = self.total
         self.progress(total)
-
-
-def _buffer(size: int) -> memoryview:
-    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT``."""
-    raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
-    start = -raw.__array_interface__["data"][0] % ALIGNMENT
-    return memoryview(raw[start : start + size])
-
-
-def _aligned_copy(data: bytes) -> memoryview:
-    """``data`` in a buffer of its own (aligned and writable, as every buffer ``read`` returns)."""
-    buf = _buffer(len(data))
-    buf[:] = data
-    return buf
-
-
-def _read_remote(f: Any) -> memoryview:
-    """All of a remote file into one buffer, a chunk at a time (no second whole copy)."""
-    size = getattr(f, "size", None)
-    if not isinstance(size, int):
-        data = f.read()
-        buf = _buffer(len(data))
-        buf[:] = data
-        return buf
-    buf = _buffer(size)
-    view, done = buf, 0
-    while done < size:
-        chunk = f.read(min(REMOTE_CHUNK, size - done))
-        if not chunk:
-            break
-        view[done : done + len(chunk)] = chunk
-        done += len(chunk)
-    return buf if done == size else buf[:done]
 
 
 @dataclass(frozen=True)
@@ -127,32 +81,6 @@ def _mtime(info: dict[str, Any]) -> float | None:
         except (TypeError, ValueError):
             continue
     return None
-
-
-def _is_s3(fs: Any) -> bool:
-    """Whether ``fs`` is s3fs's ``S3FileSystem`` (or a subclass; s3fs is imported already if so)."""
-    cls = getattr(sys.modules.get("s3fs"), "S3FileSystem", None)
-    return cls is not None and isinstance(fs, cls)
-
-
-def _is_azure(fs: Any) -> bool:
-    """Whether ``fs`` is adlfs's ``AzureBlobFileSystem`` (or a subclass)."""
-    cls = getattr(sys.modules.get("adlfs"), "AzureBlobFileSystem", None)
-    return cls is not None and isinstance(fs, cls)
-
-
-def _s3_reply(error: BaseException) -> tuple[str | None, int | None]:
-    """The error code and HTTP status of the S3 reply behind ``error``; ``(None, None)`` if no
-    reply is (s3fs keeps botocore's ``ClientError``, which holds it, as the cause)."""
-    seen: BaseException | None = error
-    for _ in range(16):
-        if seen is None:
-            break
-        response = getattr(seen, "response", None)
-        if isinstance(response, dict):
-            return response.get("Error", {}).get("Code"), response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        seen = seen.__cause__ or seen.__context__
-    return None, None
 
 
 class Store:
@@ -181,7 +109,8 @@ class Store:
                 "scheme and install the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
             ) from e
         self.root = root.rstrip("/")
-        self.local = isinstance(self.fs, LocalFileSystem)
+        self.backend = for_filesystem(self.fs)
+        self.local = self.backend.local
 
     def __repr__(self) -> str:
         return f"Store({self.display_url!r})"
@@ -205,35 +134,13 @@ class Store:
         )
 
     def _fresh(self, path: str) -> str:
-        """``path``, with what this client remembers of it and its folders forgotten.
-
-        s3fs answers ``exists`` and the size of a file it opens from listings it made earlier,
-        so a key another process wrote since would look absent (or keep its old size).
-        """
-        if not self.local:
-            self.fs.invalidate_cache(path)
-        return path
+        """``path``, with what this client remembers of it forgotten (see ``Backend.fresh``)."""
+        return self.backend.fresh(path)
 
     def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
         """Put ``data`` at ``key`` in one piece (durable on disk for local stores)."""
-        path = self.path(key)
         try:
-            if self.local:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-            else:
-                view = memoryview(data).cast("B")
-                if len(view) <= REMOTE_BLOCK and _is_azure(self.fs):
-                    # One request: adlfs's file object stages a block and commits it, two. (s3fs
-                    # and gcsfs send a small file object's bytes in one request already.)
-                    self.fs.pipe_file(path, bytes(view))
-                    return
-                with self.fs.open(path, "wb", block_size=REMOTE_BLOCK) as f:
-                    for start in range(0, len(view), REMOTE_CHUNK):
-                        f.write(view[start : start + REMOTE_CHUNK])
+            self.backend.write(self.path(key), memoryview(data).cast("B"))
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
             raise self._fail("write", key, e) from e
 
@@ -255,23 +162,8 @@ class Store:
 
     def _create(self, key: str, data: bytes) -> bool:
         """``create`` without looking first: what the store itself answers."""
-        path = self.path(key)
         try:
-            if self.local:
-                folder, name = os.path.split(path)
-                os.makedirs(folder, exist_ok=True)
-                temporary = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}.part")
-                try:
-                    with open(temporary, "wb") as f:
-                        f.write(data)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.link(temporary, path)
-                finally:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(temporary)
-                return True
-            self.fs.pipe_file(self._fresh(path), bytes(data), mode="create")
+            self.backend.create(self.path(key), data)
             return True
         except FileExistsError:
             return False
@@ -321,63 +213,13 @@ class Store:
         """
         path = self.path(key)
         try:
-            if self.local and mapped:
-                view = mapping.map_file(path)
-                if view is not None:
-                    return view
-            if self.local:
-                size = os.path.getsize(path)
-                buf = _buffer(size)
-                with open(path, "rb", buffering=0) as f:
-                    view, done = buf, 0
-                    while done < size:
-                        n = f.readinto(view[done:])
-                        if not n:
-                            break
-                        done += n
-                return buf if done == size else buf[:done]
             # A blob never changes once written (its key is its digest): what a listing said of
             # it stays true, which saves a request per blob. Any other key may have been rewritten.
-            fresh = path if layout.blob_digest(key) else self._fresh(path)
-            whole = {"max_concurrency": 1} if _is_s3(self.fs) else {}  # s3fs: no HEAD to split it
-            if size is not None and size <= REMOTE_BLOCK:
-                return _aligned_copy(self.fs.cat_file(fresh, **whole))
-            if size is not None and getattr(self.fs, "async_impl", False):
-                parts = self._read_parts(fresh, size, whole)
-                if parts is not None:
-                    return parts
-            with self.fs.open(fresh, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
-                return _read_remote(f)
+            return self.backend.read(path, size, bool(layout.blob_digest(key)), mapped)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:
             raise self._fail("read", key, e) from e
-
-    def _read_parts(self, path: str, size: int, options: dict[str, Any]) -> Buffer | None:
-        """A remote object of ``size`` bytes, ``PARTS_IN_FLIGHT`` ranged GETs at a time on the
-        backend's event loop, each part copied into one aligned buffer as it arrives; None when
-        a part comes back short or cannot be had (the object is not the size it should be, or a
-        request failed: the plain read says which)."""
-        buf, fs = _buffer(size), self.fs
-
-        async def gather() -> list[bool]:
-            gate = asyncio.Semaphore(PARTS_IN_FLIGHT)
-
-            async def one(start: int) -> bool:
-                end = min(start + REMOTE_BLOCK, size)
-                async with gate:
-                    data = await fs._cat_file(path, start=start, end=end, **options)
-                buf[start : start + len(data)] = data if len(data) <= end - start else data[: end - start]
-                return len(data) == end - start
-
-            return await asyncio.gather(*(one(start) for start in range(0, size, REMOTE_BLOCK)))
-
-        try:
-            return buf if all(fsspec.asyn.sync(fs.loop, gather)) else None
-        except FileNotFoundError:
-            raise
-        except Exception:  # a range past its end (it is shorter than it should be): read it plainly
-            return None
 
     def read_many(
         self,
@@ -424,8 +266,6 @@ class Store:
 
     def _read_small(self, keys: list[str], done: _Counter, then: Callable[[str, Buffer], Any] | None) -> dict[str, Any]:
         """``read_many(small=True)`` on an async backend: one whole-object GET a key, gathered."""
-        fs = self.fs
-        whole = {"max_concurrency": 1} if _is_s3(fs) else {}  # s3fs: no HEAD to decide on ranged parts
 
         def finish(key: str, data: Any) -> Any:
             if isinstance(data, FileNotFoundError):
@@ -441,19 +281,7 @@ class Store:
             except Exception as e:
                 return e
 
-        async def gather() -> list[Any]:
-            gate = asyncio.Semaphore(SMALL_PARALLELISM)
-
-            async def one(key: str) -> Any:
-                async with gate:
-                    try:
-                        return await fs._cat_file(self._fresh(self.path(key)), **whole)
-                    except Exception as e:  # each key's failure is its own, as in read_many
-                        return e
-
-            return await asyncio.gather(*(one(key) for key in keys))
-
-        found = fsspec.asyn.sync(fs.loop, gather)
+        found = self.backend.read_small([self.path(key) for key in keys])
         return {key: finish(key, data) for key, data in zip(keys, found, strict=True)}
 
     def write_many(
@@ -484,25 +312,11 @@ class Store:
     def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: _Counter) -> None:
         """``write_many(small=True)`` on an async backend: one PUT a key, gathered; the first
         failure raised once all have stopped."""
-        fs = self.fs
-
-        async def gather() -> list[Any]:
-            gate = asyncio.Semaphore(SMALL_PARALLELISM)
-
-            async def one(key: str, data: bytes | bytearray | memoryview) -> Any:
-                async with gate:
-                    try:
-                        await fs._pipe_file(self._fresh(self.path(key)), bytes(data))
-                    except Exception as e:
-                        return e
-                    done.add(len(data))
-                    return None
-
-            return await asyncio.gather(*(one(key, data) for key, data in items.items()))
-
-        for key, error in zip(items, fsspec.asyn.sync(fs.loop, gather), strict=True):
+        errors = self.backend.write_small({self.path(key): data for key, data in items.items()})
+        for (key, data), error in zip(items.items(), errors, strict=True):
             if error is not None:
                 raise self._fail("write", key, error) from error
+            done.add(len(data))
 
     def list(self, prefix: str) -> dict[str, Entry]:
         """Every key under ``prefix`` (recursive), with sizes and times; empty if none."""
@@ -538,98 +352,26 @@ class Store:
         keys = list(dict.fromkeys(keys))
         if not keys:
             return
-        if _is_s3(self.fs):
-            self._delete_s3(keys)
-            return
-        paths = [self.path(key) for key in keys]
         try:
-            self.fs.rm(paths)
-        except FileNotFoundError:
-            for path in paths:
-                try:
-                    self.fs.rm(path)
-                except FileNotFoundError:
-                    continue
-        except Exception as e:
-            raise self._fail("delete", keys[0], e) from e
-
-    def _delete_s3(self, keys: list[str]) -> None:
-        """``delete`` on S3: batch deletes (DeleteObjects), whose per-key refusals are raised.
-
-        A batch delete answers 200 whatever became of each key, and lists the keys it did not
-        delete, with why, in the reply's ``Errors``; s3fs's ``rm`` drops that list, so a refused
-        delete (``AccessDenied``: a key scoped to another prefix, a bucket policy, object lock)
-        would pass for done. S3 deletes a key that is not there without error, and a bucket that
-        is not there holds nothing to delete: both stay silent, as on every other backend.
-        """
-        names: dict[str, str] = {}  # S3 object key -> store key
-        bucket = ""
-        for key in keys:
-            bucket, name, _ = self.fs.split_path(self.path(key))
-            names[name] = key
-        batch_names = list(names)
-        refused: list[tuple[str, dict[str, Any]]] = []
-        try:
-            for start in range(0, len(batch_names), S3_DELETE_BATCH):
-                batch = batch_names[start : start + S3_DELETE_BATCH]
-                objects = {"Objects": [{"Key": name} for name in batch], "Quiet": True}
-                try:
-                    reply = self.fs.call_s3("delete_objects", Bucket=bucket, Delete=objects)
-                except FileNotFoundError:  # NoSuchBucket: nothing there to delete
-                    return
-                finally:
-                    for name in batch:  # forget what this client listed of these keys before
-                        self.fs.invalidate_cache(f"{bucket}/{name}")
-                for error in reply.get("Errors") or []:
-                    if error.get("Code") != "NoSuchKey":
-                        refused.append((names.get(error.get("Key"), names[batch[0]]), error))
+            refused = self.backend.delete([self.path(key) for key in keys])
         except Exception as e:
             raise self._fail("delete", keys[0], e) from e
         if refused:
-            order = {key: i for i, key in enumerate(keys)}
-            key, error = min(refused, key=lambda item: order[item[0]])
-            reason = f"{error.get('Message') or 'refused'} ({error.get('Code') or 'no error code'})"
+            index, reason = min(refused)
             if len(refused) > 1:
                 reason += f"; {len(refused) - 1} more key(s) were refused too"
-            raise self._fail("delete", key, PermissionError(reason))
+            raise self._fail("delete", keys[index], PermissionError(reason))
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the store can be used (a local folder is created)."""
         try:
-            if self.local:
-                os.makedirs(self.root, exist_ok=True)
-                if not os.access(self.root, os.W_OK | os.X_OK):
-                    raise PermissionError(f"no write permission on {self.root}")
-                return
-            self.fs.ls(self.root or "", detail=False)
+            self.backend.check(self.root)
         except FileNotFoundError as e:
             if self.local:
                 raise self._fail("reach", "", e) from e
             # An object-store prefix with nothing under it yet is fine; a missing bucket is not.
             bucket = self.root.split("/", 1)[0]
-            if bucket and not self.root.startswith("/") and self._bucket_missing(bucket, e):
+            if bucket and not self.root.startswith("/") and self.backend.bucket_missing(bucket, e):
                 raise self._fail("reach", "", FileNotFoundError(f"bucket {bucket!r} does not exist")) from e
         except Exception as e:
             raise self._fail("reach", "", e) from e
-
-    def _bucket_missing(self, bucket: str, error: FileNotFoundError) -> bool:
-        """Whether listing the root raised ``error`` because ``bucket`` does not exist, rather than
-        because nothing is under the root yet.
-
-        An S3 listing answered 404 (``NoSuchBucket``) names a missing bucket: listing a prefix
-        with nothing under it is no error on S3. s3fs raises a ``FileNotFoundError`` of its own,
-        with no reply behind it, when its listing worked and found nothing: an empty prefix.
-        The bucket itself is not asked about: a key confined to a prefix (an IAM policy on
-        ``s3:prefix``, a SeaweedFS ``Read:bucket/prefix/*`` action) may list its prefix but not
-        look at the bucket (``HeadBucket`` is refused), which s3fs's ``exists`` takes for absent.
-        Other backends are asked whether the bucket exists; a refusal counts as present.
-        """
-        code, status = _s3_reply(error)
-        if code is not None or status is not None:
-            return code == "NoSuchBucket" or status == 404
-        if _is_s3(self.fs):
-            return False
-        try:
-            return not self.fs.exists(bucket)
-        except PermissionError:
-            return False

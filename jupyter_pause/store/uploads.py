@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .storage import Store, _is_s3
+from .storage import Store
 
 #: Why gc cannot list a backend's unfinished uploads, by fsspec module (what becomes of them instead).
 UNLISTED = {
@@ -36,7 +36,7 @@ class Upload:
 def unlisted(store: Store) -> str | None:
     """Why ``store``'s incomplete uploads cannot be listed; None on S3, and on local and memory
     stores (which have no multipart uploads)."""
-    if store.local or _is_s3(store.fs) or type(store.fs).__name__ == "MemoryFileSystem":
+    if store.local or store.backend.lists_uploads or type(store.fs).__name__ == "MemoryFileSystem":
         return None
     module = type(store.fs).__module__.split(".", 1)[0]
     return UNLISTED.get(module, f"the {module} backend offers no way to list unfinished uploads")
@@ -69,7 +69,7 @@ def incomplete(store: Store, prefix: str) -> list[Upload]:
 
     Call ``unlisted`` first: on a store whose uploads cannot be listed this finds none.
     """
-    if not _is_s3(store.fs):
+    if not store.backend.lists_uploads:
         return []
     bucket, name = _bucket_and_name(store, prefix)
     root = store.fs.split_path(store.root)[1].strip("/")

@@ -1,0 +1,62 @@
+"""A local folder: writes flushed to disk, create-if-absent by a hard link, reads mapped or read
+straight into an aligned buffer."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+
+from .. import mapping
+from ..buffers import Buffer, read_local
+from .base import Backend
+
+
+class LocalBackend(Backend):
+    """A folder on a local (or network-mounted POSIX) filesystem."""
+
+    name = "local folder"
+    local = True
+
+    def fresh(self, path: str) -> str:
+        return path  # the filesystem itself is asked each time: nothing is cached
+
+    def write(self, path: str, view: memoryview) -> None:
+        """Write and fsync: durable on disk before it returns."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(view)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def create(self, path: str, data: bytes) -> None:
+        """Write a temporary name, then link it to ``path``: atomic, and refused
+        (``FileExistsError``) if ``path`` exists."""
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}.part")
+        try:
+            with open(temporary, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(temporary, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+    def read(self, path: str, size: int | None, unchanging: bool, mapped: bool = False) -> Buffer:
+        """The whole file, read straight into an aligned buffer. With ``mapped``, a large file
+        comes back as a private mapping of it (see ``mapping``): no copy is made, and pages are
+        copied only where they are written to."""
+        if mapped:
+            view = mapping.map_file(path)
+            if view is not None:
+                return view
+        return read_local(path)
+
+    def check(self, root: str) -> None:
+        """The folder is created; it must be writable."""
+        os.makedirs(root, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise PermissionError(f"no write permission on {root}")
