@@ -192,7 +192,7 @@ async def test_azure_preempt_or_terminate_of_this_vm_is_the_notice(azure: FakeAz
     azure.schedule("Freeze")  # a pause of a few seconds: not the end
     azure.schedule("Preempt", ["another-vm"])  # in the same availability set: not this one
     assert await reader.read() == Reading()
-    event = azure.schedule("Preempt")
+    event = azure.schedule("Preempt", [azure.name.upper()])  # Azure's names ignore case
     notice = (await reader.read()).notice
     assert notice is not None and notice.startswith(f"Azure scheduled event Preempt {event['EventId']}")
     assert all(s.headers.get("Metadata") == "true" for s in azure.seen)

@@ -98,8 +98,9 @@ class Azure(NoticeSource):
 
 
 def _for(event: dict[str, Any], name: str | None) -> bool:
-    """Whether ``event`` is for the VM called ``name`` (any VM's, when the name is unknown)."""
+    """Whether ``event`` is for the VM called ``name`` (any VM's, when the name is unknown; Azure's
+    names are compared as Azure does, ignoring case)."""
     resources = event.get("Resources")
     if name is None or not isinstance(resources, list) or not resources:
         return True
-    return name in resources
+    return name.lower() in {str(r).lower() for r in resources}
