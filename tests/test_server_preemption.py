@@ -349,3 +349,6 @@ class TestBlind:
         said = [r.getMessage() for r in caplog.records if "cannot read its notice" in r.getMessage()]
         assert len(said) == 2, said  # once each, however many polls
         assert any("aws" in s and "HTTP 401" in s for s in said) and any("gce" in s and "HTTP 400" in s for s in said)
+        scraped = (await jp_fetch("metrics")).body.decode()
+        for cloud in ("aws", "gce"):
+            assert f'jupyter_pause_preemption_watchers{{cloud="{cloud}",state="blind"}} 1.0' in scraped

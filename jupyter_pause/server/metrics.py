@@ -4,7 +4,8 @@ process's default one), so its existing ``/metrics`` shows them beside its own.
 Series (no session, checkpoint or path as a label: a label per session would grow without end):
 
 - ``jupyter_pause_checkpoints_total{trigger,outcome}``: the checkpoints this server asked its
-  kernels for (a pause: button, idle, spot, sigterm, a release's), ``ok`` or ``failed``;
+  kernels for (a pause: button, idle, spot, sigterm, a release's; ``rebalance``: an early
+  warning's checkpoint, no pause), ``ok`` or ``failed``;
   a ``%checkpoint`` a notebook takes by itself is the kernel's, not counted here;
 - ``jupyter_pause_checkpoint_seconds`` and ``jupyter_pause_checkpoint_bytes`` (histograms): from
   the pause's request to the commit, and the checkpoint's size;
@@ -12,7 +13,9 @@ Series (no session, checkpoint or path as a label: a label per session would gro
   ``partial``, ``failed`` for a resume that ended without one);
 - ``jupyter_pause_resume_wait_seconds`` (histogram): how long resumes waited for resources;
 - ``jupyter_pause_sessions{state}``: this server's sessions in each state now;
-- ``jupyter_pause_releases_total{state}``: releases ("Pause all and stop server") by how they ended.
+- ``jupyter_pause_releases_total{state}``: releases ("Pause all and stop server") by how they ended;
+- ``jupyter_pause_preemption_watchers{cloud,state}``: this server's preemption watchers by cloud
+  and state (``blind``: it cannot read its notice, and a preemption would go unseen).
 """
 
 from __future__ import annotations
@@ -63,7 +66,27 @@ class _Sessions(Collector):
         yield family
 
 
+class _Watchers(Collector):
+    """``jupyter_pause_preemption_watchers{cloud,state}``, read from each server's watcher when scraped."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "jupyter_pause_preemption_watchers",
+            "Preemption watchers of this server, by cloud and state (blind: a notice would go unseen).",
+            labels=["cloud", "state"],
+        )
+        counts: Tally[tuple[str, str]] = Tally()
+        for manager in list(_managers):
+            watcher = getattr(manager, "preemption", None)
+            if watcher is not None:
+                counts.update((w["cloud"] or "", w["state"]) for w in watcher.public()["watchers"])
+        for (cloud, state), n in sorted(counts.items()):
+            family.add_metric([cloud, state], n)
+        yield family
+
+
 REGISTRY.register(_Sessions())
+REGISTRY.register(_Watchers())
 
 
 def watch(manager: Any) -> None:
