@@ -36,6 +36,7 @@ class Fit:
 
     @property
     def fits(self) -> bool:
+        """Whether the checkpoint took no longer than the notice gives."""
         return self.seconds <= self.lead_time
 
     def advice(self) -> str:
@@ -48,6 +49,7 @@ class Fit:
         return f"{said}: a pause at the notice would not finish in time ({self.session}); {PERIODIC}"
 
     def public(self) -> dict[str, Any]:
+        """What the status endpoint shows (``fit``)."""
         return {**asdict(self), "fits": self.fits, "advice": self.advice()}
 
 

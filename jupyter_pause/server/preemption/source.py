@@ -110,6 +110,7 @@ class NoticeSource(abc.ABC):
         """ "" when this cloud's metadata service answers at ``url``, else what came back instead."""
 
     async def get(self, url: str, headers: dict[str, str] | None = None, timeout: float | None = None) -> Answer:
+        """GET ``url`` within ``timeout`` seconds (default: the reader's)."""
         return await fetch(url, timeout or self.timeout, headers=headers)
 
     def blind(self, answer: Answer, what: str = "", hint: str = "") -> Blind:

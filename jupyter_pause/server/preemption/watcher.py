@@ -77,6 +77,7 @@ class Watch:
         return changed
 
     def public(self) -> dict[str, Any]:
+        """What the status endpoint shows of this watcher."""
         source = self.source
         return {
             "cloud": source.cloud,
