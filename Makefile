@@ -26,6 +26,25 @@ $(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
 	touch $(STAMP)
 
+# The older image of tests/test_upgrade.py: the releases a session is checkpointed with before the
+# notebook image was upgraded. Only these (and what they need that the project venv lacks) are
+# installed here; everything else (jupyter_pause, torch, dill ...) comes from the project venv, whose
+# site-packages a .pth file adds after this venv's own, so the older releases come first.
+OLD_VENV ?= .venv-old
+OLD_SPEC ?= scikit-learn==1.7.2 pandas==2.3.3 numpy==2.3.5
+OLD_STAMP := $(OLD_VENV)/.installed
+
+$(OLD_STAMP): $(STAMP)
+	rm -rf $(OLD_VENV)
+	$(PY) -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/python -c "import site, sys, sysconfig; \
+		open(sysconfig.get_paths()['purelib'] + '/project-venv.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
+		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+	$(OLD_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLD_SPEC)
+	$(OLD_VENV)/bin/python -c "import sklearn, pandas, numpy, jupyter_pause, torch; \
+		print('$(OLD_VENV):', 'scikit-learn', sklearn.__version__, 'pandas', pandas.__version__, 'numpy', numpy.__version__)"
+	touch $(OLD_STAMP)
+
 # The browser test drives Debian's chromium (Playwright cannot download a browser here).
 BROWSER := /usr/bin/chromium
 
@@ -39,7 +58,7 @@ TEST_WORKERS ?= auto
 
 # Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
 # then the summary, are the last thing printed).
-test: lint $(BROWSER)
+test: lint $(BROWSER) $(OLD_STAMP)
 	cd labextension && npm test --silent
 	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --durations=12
 
@@ -77,6 +96,6 @@ bench-hub: $(STAMP)
 	$(PY) benchmarks/hub_storm.py --users $(USERS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(OLD_VENV) build dist *.egg-info
 	rm -rf jupyter_pause/labextension labextension/lib labextension/node_modules labextension/tsconfig.tsbuildinfo
 	rm -rf docs/_build

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import SerializationError
 from ..notebook import read_notebook, relative_path
-from ..proof import fingerprint, modelcheck, probe
+from ..proof import fingerprint, libvalues, modelcheck, probe
 from ..proof.rehearsal import Rehearsal, rehearse
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
@@ -327,7 +327,8 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     if p.trigger not in HURRIED:
         p.rehearsal = rehearse(p.values, p.dump.segments, {v.name: v.digest for v in p.variables}, _array_bytes(p))
     p.probe_value = probe.new_probe()
-    checks = pickle.dumps({"probe": p.probe_value, "models": models}, protocol=4)
+    fingerprints = libvalues.record(p.values, {v.name: v.digest for v in p.variables})  # for library upgrades
+    checks = pickle.dumps({"probe": p.probe_value, "models": models, "values": fingerprints}, protocol=4)
     p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
     p.small[p.checks.key] = checks
     p.values = {}  # the live objects are not needed past this point

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 from .. import units
 from ..config import PauseConfig
 from ..errors import CheckpointDamaged, RestoreError, SelectionError
-from ..proof import fingerprint, probe
+from ..proof import fingerprint, libvalues, probe
 from ..serialize import moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
@@ -110,6 +111,24 @@ def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[s
     return done
 
 
+def _same_class(saved: str, value: Any) -> bool:
+    """Whether the class named ``saved`` (``module.Qualname``) is still ``value``'s class, under
+    another name: a library that moved it (pandas 3 names ``pandas.core.frame.DataFrame``'s
+    module ``pandas``) changed no type."""
+    module, _, qualname = saved.rpartition(".")
+    while module:
+        try:
+            found: Any = importlib.import_module(module)
+        except Exception:  # not a module: part of the qualified name, or gone
+            module, _, head = module.rpartition(".")
+            qualname = f"{head}.{qualname}"
+            continue
+        for part in qualname.split("."):
+            found = getattr(found, part, None)
+        return found is type(value)
+    return False
+
+
 def _changed_types(manifest: Manifest, values: dict[str, Any], restored: list[str]) -> list[str]:
     """A note for each restored variable whose type is not the one it was saved with: never a
     silent change (a reduction that rebuilds something else is named here)."""
@@ -117,7 +136,7 @@ def _changed_types(manifest: Manifest, values: dict[str, Any], restored: list[st
     return [
         f"changed type: {name} came back as {type_name(values[name])}, it was {was[name]}"
         for name in restored
-        if was.get(name) and type_name(values[name]) != was[name]
+        if was.get(name) and type_name(values[name]) != was[name] and not _same_class(was[name], values[name])
     ]
 
 
@@ -336,7 +355,9 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
 
     loader = ArrayLoader(manifest.arrays, blobs, map_location=map_location, hash_name=manifest.hash)
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
-    values, failed = load_variables(segments, loader, ctx.namespace)
+    with warnings.catch_warnings(record=True) as caught:  # a library loading another version's objects warns
+        warnings.simplefilter("always")
+        values, failed = load_variables(segments, loader, ctx.namespace)
     damaged = dict(chosen.passed_over)
     if chosen.blobs.bad:  # what verifies is restored; the rest is named
         damaged[manifest.id] = describe(manifest, chosen.blobs.bad)
@@ -345,6 +366,7 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
         ctx.namespace[name] = values[name]
     notes = [signing.describe(manifest.signature, key), *kept, *_changed_types(manifest, values, restored)]
     notes += shadowing(restored, ctx.hidden, "restored")
+    notes += libvalues.warned(caught)
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
