@@ -15,8 +15,8 @@ from jupyter_pause.cli import main
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.store.layout import blob_key
 from tests.damage import KINDS, WHY, damage, key_for
+from tests.dumping import notebook
 from tests.processes import another_process
-from tests.test_pickler import notebook
 
 pytestmark = pytest.mark.usefixtures("new_process")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_pause.serialize import containers
-from tests.test_pickler import notebook, pick, resume_elsewhere, roundtrip
+from tests.dumping import notebook, pick, resume_elsewhere, roundtrip
 
 CONTAINERS = """
 class Tracked(list):

@@ -18,8 +18,8 @@ from jupyter_pause.loops import steps as loops
 from jupyter_pause.session import background, checkpoint, positions
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
+from tests.cells import run_cell
 from tests.processes import another_process
-from tests.test_loops import run_cell
 
 pytestmark = pytest.mark.usefixtures("new_process")
 
@@ -239,7 +239,7 @@ Store.write_many = _held
 
 @pytest.mark.integration
 def test_a_kill_during_a_background_in_loop_checkpoint_leaves_the_previous_one_resumable(start_kernel, tmp_path):
-    from tests.test_loops import TRAINING, TRAINING_SETUP, uninterrupted_losses
+    from tests.training import TRAINING, TRAINING_SETUP, uninterrupted_losses
 
     expected = uninterrupted_losses(start_kernel, tmp_path)
 

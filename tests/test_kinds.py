@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_pause.serialize.digests import value_digest
-from tests.test_pickler import notebook, resume_elsewhere, roundtrip
+from tests.dumping import notebook, resume_elsewhere, roundtrip
 
 
 def test_dict_iterators_continue_over_the_restored_dict(tmp_path: Path) -> None:

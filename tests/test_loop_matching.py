@@ -12,7 +12,7 @@ import pytest
 
 from jupyter_pause.loops import steps as loops
 from jupyter_pause.session import positions, rng
-from tests.test_loops import Stop, run_cell
+from tests.cells import Stop, run_cell
 
 CELL = """
 import random

@@ -8,7 +8,6 @@ process (``/tmp/ipykernel_<pid>/...``); a "new kernel" runs the same source unde
 from __future__ import annotations
 
 import json
-import linecache
 import random
 import time
 import types
@@ -28,22 +27,9 @@ from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
+from tests.cells import Stop, run_cell
 from tests.processes import another_process
-
-_cells = 0
-
-
-def run_cell(source: str, namespace: dict, kernel: str = "1") -> None:
-    """Run ``source`` as kernel ``kernel`` runs a cell."""
-    global _cells
-    _cells += 1
-    filename = f"/tmp/ipykernel_{kernel}/{_cells}.py"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), namespace)
-
-
-class Stop(Exception):
-    """Ends a cell at a chosen safe point, as a kill would."""
+from tests.training import TRAINING, TRAINING_SETUP, uninterrupted_losses
 
 
 @pytest.fixture
@@ -476,46 +462,6 @@ def test_round_trip_through_a_checkpoint_and_a_resume(tmp_path, new_process):
 
 
 # --- with real kernels ------------------------------------------------------------------------
-
-TRAINING_SETUP = """
-%load_ext jupyter_pause
-import time
-import torch
-import jupyter_pause as jp
-from torch.utils.data import DataLoader, TensorDataset
-torch.manual_seed(0)
-data = TensorDataset(torch.randn(96, 8), torch.randn(96, 1))
-loader = DataLoader(data, batch_size=8, shuffle=True)
-model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1))
-opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
-losses = []
-"""
-
-#: 3 epochs of 12 batches, a periodic checkpoint every 5 batches; re-run after a resume, it continues.
-TRAINING = """
-for epoch in jp.steps(range(3)):
-    model.train()
-    for x, y in jp.steps(loader, every=5):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item().hex())
-        time.sleep(pace)
-    sched.step()
-"""
-
-
-def uninterrupted_losses(start_kernel, tmp_path) -> list:
-    """The losses of TRAINING run to its end without a pause, in a kernel (and store) of its own;
-    makes the folders ``whole``, ``a`` and ``b`` under ``tmp_path`` for the kernels of a test."""
-    for name in ("whole", "a", "b"):
-        (tmp_path / name).mkdir()
-    whole = start_kernel(tmp_path / "whole", JUPYTER_PAUSE_STORE=str(tmp_path / "other"), JUPYTER_PAUSE_SESSION="w")
-    whole.run(TRAINING_SETUP + "pace = 0.0").ok()
-    whole.run(TRAINING).ok()
-    return whole.value("losses")
 
 
 def _periodic_checkpoints(store, session):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_pickler import restore_elsewhere, resume_elsewhere, roundtrip
+from tests.dumping import restore_elsewhere, resume_elsewhere, roundtrip
 
 
 def test_buffers_come_back_by_value_at_their_position(tmp_path: Path) -> None:

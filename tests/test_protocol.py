@@ -30,22 +30,7 @@ from jupyter_pause.protocol import (
     reply_line,
 )
 from jupyter_pause.protocol.wire import KERNEL_MODULE, reply_json
-
-HOSTILE = [
-    "plain",
-    "it's",
-    'say "hi"',
-    "'''",
-    '"""',
-    "line\nbreak\r\nand\rreturn",
-    "back\\slash\\",
-    "\\'",
-    "x'); import os; os.system('echo pwned'); ('",
-    "{session!r} {0} %s",
-    "données/ノート 📓.ipynb",
-    "lone \udc80 surrogate",
-    "nul \x00 and \u2028 separator",
-]
+from tests.hostile import HOSTILE
 
 ALIGN = "install the same jupyter-pause version in the kernel's environment as in the server's"
 

@@ -3,6 +3,7 @@ kernel process started in another folder, by replaying the recorded statements t
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -35,8 +36,10 @@ def test_a_hash_object_fed_twice_is_fed_twice(start_kernel, tmp_path):
         "h.update(b'second')\nprint(h.hexdigest())",
     )
     assert "h (_hashlib.HASH): rebuilt on resume from 3 statement(s)" in saved  # print(h.hexdigest()) reads it
-    assert "rebuilt by replay: h (_hashlib.HASH) from 3 statement(s) in " in resumed
-    assert "1 restored, 1 rebuilt by replay (not digest-verified" in resumed
+    assert "rebuilt and checked: h (_hashlib.HASH) by replay of 3 statement(s) in " in resumed
+    assert (
+        "1 restored, 1 rebuilt by replay (not digest-verified: they were never saved; 1 rebuilt and checked)" in resumed
+    )
     assert "verdict: restored" in resumed
     expected = __import__("hashlib").sha256(b"firstsecond").hexdigest()
     assert b.value("h.hexdigest()") == expected
@@ -52,7 +55,7 @@ def test_a_generator_advanced_n_times_continues_where_it_was(start_kernel, tmp_p
         "taken = next(squares)",
     )
     assert "squares (generator): rebuilt on resume from 4 statement(s)" in saved
-    assert "rebuilt by replay: squares (generator)" in resumed
+    assert "rebuilt and checked: squares (generator)" in resumed
     assert b.value("taken") == 4  # restored, never replaced by the replay's own value
     assert b.value("[next(squares), next(squares)]") == [9, 16]
 
@@ -64,7 +67,7 @@ def test_an_iterator_over_a_rebuilt_generator_shares_it(start_kernel, tmp_path):
         "gen = (i * 10 for i in range(100))\nnext(gen)\nlabels = map(str, gen)",
         "next(labels)\nnext(gen)",
     )
-    assert "rebuilt by replay: gen (generator)" in resumed and "rebuilt by replay: labels (map)" in resumed
+    assert "rebuilt and checked: gen (generator)" in resumed and "rebuilt and checked: labels (map)" in resumed
     assert b.value("[next(labels), next(gen), next(labels)]") == ["30", 40, "50"]
 
 
@@ -88,8 +91,8 @@ def test_a_sqlite_connection_is_reopened_and_its_insert_not_repeated(start_kerne
         "conn (sqlite3.Connection): rebuilt on resume from 2 statement(s) (only the statement that opened it" in saved
     )
     assert (
-        "rebuilt by replay: conn (sqlite3.Connection)" in resumed
-        and "rebuilt by replay: cur (sqlite3.Cursor)" in resumed
+        "rebuilt and checked: conn (sqlite3.Connection)" in resumed  # the same database file
+        and "rebuilt, not checkable: cur (sqlite3.Cursor)" in resumed
     )
     assert b.value("cur.execute('select count(*) from runs').fetchone()[0]") == 1
     assert b.value("conn.execute('select count(*) from runs').fetchone()[0]") == 1
@@ -163,7 +166,7 @@ def test_a_summary_writer_is_reopened_on_its_log_dir_without_duplicated_events(s
         PYTHONPATH=str(lib),
     )
     assert "writer (" in saved and "rebuilt on resume from 1 statement(s)" in saved
-    assert "rebuilt by replay: writer" in resumed
+    assert ("rebuilt and checked: writer (" if real else "rebuilt, not checkable: writer (") in resumed, resumed
     b.run("writer.add_scalar('loss', 0.1, 3)\nwriter.flush()").ok()
     if real:
         assert _event_steps(b, logs) == [0, 1, 2, 3]
@@ -197,7 +200,7 @@ def test_a_recipe_that_raises_is_named_and_the_resume_goes_on(start_kernel, tmp_
     )
     assert "NOT rebuilt: h (_hashlib.HASH): replaying cell" in resumed
     assert "raised RuntimeError: the flag file is gone" in resumed
-    assert "rebuilt by replay: gen (generator)" in resumed
+    assert "rebuilt and checked: gen (generator)" in resumed
     assert "verdict: restored" in resumed
     assert b.value("[kept, next(gen), 'h' in globals()]") == ["yes", 0, False]
 
@@ -236,3 +239,27 @@ def test_the_history_goes_on_across_resumes(start_kernel, tmp_path):
     c = start_kernel(tmp_path / "a", JUPYTER_PAUSE_STORE=str(tmp_path / "store"))
     c.run("%load_ext jupyter_pause\n%resume --session rebuild").ok()
     assert json.loads(json.dumps(c.value("[next(gen), next(later)]"))) == [2, "a"]
+
+
+#: The issue's notebook: a hash fed in two cells from a saved list, a progress bar at 10/100, and
+#: a hash fed inside a function (no replay can see that: its rebuild cannot reach the state it had).
+PROVEN_CELLS = (
+    "import hashlib, itertools\nfrom tqdm.auto import tqdm\nwords = ['alpha', 'beta']\n"
+    "m = hashlib.sha256(); m.update(words[0].encode())",
+    "m.update(words[1].encode())\npbar = tqdm(total=100)\nfor _ in range(10):\n    pbar.update(1)",
+    "gen = (w.upper() for w in words * 3)\nnext(gen)\nticket = itertools.count(7)\nnext(ticket)",
+    "def feed(h):\n    h.update(b'hidden')\nplanted = hashlib.md5(b'seen')\nfeed(planted)",
+)
+
+
+def test_a_rebuilt_object_is_checked_against_the_state_it_had(start_kernel, tmp_path):
+    b, saved, resumed = _pause_and_resume(start_kernel, tmp_path, *PROVEN_CELLS)
+    expected = hashlib.sha256(b"alphabeta").hexdigest()
+    assert "m (_hashlib.HASH): rebuilt on resume from 3 statement(s)" in saved, saved
+    for name in ("m (_hashlib.HASH)", "pbar (", "gen (generator)"):
+        assert f"rebuilt and checked: {name}" in resumed, (name, resumed)
+    assert b.value("[m.hexdigest(), pbar.n, next(gen), next(ticket)]") == [expected, 10, "BETA", 8]
+    assert "rebuilt, differs: planted (_hashlib.HASH)" in resumed, resumed
+    assert f"was hexdigest {hashlib.md5(b'seenhidden').hexdigest()}, now hexdigest" in resumed
+    assert "verdict: partial" in resumed and "not back: planted (rebuilt, differs)" in resumed, resumed
+    assert "3 rebuilt and checked; 1 rebuilt, differs" in resumed, resumed

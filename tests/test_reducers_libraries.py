@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jupyter_pause.serialize.digests import value_digest
-from tests.test_pickler import notebook, pick, resume_elsewhere
+from tests.dumping import notebook, pick, resume_elsewhere
 
 
 def continues_identically(code: str, names: str, cell: str, tmp_path: Path) -> Any:

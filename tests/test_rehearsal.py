@@ -20,8 +20,8 @@ from jupyter_pause.proof import rehearsal
 from jupyter_pause.proof.verdict import NAMED_AT_CHECKPOINT
 from jupyter_pause.serialize.digests import value_digest
 from jupyter_pause.serialize.pickler import dump_variables
+from tests.dumping import notebook
 from tests.processes import another_process
-from tests.test_pickler import notebook
 
 pytestmark = pytest.mark.usefixtures("new_process")
 

@@ -26,7 +26,7 @@ from jupyter_pause.protocol import (
 from jupyter_pause.protocol.wire import KERNEL_MODULE
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
-from tests.test_protocol import HOSTILE
+from tests.hostile import HOSTILE
 
 
 def _lines(out: str) -> list[str]:

@@ -8,7 +8,7 @@ import io
 import pytest
 
 from jupyter_pause.serialize.digests import value_digest
-from tests.test_pickler import roundtrip
+from tests.dumping import roundtrip
 
 
 def test_a_font_read_from_a_file_object_comes_back() -> None:

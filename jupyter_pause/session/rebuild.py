@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import units
-from ..proof import probe
+from ..proof import observed, probe
 from ..store.manifest import Manifest, RecipeRecord, ReplayStep, SkippedRecord
 from . import history, rng
 from .history import BUILTINS, History, Statement
@@ -159,6 +159,7 @@ def plan(history: History, unsaved: dict[str, Any], saved: Iterable[str], import
                 reads=sorted(needs.get(name, set()) - {name} - BUILTINS - IPYTHON_NAMES),
                 missing=found.missing,
                 notes=found.notes,
+                observed="" if found.missing else observed.observe(value),
             )
         )
     return recipes
@@ -249,6 +250,8 @@ class Rebuilt:
     seconds: float
     error: str = ""
     notes: list[str] = field(default_factory=list)
+    check: str = observed.NOT_CHECKABLE  # ``proof.observed``: checked, not checkable, or differs
+    differs: str = ""  # what was seen at checkpoint time and now, when it differs
 
 
 @dataclass
@@ -263,6 +266,11 @@ class Report:
     def done(self) -> list[str]:
         return [r.name for r in self.rebuilt if not r.error]
 
+    def checks(self) -> dict[str, str]:
+        """Each variable rebuilt -> its check (``rebuilt and checked``, ``rebuilt, not checkable``,
+        or ``rebuilt, differs: was ..., now ...``)."""
+        return {r.name: r.check + (f": {r.differs}" if r.differs else "") for r in self.rebuilt if not r.error}
+
     def lines(self) -> list[str]:
         """The resume summary's lines about rebuilding."""
         if self.off:
@@ -275,7 +283,9 @@ class Report:
                 lines.append(f"NOT rebuilt: {r.name} ({r.type}): {r.error}")
                 continue
             took = units.duration(r.seconds)
-            lines.append(f"rebuilt by replay: {r.name} ({r.type}) from {r.statements} statement(s) in {took}")
+            lines.append(f"{r.check}: {r.name} ({r.type}) by replay of {r.statements} statement(s) in {took}")
+            if r.differs:
+                lines.append(f"  {r.differs}: not the state it had at the checkpoint")
             lines += [f"  {note}" for note in r.notes]
         lines += [f"NOT rebuilt: {name}: {why}" for name, why in self.missing.items()]
         return lines
@@ -297,7 +307,10 @@ def replay(recipes: list[RecipeRecord], namespace: dict[str, Any], on: bool = Tr
         error = _run(members[0].steps, namespace, [m.name for m in members])
         seconds = time.perf_counter() - started
         for m in members:
-            report.rebuilt.append(Rebuilt(m.name, m.type, len(m.steps), seconds, error, list(m.notes)))
+            done = Rebuilt(m.name, m.type, len(m.steps), seconds, error, list(m.notes))
+            if not error:
+                done.check, done.differs = observed.check(m.observed, namespace[m.name])
+            report.rebuilt.append(done)
     return report
 
 
@@ -355,7 +368,7 @@ def on_resume(
             history.current = loaded
     report = replay(manifest.recipes, namespace, on)
     outcomes = {r.name: r.error for r in report.rebuilt}
-    probe.record_rebuilt(manifest.id, {**{n: w for n, w in report.missing.items()}, **outcomes})
+    probe.record_rebuilt(manifest.id, {**{n: w for n, w in report.missing.items()}, **outcomes}, report.checks())
     return report, notes
 
 

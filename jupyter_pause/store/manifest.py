@@ -100,6 +100,9 @@ class RecipeRecord:
     reads: list[str] = field(default_factory=list)  # the names its statements read: saved, imported or rebuilt
     missing: str = ""
     notes: list[str] = field(default_factory=list)
+    #: What the object showed of its state at checkpoint time (``proof.observed``), compared once it
+    #: is rebuilt; "" when nothing could be read: its rebuild is not checkable.
+    observed: str = ""
 
 
 @dataclass
