@@ -22,7 +22,7 @@ from ..serialize.digests import comparable, format_of, value_digest
 from ..store.integrity import fetch
 from ..store.manifest import Manifest
 from ..store.storage import Store
-from . import fingerprint, hardware, modelcheck, observed, outputs, probe
+from . import fingerprint, hardware, libvalues, modelcheck, observed, outputs, probe
 
 KINDS = ("restored", "partial", "fresh", "live")
 
@@ -30,6 +30,9 @@ KINDS = ("restored", "partial", "fresh", "live")
 #: recorded one in a format this version does not compute (a newer release's).
 TOO_LARGE = "present, too large to compare"
 UNKNOWN_FORMAT = "present, its digest is of a format this version does not know: not compared"
+
+#: A variable whose digest differs, with no reason known for it.
+DIFFERS = "differs from the checkpoint"
 
 #: A variable that differs as the checkpoint said it would (``proof.rehearsal``), with its reason.
 NAMED_AT_CHECKPOINT = "differs from the checkpoint, as named when it was taken"
@@ -127,8 +130,32 @@ def _variable_status(
         elif name in manifest.inexact:  # no surprise: the checkpoint named it
             status[name] = f"{NAMED_AT_CHECKPOINT}: {manifest.inexact[name]}"
         else:
-            status[name] = "differs from the checkpoint"
+            status[name] = DIFFERS
     return status, changed
+
+
+def _library_upgrades(
+    manifest: Manifest, status: dict[str, str], changed: dict[str, str], checks: dict[str, Any], namespace: Any
+) -> tuple[list[str], int]:
+    """Variables whose digest differs after a library they depend on changed version, compared by
+    the value fingerprints the checkpoint recorded (``libvalues``): those that agree match, and one
+    line per library names them; the others say what differs, unless the user changed them since
+    the resume. ``status`` and ``changed`` are updated in place; returns those lines and how many
+    agreed."""
+    restored = probe.as_restored(manifest.id)
+    rechecked: dict[str, libvalues.Recheck] = {}
+    for name, recorded in checks.get("values", {}).items():
+        check = libvalues.recheck(recorded, namespace[name]) if status.get(name) == DIFFERS else None
+        if check is None:
+            continue
+        then = restored.get(name)
+        if not check.agrees and then is not None and value_digest(namespace[name], like=then) != then:
+            del status[name]
+            changed[name] = "changed since the resume"
+            continue
+        rechecked[name] = check
+        status[name] = "matches" if check.agrees else check.status()
+    return libvalues.agreed_lines(rechecked), sum(c.agrees for c in rechecked.values())
 
 
 def _model_status(
@@ -204,6 +231,7 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
             raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
         checks = moved.loads(bytes(good[manifest.checks.key]))
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
+    upgrades, by_value = _library_upgrades(manifest, verdict.variables, verdict.changed, checks, ctx.namespace)
     verdict.models, hardware_line = _model_status(manifest, checks, ctx.namespace, verdict.changed)
     wrong = {n: s for n, s in verdict.variables.items() if s not in ("matches", TOO_LARGE, UNKNOWN_FORMAT)}
     failed_models = [n for n, s in verdict.models.items() if s.startswith("FAILED")]
@@ -212,9 +240,12 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
     rebuilt_checks = probe.rebuilt_checks(manifest.id)
     differs = {n: c for n, c in rebuilt_checks.items() if c.startswith(observed.DIFFERS) and n in verdict.rebuilt}
     verdict.details.append(
-        f"probe value of the paused kernel is back; {matched} of {len(manifest.variables)} variable(s) "
-        "match their digests" + _rebuilt_counts(matched, verdict.rebuilt, ctx.namespace, rebuilt_checks)
+        f"probe value of the paused kernel is back; {matched - by_value} of {len(manifest.variables)} variable(s) "
+        "match their digests"
+        + (f", {by_value} by value fingerprint after a library upgrade" if by_value else "")
+        + _rebuilt_counts(matched, verdict.rebuilt, ctx.namespace, rebuilt_checks)
     )
+    verdict.details += upgrades  # "loaded from scikit-learn 1.7.2 into 1.9.1: clf; outputs agree"
     verdict.details += [f"{n}: {c}" for n, c in differs.items()]  # rebuilt, but not to the state it had
     if hardware_line:
         verdict.details.append(hardware_line)
