@@ -67,9 +67,27 @@ def test_the_outputs_are_those_of_the_methods_it_has():
     assert fp["outputs"][1]["shape"] == [estimators.ROWS, 2]
 
 
-def test_an_unfitted_estimator_or_one_nothing_fits_says_why():
-    with pytest.raises(estimators.NoInput, match="not fitted"):
-        estimators.fingerprint(LogisticRegression(), {})
+def test_an_unfitted_estimator_is_its_parameters():
+    """It computes nothing yet; its parameters, nested estimators' included, are what it is."""
+    model = Pipeline([("scale", StandardScaler()), ("lr", LogisticRegression(C=0.5))])
+    then = estimators.fingerprint(model, {})
+
+    assert estimators.evidence(then) == "parameters"
+    assert estimators.compare(estimators.again(copy.deepcopy(model), then), then) == (True, "identical")
+    other = copy.deepcopy(model).set_params(lr__C=2.0)
+    assert estimators.compare(estimators.again(other, then), then) == (False, "parameter 'steps' differs")
+    older = copy.deepcopy(model)
+    del older.steps[1][1].__dict__["tol"]  # pickled by a release without that parameter
+    assert not estimators.compare(estimators.again(older, then), then)[0]
+
+
+def test_an_estimator_nothing_fits_says_why():
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    words = CountVectorizer().fit(["red green", "green blue"])
+
+    with pytest.raises(estimators.NoInput, match="records no n_features_in_"):
+        estimators.fingerprint(words, {"texts": ["a b"]})
 
 
 def test_outputs_taken_again_agree_exactly_or_within_the_dtypes_tolerance():

@@ -65,6 +65,18 @@ def test_a_checkpoint_records_library_values_with_the_versions_they_depend_on():
     assert list(recorded["frame"]["libraries"]) == ["pandas", "numpy"]
 
 
+def test_a_notebook_subclass_of_an_estimator_depends_on_its_library():
+    class Tuned(LogisticRegression):
+        pass
+
+    ns = session()
+    tuned = Tuned().fit(ns["frame"], [0, 1, 0, 1, 1, 0])
+
+    recorded = libvalues.record({"tuned": tuned, "frame": ns["frame"]}, {"tuned": value_digest(tuned)})
+
+    assert list(recorded["tuned"]["libraries"]) == ["scikit-learn", "numpy", "pandas"]
+
+
 def test_a_variable_without_a_digest_is_not_fingerprinted():
     ns = session()
 
@@ -127,17 +139,34 @@ def test_after_an_upgrade_a_value_that_computes_otherwise_is_named(monkeypatch):
 
 
 def test_a_value_that_had_no_fingerprint_says_why_it_was_not_compared(monkeypatch):
-    unfitted = LogisticRegression()
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    words = CountVectorizer().fit(["red green", "green blue"])
     with monkeypatch.context() as then:
         upgraded_since(then, scikit_learn="1.7.2")
-        recorded = libvalues.record({"clf": unfitted}, {"clf": value_digest(unfitted)})
+        recorded = libvalues.record({"words": words}, {"words": value_digest(words)})
 
-    check = libvalues.recheck(recorded["clf"], unfitted)
+    check = libvalues.recheck(recorded["words"], words)
 
     assert not check.agrees and not check.compared
-    assert check.status().endswith(
-        "not compared by value: none was recorded: it is not fitted: it computes nothing yet to compare"
+    assert check.status() == (
+        f"differs from the checkpoint, after scikit-learn 1.7.2 -> {metadata.version('scikit-learn')}; "
+        "not compared by value: none was recorded: it records no n_features_in_, and no session value is an "
+        "input it takes"
     )
+
+
+def test_an_unfitted_estimator_agrees_by_its_parameters(monkeypatch):
+    model = LogisticRegression(C=0.5)
+    with monkeypatch.context() as then:
+        upgraded_since(then, scikit_learn="1.7.2")
+        recorded = libvalues.record({"model": model}, {"model": value_digest(model)})
+
+    checks = {"model": libvalues.recheck(recorded["model"], copy.deepcopy(model))}
+
+    assert libvalues.agreed_lines(checks) == [
+        f"loaded from scikit-learn 1.7.2 into {metadata.version('scikit-learn')}: model; parameters agree"
+    ]
 
 
 def test_each_library_is_one_line_naming_each_variable_once():

@@ -3,10 +3,10 @@
 The checkpointing side runs in ``.venv-old`` (``make test`` builds it: the project venv with older
 pinned releases of scikit-learn, pandas and NumPy in front, see the Makefile), the resuming side
 in the project's own environment, with the newest releases. A pipeline on a frame of strings,
-categories and timestamps, a random forest and the frame itself load with another pickle layout
-(their digests differ), and the restore test compares what they hold instead: ``restored``,
-naming each upgrade once, the libraries' warnings gathered into one line. A pipeline whose
-helper module computes something else on the resuming side is still ``partial``.
+categories and timestamps, a random forest, an estimator not fitted yet and the frame itself load
+with another pickle layout (their digests differ), and the restore test compares what they hold
+instead: ``restored``, naming each upgrade once, the libraries' warnings gathered into one line.
+A pipeline whose helper module computes something else on the resuming side is still ``partial``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ columns = ColumnTransformer([
 clf = Pipeline([("columns", columns), ("lr", LogisticRegression())]).fit(df, y)
 X = np.c_[df["x"].to_numpy(), df["when"].dt.hour.to_numpy()]
 forest = RandomForestClassifier(n_estimators=20, random_state=0).fit(X, y)
+baseline = LogisticRegression(C=0.5, class_weight="balanced")  # not fitted yet
 """
 
 #: A pipeline calling a function of the notebook's folder, which the resuming side has changed.
@@ -134,7 +135,7 @@ def _run(python: Path, script: str, folder: Path, store: Path) -> tuple[dict[str
     """Run ``script`` with ``python`` in ``folder``; (its REPORT, everything else it printed)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [str(python), "-c", script, str(store)], capture_output=True, text=True, cwd=folder, env=env, timeout=240
+        [str(python), "-c", script, str(store)], capture_output=True, text=True, cwd=folder, env=env, timeout=140
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = proc.stdout.splitlines()
@@ -173,9 +174,10 @@ def test_an_upgraded_session_is_restored_naming_each_upgrade_once(upgrade):
     upgrades = [d for d in run["details"] if d.startswith("loaded from ")]
     assert upgrades == [  # one line per library, each variable once, in the session's order
         f"loaded from pandas 2.3.3 into {pandas_now}: df; values agree",
-        f"loaded from scikit-learn 1.7.2 into {sklearn_now}: columns, clf, forest; outputs agree",
+        f"loaded from scikit-learn 1.7.2 into {sklearn_now}: columns, clf, forest, baseline; "
+        "outputs and parameters agree",
     ], run["verdict"]
-    assert run["details"][0].endswith("match their digests, 4 by value fingerprint after a library upgrade")
+    assert run["details"][0].endswith("match their digests, 5 by value fingerprint after a library upgrade")
     # What the user notices: the same probabilities, the frame's strings, categories and timestamps.
     np.testing.assert_allclose(new["proba"], old["proba"], rtol=1e-7, atol=1e-7)
     np.testing.assert_allclose(new["forest"], old["forest"], rtol=0, atol=0)

@@ -4,7 +4,8 @@ An estimator (scikit-learn's, or any object with ``fit`` and ``get_params``) pic
 library's version in its state, so after an upgrade its value digest differs even when it computes
 what it did. ``fingerprint`` records instead its outputs (``predict``, ``predict_proba``,
 ``decision_function``, ``transform``: those it has) on a few rows, and ``compare`` says whether
-outputs taken again agree: exactly for labels, within the dtype's tolerance for floats.
+outputs taken again agree: exactly for labels, within the dtype's tolerance for floats. An
+unfitted estimator computes nothing yet: its parameters are compared instead.
 
 The rows come from the session where one fits: the first rows of a frame whose columns include
 the estimator's ``feature_names_in_``, or of a 2-D array (or all-numeric frame) as wide as its
@@ -19,15 +20,18 @@ import contextlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ..serialize.digests import value_digest
 from . import frames
 
 #: Rows of input each check runs.
 ROWS = 5
 #: The methods whose outputs are recorded, those an estimator has.
 METHODS = ("predict", "predict_proba", "decision_function", "transform")
+#: What an estimator lacking a recorded parameter holds instead.
+MISSING = "<missing>"
 #: The source of an input made up from the estimator's width, none of the session's values fitting.
 MADE_UP = "made up"
 #: Values kept per output (its shape is kept whole).
@@ -66,11 +70,13 @@ def fitted(estimator: Any) -> bool:
 
 
 def libraries(estimator: Any) -> list[type]:
-    """The classes an estimator is made of: its own, then those of the estimators among its parameters."""
-    kinds = [type(estimator)]
+    """The classes an estimator is made of: its own and its bases (a notebook's subclass of a
+    scikit-learn estimator depends on scikit-learn), then those of the estimators among its
+    parameters."""
+    kinds = list(type(estimator).__mro__)
     try:
         params = estimator.get_params(deep=True)
-    except Exception:  # an estimator whose parameters cannot be listed: its own class only
+    except Exception:  # an estimator whose parameters cannot be listed: its own classes only
         return kinds
     for part in params.values():
         if is_estimator(part) and type(part) not in kinds:
@@ -169,18 +175,60 @@ def outputs(estimator: Any, recipe: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+def _param(value: Any) -> Any:
+    """A parameter as plain data: a plain value as it is, an estimator by its class and parameters,
+    a container by its items, anything else by its value digest."""
+    if isinstance(value, (type(None), bool, int, float, str)):
+        return value
+    if is_estimator(value):
+        return {"estimator": type(value).__qualname__, "params": parameters(value)}
+    if isinstance(value, (list, tuple)):
+        return [_param(v) for v in value]
+    if isinstance(value, dict):
+        return {"items": {str(k): _param(v) for k, v in value.items()}}
+    return {"digest": value_digest(value)}
+
+
+def parameters(estimator: Any, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """An estimator's parameters as plain data. ``names``: only those, read as attributes (a newer
+    release lists parameters an estimator pickled by an older one does not have)."""
+    names = list(estimator.get_params(deep=False)) if names is None else names
+    return {n: _param(getattr(estimator, n, MISSING)) for n in names}
+
+
+def _param_again(value: Any, then: Any) -> Any:
+    """``_param`` of ``value``, an estimator's restricted to the parameters recorded of it."""
+    if isinstance(then, dict) and "estimator" in then and is_estimator(value):
+        return {"estimator": type(value).__qualname__, "params": _params_again(value, then["params"])}
+    if isinstance(then, list) and isinstance(value, (list, tuple)) and len(value) == len(then):
+        return [_param_again(v, t) for v, t in zip(value, then, strict=True)]
+    return _param(value)
+
+
+def _params_again(estimator: Any, then: dict[str, Any]) -> dict[str, Any]:
+    return {n: _param_again(getattr(estimator, n, MISSING), t) for n, t in then.items()}
+
+
 def fingerprint(estimator: Any, namespace: dict[str, Any]) -> dict[str, Any]:
-    """The recorded input and the outputs on it; ``NoInput`` saying why there is none."""
+    """The recorded input and the outputs on it; an unfitted estimator's parameters (it computes
+    nothing yet); ``NoInput`` saying why there is neither."""
     if not fitted(estimator):
-        raise NoInput("it is not fitted: it computes nothing yet to compare")
+        return {"params": parameters(estimator)}
     recipe = find_input(estimator, namespace)
     return {"input": recipe, "outputs": outputs(estimator, recipe)}
 
 
 def again(estimator: Any, then: dict[str, Any]) -> dict[str, Any]:
-    """The fingerprint taken again on the recorded input (after a resume)."""
+    """The fingerprint taken again on what was recorded (after a resume)."""
+    if "params" in then:
+        return {"params": _params_again(estimator, then["params"])}
     found = {o["method"]: o for o in outputs(estimator, then["input"])}
     return {"input": then["input"], "outputs": [found.get(o["method"]) for o in then["outputs"]]}
+
+
+def evidence(fingerprint: dict[str, Any]) -> str:
+    """What agrees when two fingerprints do: ``outputs``, or an unfitted estimator's ``parameters``."""
+    return "parameters" if "params" in fingerprint else "outputs"
 
 
 def _worst(now: dict[str, Any], then: dict[str, Any]) -> tuple[bool, float]:
@@ -196,7 +244,10 @@ def _worst(now: dict[str, Any], then: dict[str, Any]) -> tuple[bool, float]:
 
 
 def compare(now: dict[str, Any], then: dict[str, Any]) -> tuple[bool, str]:
-    """Whether the outputs taken again agree with those recorded; (agree, how)."""
+    """Whether the outputs (or parameters) taken again agree with those recorded; (agree, how)."""
+    if "params" in then:
+        differ = [n for n, v in then["params"].items() if now["params"].get(n) != v]
+        return (False, f"parameter {differ[0]!r} differs") if differ else (True, "identical")
     worst = 0.0
     for got, want in zip(now["outputs"], then["outputs"], strict=True):
         method = want["method"]

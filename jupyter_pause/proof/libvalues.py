@@ -43,8 +43,8 @@ class Family:
     """A kind of library value fingerprinted by what it is rather than by how it pickles."""
 
     name: str
-    #: What agrees when the fingerprints do ("values", "outputs").
-    evidence: str
+    #: What agrees when two fingerprints do ("values", "outputs"), by the fingerprint.
+    evidence: Callable[[dict[str, Any]], str]
     accepts: Callable[[Any], bool]
     #: (value, the session's values) -> fingerprint; raises ``NoFingerprint``'s causes.
     take: Callable[[Any, dict[str, Any]], dict[str, Any]]
@@ -60,7 +60,7 @@ class Family:
 FAMILIES = (
     Family(
         name="frame",
-        evidence="values",
+        evidence=lambda _: "values",
         accepts=frames.is_pandas,
         take=lambda value, _: frames.fingerprint(value),
         again=lambda value, _: frames.fingerprint(value),
@@ -70,7 +70,7 @@ FAMILIES = (
     ),
     Family(
         name="estimator",
-        evidence="outputs",
+        evidence=estimators.evidence,
         accepts=lambda value: estimators.is_estimator(value),
         take=estimators.fingerprint,
         again=estimators.again,
@@ -104,6 +104,8 @@ def _all_distributions() -> dict[str, list[str]]:
 def distribution(module: str) -> str | None:
     """The installed distribution that provides the top-level package of ``module``."""
     top = module.partition(".")[0]
+    if not top or top in ("__main__", "builtins"):
+        return None
     for name in (DISTRIBUTIONS.get(top), top):
         if name is not None and version(name) is not None:
             return name
@@ -122,7 +124,7 @@ def version(name: str) -> str | None:
 
 def libraries(family: Family, value: Any, extra: Iterable[str] = ()) -> dict[str, str]:
     """Distribution -> version of what ``value`` depends on: its classes' first, then the family's."""
-    names = [distribution(kind.__module__) for kind in family.classes(value)]
+    names = [distribution(getattr(kind, "__module__", None) or "") for kind in family.classes(value)]
     found: dict[str, str] = {}
     for name in [*names, *family.also, *extra]:
         if name and name not in found and (v := version(name)) is not None:
@@ -234,17 +236,15 @@ def recheck(recorded: dict[str, Any], value: Any) -> Recheck | None:
     if family is None or recorded.get("version") != VERSION:
         return Recheck(*changed, "values", False, "its fingerprint is of a kind this version does not know", False)
     if "none" in recorded:
-        return Recheck(*changed, family.evidence, False, f"none was recorded: {recorded['none']}", False)
+        return Recheck(*changed, "values", False, f"none was recorded: {recorded['none']}", False)
+    evidence = family.evidence(recorded["fingerprint"])
     if family_of(value) is not family:
-        return Recheck(*changed, family.evidence, False, f"it is now a {type(value).__qualname__}")
+        return Recheck(*changed, evidence, False, f"it is now a {type(value).__qualname__}")
     try:
-        now = family.again(value, recorded["fingerprint"])
+        ok, how = family.compare(family.again(value, recorded["fingerprint"]), recorded["fingerprint"])
     except Exception as e:  # the value no longer reads or runs: it differs, saying how
-        return Recheck(
-            *changed, family.evidence, False, f"taking its fingerprint again failed: {type(e).__name__}: {e}"
-        )
-    ok, how = family.compare(now, recorded["fingerprint"])
-    return Recheck(*changed, family.evidence, ok, how)
+        return Recheck(*changed, evidence, False, f"taking its fingerprint again failed: {type(e).__name__}: {e}")
+    return Recheck(*changed, evidence, ok, how)
 
 
 def agreed_lines(checks: dict[str, Recheck]) -> list[str]:
