@@ -184,6 +184,18 @@ def test_replies_are_built_from_what_the_engine_returns():
     assert ErrorReply.of("resume", KeyError("x")) == ErrorReply("resume", "KeyError", "'x'")
 
 
+def test_a_pause_reply_says_what_will_not_come_back_elsewhere_in_one_short_line():
+    lines = [f"v{i} (x): rebuilt by replay, unproven" for i in range(5)]
+    reply = PauseReply("ck1", "saved", elsewhere=lines)
+    assert decode_reply(reply_json(reply), PauseReply) == reply
+    assert reply.elsewhere_note() == (
+        "; not on another node, or not provably: v0 (x): rebuilt by replay, unproven; "
+        "v1 (x): rebuilt by replay, unproven; v2 (x): rebuilt by replay, unproven; "
+        "and 2 more (jupyter pause show ck1)"
+    )
+    assert PauseReply("ck1").elsewhere_note() == ""
+
+
 def test_a_reply_of_the_wrong_shape_is_refused():
     with pytest.raises(RemoteError, match="reply has checkpoint=5, not a str"):
         decode_reply('{"reply": "pause", "checkpoint": 5}', PauseReply)

@@ -90,6 +90,8 @@ def test_a_sqlite_connection_is_reopened_and_its_insert_not_repeated(start_kerne
     assert (
         "conn (sqlite3.Connection): rebuilt on resume from 2 statement(s) (only the statement that opened it" in saved
     )
+    assert "cur (sqlite3.Cursor): rebuilt by replay, unproven: only the statement that opened it" in saved, saved
+    assert "conn (sqlite3.Connection): rebuilt by replay, unproven" not in saved  # its database files are checked
     assert (
         "rebuilt and checked: conn (sqlite3.Connection)" in resumed  # the same database file
         and "rebuilt, not checkable: cur (sqlite3.Cursor)" in resumed

@@ -21,7 +21,9 @@ def jp_server_config(tmp_path):
     return server_config(str(tmp_path / "store"))
 
 
-async def test_the_servers_resume_puts_back_a_module_from_an_added_folder(jp_fetch, jp_serverapp, jp_root_dir):
+async def test_the_servers_resume_puts_back_a_module_from_an_added_folder(
+    jp_fetch, jp_serverapp, jp_root_dir, tmp_path
+):
     path = write_notebook(jp_root_dir, "project/nb.ipynb", "x = 1")
     folder = jp_root_dir / "project"
     (folder / "lib").mkdir()
@@ -35,9 +37,13 @@ async def test_the_servers_resume_puts_back_a_module_from_an_added_folder(jp_fet
         "import os, sys\nsys.path.insert(0, os.path.abspath('lib'))\nfrom helpers import Box, scale\n"
         "box = Box(scale(7))\nf = scale\nos.chdir('data')",
     )
+    log = tmp_path / "outside.log"  # outside the notebook's folder: the pause says so
+    log.write_text("step 1\n")
+    await user_cell(jp_serverapp, kernel, f"fh = open({str(log)!r})")
     await call(jp_fetch, "pause", path=path)
     paused = await wait_state(jp_fetch, path, ("paused", "failed"))
     assert paused["state"] == "paused", paused
+    assert f"not on another node, or not provably: fh (open file {log}): lies outside" in paused["detail"], paused
     shutil.rmtree(folder / "lib")  # the other node has data/ but not lib/helpers.py
 
     await call(jp_fetch, "resume", path=path)

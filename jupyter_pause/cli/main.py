@@ -140,6 +140,7 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
         lines.append(f"  skipped {s.name} ({s.type}): {s.reason}")
     for name, why in m.inexact.items():
         lines.append(f"  named {name} (saved all the same): {why}")
+    lines += [f"  not on another node: {line}" for line in m.elsewhere]  # said when it was taken
     devices = ", ".join(sorted(m.devices())) or "-"
     env = m.environment
     lines.append(

@@ -109,12 +109,23 @@ class PauseReply(Reply):
     summary: str = ""
     skipped: list[str] = field(default_factory=list)
     bytes: int = 0
+    #: What will not come back on another node, or not provably (``Manifest.elsewhere``).
+    elsewhere: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, result: Any) -> PauseReply:
         """The reply for a committed checkpoint (a ``CheckpointResult``, or anything shaped like one)."""
         size = int((getattr(result.manifest, "stats", None) or {}).get("bytes_total", 0))
-        return cls(result.manifest.id, result.summary(), [skip.name for skip in result.skipped], size)
+        elsewhere = list(getattr(result.manifest, "elsewhere", None) or [])
+        return cls(result.manifest.id, result.summary(), [skip.name for skip in result.skipped], size, elsewhere)
+
+    def elsewhere_note(self, shown: int = 3) -> str:
+        """``; not on another node, or not provably: ...`` for the status line ("" when nothing)."""
+        if not self.elsewhere:
+            return ""
+        more = len(self.elsewhere) - shown
+        tail = f"; and {more} more (jupyter pause show {self.checkpoint})" if more > 0 else ""
+        return "; not on another node, or not provably: " + "; ".join(self.elsewhere[:shown]) + tail
 
 
 @dataclass(frozen=True)

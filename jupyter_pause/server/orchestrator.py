@@ -173,7 +173,7 @@ class PauseManager:
         await self._state(
             session,
             SessionState.PAUSED,
-            f"kernel shut down; checkpoint {checkpoint}",
+            f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}",
             checkpoint=checkpoint,
             moments=moments,
         )

@@ -25,8 +25,9 @@ from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, RecipeRecord, SkippedRecord, VariableRecord
 from ..vocabulary import Trigger
-from . import history, lineage, positions, rng, settings
+from . import history, lineage, positions, rng, settings, travel
 from .context import Context
+from .localmodules import folder_words, notebook_folder
 from .options import CheckpointOptions
 from .reach import OUTSIDE, reach
 from .rebuild import plan as plan_recipes
@@ -102,6 +103,7 @@ class Prepared:
     copied: int = 0  # bytes brought from devices to host memory
     recipes: list[RecipeRecord] = field(default_factory=list)  # how what could not be saved is rebuilt
     history: BlobRef | None = None  # the cell history blob
+    elsewhere: list[str] = field(default_factory=list)  # what will not come back on another node (``travel``)
     unproven: list[str] = field(default_factory=list)  # modules the restore test cannot prove, and why
     #: Saved variables a copy of which, loaded back at once, differs: named at checkpoint.
     rehearsal: Rehearsal = field(default_factory=Rehearsal)
@@ -217,6 +219,15 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     history_ref = BlobRef(key=signing.digest(cells, algorithm), size=len(cells))
     plan.payloads[history_ref.key] = cells
     recipes = _recipes(chosen, dump, failed)
+    elsewhere = travel.lines(
+        kept.local_modules.lost,
+        failed + uninspectable,
+        recipes,
+        chosen.values,
+        kept.settings,
+        notebook_folder(ctx.notebook),
+        folder_words(ctx.notebook),
+    )
     return Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -248,6 +259,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         copied=dump.collector.copied,
         recipes=recipes,
         history=history_ref,
+        elsewhere=elsewhere,
     )
 
 

@@ -72,6 +72,9 @@ class CheckpointResult:
             lines.append(f"  named {len(m.inexact)} (saved all the same):")
             types = {v.name: v.type for v in m.variables}
             lines += [f"    {name} ({types.get(name, '?')}): {why}" for name, why in m.inexact.items()]
+        if m.elsewhere:
+            lines.append(f"  will not come back on another node, or not provably ({len(m.elsewhere)}):")
+            lines += [f"    {line}" for line in m.elsewhere]
         if m.skipped:
             lines.append(f"  skipped {len(m.skipped)}:")
             recipes = {r.name: r for r in m.recipes}
@@ -268,6 +271,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         recipes=p.recipes,
         history=p.history,
         inexact=p.rehearsal.inexact,
+        elsewhere=p.elsewhere,
         user=seals.this_user(),
     )
     notes = list(p.notes)

@@ -141,6 +141,7 @@ class Kept:
     records: list[LocalModuleRecord] = field(default_factory=list)
     payloads: dict[str, bytes] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # modules variables need that are not kept (``unkept``)
 
 
 def capture(
@@ -170,7 +171,7 @@ def capture(
         kept.records.append(LocalModuleRecord(path=rel, module=module, blob=BlobRef(key=key, size=len(data))))
     if kept.records:
         kept.notes.append(f"local modules kept: {', '.join(r.path for r in kept.records)}")
-    kept.notes += unkept(values or {}, {r.module for r in kept.records}, folder_words(notebook))
+    kept.lost = unkept(values or {}, {r.module for r in kept.records}, folder_words(notebook))
     return kept
 
 

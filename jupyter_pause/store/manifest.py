@@ -160,6 +160,9 @@ class Manifest:
     #: ``proof.rehearsal``): name -> why. Named at checkpoint; the restore test says so. Empty
     #: for older checkpoints, which lack the field.
     inexact: dict[str, str] = field(default_factory=dict)
+    #: What will not come back on another node, or not provably, named when it was taken (see
+    #: ``session.travel``): one line each. Empty for older checkpoints, which lack the field.
+    elsewhere: list[str] = field(default_factory=list)
     #: The JupyterHub user whose server wrote it (signed with the manifest: a checkpoint is bound
     #: to its user and its session). None off a Hub and for older checkpoints.
     user: str | None = None
