@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.session import travel
+from jupyter_pause.session import activity, travel
 from jupyter_pause.store.manifest import RecipeRecord, SkippedRecord
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -57,6 +57,7 @@ def test_the_checkpoint_and_show_name_an_open_file_outside_the_folder(tmp_path, 
         f"handle (open file {log}): lies outside the kernel's start folder; it comes back only where that path exists"
     )
     assert result.manifest.elsewhere == [line]
+    assert activity.current.detail == f"not on another node, or not provably: handle (open file {log})"  # the widget
     assert "will not come back on another node, or not provably (1):\n    " + line in result.summary()
     assert main(["show", result.manifest.id, "--store", str(tmp_path / "store")]) in (0, None)
     assert f"not on another node: {line}" in capsys.readouterr().out

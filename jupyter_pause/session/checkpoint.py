@@ -26,7 +26,7 @@ from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
 from ..vocabulary import Trigger
-from . import activity, background, hooks, ledger, lineage, staging
+from . import activity, background, hooks, ledger, lineage, staging, travel
 from .background import BackgroundCheckpoint
 from .capture import Prepared, capture, describe, describe_surroundings, take_keys
 from .context import Context, make_context
@@ -297,7 +297,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     ledger.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
-    step.finish(manifest.id, manifest.created, detail="; ".join(p.unproven))  # the widget names them too
+    said = p.unproven + ([travel.short(p.elsewhere)] if p.elsewhere else [])
+    step.finish(manifest.id, manifest.created, detail="; ".join(said))  # the widget names them too
     return CheckpointResult(
         manifest=manifest, store_url=ctx.store.display_url, seconds=time.perf_counter() - p.started, notes=notes
     )

@@ -67,6 +67,11 @@ def lines(
     return found
 
 
+def short(found: list[str]) -> str:
+    """The lines in one short phrase for the status widget: what each names, not why."""
+    return "not on another node, or not provably: " + ", ".join(line.split(":")[0] for line in found)
+
+
 def _outside_file(value: Any, folder: str) -> str | None:
     """The path of an open file on disk outside ``folder`` (None for anything else)."""
     if not isinstance(value, io.IOBase) or getattr(value, "closed", True):
