@@ -119,8 +119,13 @@ class Response:
 class Hub:
     """A running JupyterHub (see ``run_hub``): call its API, start and stop users' servers."""
 
-    def __init__(self, root: Path, *, config: str = "", services: Iterable[Service] = (), debug: bool = False) -> None:
+    def __init__(
+        self, root: Path, *, config: str = "", services: Iterable[Service] = (), debug: bool = False, first: str = ""
+    ) -> None:
         self.root = root
+        #: Lines run first, on a fresh config (a block a user pastes, as it is): the harness's
+        #: own lines add to what it set (environment, services, roles) rather than replace it.
+        self.first_config = first
         self.services = {s.name: s for s in services}
         self.token = secrets.token_hex(16)
         self._pick_ports()
@@ -163,6 +168,9 @@ import json, os
 from pathlib import Path
 
 c = get_config()  # noqa
+# --- lines run first, on a fresh config ---
+{self.first_config}
+# --- the harness's lines ---
 c.JupyterHub.bind_url = {self.url + "/"!r}
 c.JupyterHub.public_url = {self.url + "/"!r}
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -182,8 +190,8 @@ c.ConfigurableHTTPProxy.command = [{find_proxy()!r}]
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{self.api_port}"
 c.ConfigurableHTTPProxy.pid_file = {str(self.root / "proxy.pid")!r}
 c.ConfigurableHTTPProxy.should_start = True
-c.JupyterHub.services = {services!r}
-c.JupyterHub.load_roles = {roles!r}
+c.JupyterHub.services = [*(c.JupyterHub.services if "services" in c.JupyterHub else []), *{services!r}]
+c.JupyterHub.load_roles = [*(c.JupyterHub.load_roles if "load_roles" in c.JupyterHub else []), *{roles!r}]
 
 USERS = Path({str(users)!r})
 c.SimpleLocalProcessSpawner.home_dir_template = str(USERS / "{{username}}" / "home")
@@ -197,7 +205,7 @@ def _dirs(kind):
     return lambda spawner: str(USERS / spawner.user.name / kind)
 
 
-c.Spawner.environment = {{
+c.Spawner.environment.update({{
     "JUPYTER_CONFIG_DIR": _dirs("jupyter-config"),
     "JUPYTER_DATA_DIR": _dirs("jupyter-data"),
     "JUPYTER_RUNTIME_DIR": _dirs("jupyter-runtime"),
@@ -206,7 +214,7 @@ c.Spawner.environment = {{
     "JUPYTER_PAUSE_NODE": lambda spawner: spawner.user.name + "-node",
     "JUPYTER_PLATFORM_DIRS": "1",
     "PYTHONUNBUFFERED": "1",
-}}
+}})
 
 
 def _per_user(spawner):
@@ -526,12 +534,19 @@ def _end(processes: list[psutil.Process], timeout: float) -> None:
 
 @contextmanager
 def run_hub(
-    root: Path, *, config: str = "", services: Iterable[Service] = (), debug: bool = False, timeout: float = 60
+    root: Path,
+    *,
+    config: str = "",
+    services: Iterable[Service] = (),
+    debug: bool = False,
+    timeout: float = 60,
+    first: str = "",
 ) -> Iterator[Hub]:
-    """A started Hub in ``root`` (``config``: more lines of jupyterhub_config.py; ``services``: its
-    services); stopped with everything it started when the block ends, even on failure. On a
-    failure the Hub's log tail is printed (pytest shows it with the failure)."""
-    hub = Hub(root, config=config, services=services, debug=debug)
+    """A started Hub in ``root`` (``config``: more lines of jupyterhub_config.py; ``first``: lines
+    run before the harness's, on a fresh config; ``services``: its services); stopped with
+    everything it started when the block ends, even on failure. On a failure the Hub's log tail
+    is printed (pytest shows it with the failure)."""
+    hub = Hub(root, config=config, services=services, debug=debug, first=first)
     try:
         hub.start(timeout)
         yield hub
@@ -541,3 +556,10 @@ def run_hub(
         raise
     finally:
         hub.stop()
+
+
+def readme_hub_config() -> str:
+    """The README's jupyterhub_config.py block (under "The Hub's configuration"), as a user copies it."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("### The Hub's configuration", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]

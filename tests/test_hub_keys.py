@@ -85,3 +85,36 @@ def test_a_rotation_signs_with_the_new_secret_and_verifies_with_the_former(monke
 def test_key_ids_tell_users_apart_without_giving_their_keys_away():
     assert key_id(user_key(SECRET, "alice")) != key_id(user_key(SECRET, "bob"))
     assert user_key(SECRET, "alice") != user_key(FORMER, "alice")
+
+
+def test_the_readmes_hub_block_runs_on_a_fresh_config(monkeypatch):
+    """The README's block, run as JupyterHub runs a config file (a fresh ``c``): no assignment
+    into a lazily made ``c.Spawner.environment``, which raises TypeError there."""
+    from tests.hub import readme_hub_config
+
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    c = Config()
+    exec(compile(readme_hub_config(), "README.md", "exec"), {"c": c, "get_config": lambda: c})  # noqa: S102
+    environment = Config(c.Spawner).environment.to_dict()["update"]
+    assert environment["JUPYTER_PAUSE_STORE"] == "s3://team-bucket/pause/{user}"
+    assert environment["JUPYTER_PAUSE_SIGNING_KEY"](spawner("alice")) == user_key(SECRET, "alice")
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        Config().Spawner.environment["JUPYTER_PAUSE_STORE"] = "what the README said before"
+
+
+@pytest.mark.integration
+def test_the_readmes_hub_block_starts_a_real_hub_and_gives_each_server_its_key(tmp_path, monkeypatch):
+    """The block, copied as it is, first in a real Hub's jupyterhub_config.py: the Hub starts, the
+    pause service it names answers, and a user's server gets that user's signing key."""
+    from tests.hub import readme_hub_config, run_hub
+
+    monkeypatch.setenv(keys.SECRET_ENV, SECRET)
+    with run_hub(tmp_path / "hub", first=readme_hub_config()) as hub:
+        hub.wait_service("jupyter-pause")
+        assert hub.fetch(f"{hub.url}/services/jupyter-pause/metrics", token=hub.token).code == 200
+        hub.create_user("alice")
+        hub.start_server("alice")
+        kernel = hub.open_notebook("alice", "keys.ipynb")
+        said = hub.execute("alice", kernel, "import os; print(os.environ['JUPYTER_PAUSE_SIGNING_KEY'])")
+        assert said.strip() == user_key(SECRET, "alice")
+        hub.stop_server("alice")

@@ -459,3 +459,17 @@ def test_without_a_key_records_are_read_as_before(store_url: str) -> None:
         "doc-1": "signed",
         "doc-2": "unsigned",
     }
+
+
+def test_a_failure_record_another_user_planted_does_not_skip_the_item(store_url: str) -> None:
+    """A forged failure of doc-2 would make ``retry_failed=False`` pass over it: with alice's key
+    it is named and not counted; her own failures still are."""
+    mallory = Journal(Store(store_url), SESSION, "ocr", "1", "mallory-node", MALLORY_KEY)
+    mallory.failed("doc-2", "made up")
+    alice = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    alice.failed("doc-3", "a real failure")
+    again = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    with pytest.warns(UserWarning, match="refused, never loaded: signed with another key"):
+        offered = list(again.pending(["doc-1", "doc-2", "doc-3"], retry_failed=False))
+    assert offered == ["doc-1", "doc-2"]
+    assert list(Journal(Store(store_url), SESSION, "ocr", "1", "node").pending(["doc-2"], retry_failed=False)) == []

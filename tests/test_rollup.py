@@ -11,10 +11,10 @@ import random
 
 import pytest
 
-from jupyter_pause.store.ledger import checked
 from jupyter_pause.hours import records, text, timeline, totals, whatif
 from jupyter_pause.store import ledger, rollup, signing
 from jupyter_pause.store.layout import ledger_key
+from jupyter_pause.store.ledger import checked
 from jupyter_pause.store.spans import Spans
 from jupyter_pause.store.storage import Store
 from tests.ledger_history import DAY, START, week
@@ -288,7 +288,8 @@ def test_a_forged_record_does_not_become_signed_through_a_roll_up(tmp_path):
     ann = [r for r in rows if r["user"] == "ann" and r["event"] == "activity"]
     forged = {**ann[3], "at": ann[3]["at"] + 1, "spans": [[ann[3]["at"] - 100, ann[3]["at"] + 0.5]]}
     record = ledger.Event.from_dict(forged).to_dict()
-    record["sig"] = signing.sign(json.dumps(record, sort_keys=True).encode(), "a key nobody holds")
+    body = json.dumps(record, sort_keys=True).encode()
+    record["sig"] = signing.seal(body, signing.LEDGER, {"user": "ann", "day": "20261116"}, "a key nobody holds")
     bad = json.dumps(record).encode()
     plain = json.dumps({**forged, "at": forged["at"] + 1}).encode()
     store.write_many({ledger_key(forged["at"], "0000bad0"): bad, ledger_key(forged["at"] + 1, "0000bad1"): plain})

@@ -43,6 +43,7 @@ def test_a_status_another_user_wrote_is_ignored_and_named(tmp_path: Path, forged
     assert status.state == "ready" and status.damaged == {}
     assert status.ignored.startswith("status.json of this session in the store ignored: ")
     assert ("another key" if forged_with else "not signed") in status.ignored
+    assert "which checkpoint this session was paused from is not known here" in status.ignored
     assert StatusBoard(Store(str(tmp_path)), "node-a").read("train").state == "restoring"  # no key: as before
 
 

@@ -66,7 +66,7 @@ In ``jupyterhub_config.py``::
     c.Spawner.server_token_scopes = ["access:servers!server", "users:activity!user", "delete:servers!server"]
     # required on a shared store: one prefix and one signing key per user (see ``hub.keys``)
     from jupyter_pause.hub.keys import signing_environment
-    c.Spawner.environment["JUPYTER_PAUSE_STORE"] = "s3://team-bucket/pause/{user}"
+    c.Spawner.environment.update({"JUPYTER_PAUSE_STORE": "s3://team-bucket/pause/{user}"})
     c.Spawner.environment.update(signing_environment(c))
 
 ``list:users`` lists users, ``read:servers`` gives each server's ``last_activity``, ``started``

@@ -110,11 +110,31 @@ class Journal:
         abandoned = [k for k, e in listed.items() if k.endswith(".part") and e.mtime is not None and e.mtime < stale]
         self.store.delete(abandoned)  # temporary names of writes killed long ago
         failed: dict[str, int] = {}
-        for key in self.store.list(self._keys("failed_prefix")):
-            found = layout.journal_failed_item(key)
-            if found is not None:
-                failed[found[0]] = failed.get(found[0], 0) + 1
+        for item, _ in self._failures_found():
+            failed[item] = failed.get(item, 0) + 1
         return done, failed
+
+    def _failures_found(self) -> list[tuple[str, str]]:
+        """``(item, run)`` of each failure record: listed; with a signing key, read too, and only
+        those sealed for their item and run by one of its keys (the others named, not counted)."""
+        found = {k: f for k in self.store.list(self._keys("failed_prefix")) if (f := layout.journal_failed_item(k))}
+        if self.keys is None:
+            return [(item, run) for item, run, _ in found.values()]
+        kept = []
+        for key, data in self.store.read_many(list(found)).items():
+            item, run, _ = found[key]
+            try:
+                record = json.loads(bytes(data)) if not isinstance(data, BaseException) else None
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                continue  # gone since the listing, or not a record: no failure of this journal's
+            why = seals.opened_json(record, seals.JOURNAL, {**self._place(item), "run": run}, self.keys)
+            if why is not None:
+                self._refuse(key, why)
+                continue
+            kept.append((item, run))
+        return kept
 
     def _newest_checkpoint(self) -> str | None:
         ids = [i for key in self.store.list(layout.manifest_prefix(self.session)) if (i := layout.manifest_id(key))]
@@ -232,8 +252,12 @@ class Journal:
         text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
         record_key = layout.journal_failed_key(self.session, self.name, self.version, i, self.run, self._failures)
         record = {"key": key, "run": self.run, "node": self.node, "time": time.time(), "error": text}
-        self.store.write(record_key, json.dumps(record).encode())
+        self.store.write(record_key, self._sealed_failure(record, i))
         return record_key
+
+    def _sealed_failure(self, record: dict[str, Any], item: str) -> bytes:
+        """A failure record's bytes, sealed for its item and run where this journal has a key."""
+        return seals.sealed_json(record, seals.JOURNAL, {**self._place(item), "run": record["run"]}, self.keys)
 
     def _explain_later(self, key: Key, record_key: str) -> None:
         """In IPython, put the cell's exception into the failure record once the cell ends."""
@@ -251,7 +275,7 @@ class Journal:
             elif error is not None:
                 record = json.loads(bytes(self.store.read(record_key)))
                 record["error"] = f"{type(error).__name__}: {error}"
-                self.store.write(record_key, json.dumps(record).encode())
+                self.store.write(record_key, self._sealed_failure(record, item_name(key)))
 
         shell.events.register("post_run_cell", explain)
 
@@ -313,10 +337,9 @@ class Journal:
         for _, _, header, _ in self._records():
             if header["run"] in runs:
                 runs[header["run"]].accepted += 1
-        for key in self.store.list(self._keys("failed_prefix")):
-            found = layout.journal_failed_item(key)
-            if found is not None and found[1] in runs:
-                runs[found[1]].failed += 1
+        for _, run in self._failures_found():
+            if run in runs:
+                runs[run].failed += 1
         ordered = sorted(runs.values(), key=lambda r: (r.started, r.run))
         pending = None
         last = next((r for r in reversed(ordered) if r.offered is not None), None)

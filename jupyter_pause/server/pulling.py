@@ -24,6 +24,8 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
         raise http_error(409, str(e)) from e
     except (CheckpointNotFound, PauseError) as e:
         raise http_error(404, str(e)) from e
+    if manifest.session != session:  # the listing refuses such a checkpoint; never write another session's notebook
+        raise http_error(409, f"checkpoint {manifest.id} is of session {manifest.session!r}, not {session!r}")
     if not manifest.notebook:
         raise http_error(409, f"checkpoint {manifest.id} of {session!r} holds no notebook to pull")
     good, bad = await asyncio.to_thread(fetch, manager.store, manifest, [manifest.notebook["blob"]])

@@ -78,6 +78,8 @@ class StatusBoard:
         )
         self.local[session] = status
         self._read_at.pop(session, None)
+        if state == SessionState.CHECKPOINTING:
+            self.ignored.pop(session, None)  # a new pause: what was ignored before was said
         return status
 
     def persist(self, status: Status) -> None:
@@ -138,8 +140,9 @@ class StatusBoard:
         why = (
             seals.opened_json(data, seals.STATUS, _place(session), self.keys) if isinstance(data, dict) else "not JSON"
         )
-        self.ignore(session, "status.json", why)
         if why is not None:
+            why += "; so which checkpoint this session was paused from is not known here"
+            self.ignore(session, "status.json", why)  # said until this server pauses the session again
             return None
         return Status(**{k: v for k, v in data.items() if k in Status.__dataclass_fields__ and k != "ignored"})
 

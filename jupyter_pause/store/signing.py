@@ -1,9 +1,13 @@
-"""Signed checkpoints: an HMAC over the manifest, whose blob digests are then sha256.
+"""Signed checkpoints and records: an HMAC over the manifest, whose blob digests are then sha256.
 
 Loading a checkpoint unpickles it, which runs code. With a signing key configured
 (``c.PauseConfig.signing_key`` or ``JUPYTER_PAUSE_SIGNING_KEY``), every manifest written is
 signed, and a checkpoint that is unsigned, signed with another key, or changed after signing is
 refused before any of its bytes are read. The key itself is never written anywhere.
+
+The rule for every record read from a store (``seal``, ``problem``): each kind of record is
+signed with its own key, derived from the user's key by a labelled KDF (``derive``), over the
+record and the place it belongs to; ``seals`` applies it to JSON records.
 """
 
 from __future__ import annotations
@@ -80,14 +84,6 @@ def keyring(keys: Keys) -> Keyring | None:
     if not keys:
         return None
     return keys if isinstance(keys, Keyring) else Keyring(keys)
-
-
-def sign(canonical: bytes, keys: str | Keyring) -> dict[str, str]:
-    """The signature block of a manifest whose canonical body is ``canonical``, by the signing key."""
-    ring = keyring(keys)
-    assert ring is not None, "sign needs a key"
-    value = hmac.new(ring.signing.encode(), canonical, hashlib.sha256).hexdigest()
-    return {"alg": ALGORITHM, "key_id": key_id(ring.signing), "value": value}
 
 
 class Signed(Protocol):
