@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from tornado import web
@@ -21,12 +20,11 @@ from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store import ledger
-from ..store.catalog import Catalog, Decision, Listing, passed_over_note
-from ..store.integrity import check, describe
-from ..store.manifest import Manifest
+from ..store.catalog import Catalog, Listing, passed_over_note
 from ..store.storage import Store
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
 from . import kernelrun, lease, metrics, pulling, resources, views
+from .choice import Asked, Choice, blob_damage, noted
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
 from .ledger import Recorder
@@ -48,6 +46,7 @@ class PauseManager:
         self.config = config
         self.store = Store(config.store, dict(config.storage_options))
         self.catalog = Catalog(self.store)
+        self.choice = Choice(self.store, self.catalog, config.keyring)
         self.board = StatusBoard(self.store, config.node, config.keyring)
         self.holder = f"server pid {os.getpid()}"
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -254,7 +253,9 @@ class PauseManager:
                 )
         paused_from = elsewhere.checkpoint if elsewhere is not None else None
         try:
-            manifest, decision = await asyncio.to_thread(self._decide, session, checkpoint, elsewhere, allow_partial)
+            manifest, decision = await asyncio.to_thread(
+                self.choice.decide, session, checkpoint, elsewhere, allow_partial
+            )
         except CheckpointDamaged as e:
             raise http_error(409, str(e)) from e
         except CheckpointNotFound as e:
@@ -279,7 +280,7 @@ class PauseManager:
         status = await self._state(
             session,
             SessionState.WAITING,
-            _noted("checking resources", note),
+            noted("checking resources", note),
             path=path,
             checkpoint=manifest.id,
             verdict=None,
@@ -290,44 +291,8 @@ class PauseManager:
         return status
 
     def resume_listing(self, session: str, status: Status | None) -> Listing:
-        """The session's checkpoints as its resume of "latest" sees them (see ``_followed``),
-        those a resume found damaged in their blobs (``status.damaged``) among the damaged ones.
-        The sessions panel shows the same."""
-        return self._followed(session, status).passing_over(status.damaged if status is not None else {})
-
-    def _followed(self, session: str, status: Status | None) -> Listing:
-        """The session's checkpoints, one listing of the store; without signing, kept to the
-        lineage of the checkpoint it was paused from (``Listing.following``)."""
-        listing = self.catalog.listing(session, self.config.keyring)
-        if self.config.keyring is None and status is not None:
-            listing = listing.following(status.checkpoint)
-        return listing
-
-    def _decide(
-        self, session: str, checkpoint: str, status: Status | None, allow_partial: bool
-    ) -> tuple[Manifest, Decision]:
-        """What a resume restores, decided once here from one listing, for the kernel to follow.
-
-        "latest" is the newest checkpoint whose manifest verifies and whose blobs no resume
-        found damaged; the kernel reads and verifies its blobs, and goes on to the next
-        candidate when they are not whole. One asked for by id has its blobs verified here
-        before the resume is accepted, so damage is refused at once (``CheckpointDamaged``, HTTP
-        409, naming the newest intact checkpoint) unless ``allow_partial``.
-        """
-        followed = self._followed(session, status)
-        known = status.damaged if status is not None else {}
-        if checkpoint in ("latest", ""):
-            listing = followed.passing_over(known)
-            choice = listing.resolve(checkpoint)
-            paused_from = status.checkpoint if status is not None else None
-            return choice.manifest, Decision.of(listing, choice, by_id=False).missing(listing, paused_from)
-        choice = followed.resolve(checkpoint)
-        manifest = choice.manifest
-        if not allow_partial:
-            why = known.get(manifest.id) or describe(manifest, check(self.store, manifest))
-            if why:
-                raise followed.passing_over(known).refusal(self.store, manifest, why)
-        return manifest, Decision.of(followed, choice, by_id=True)
+        """The session's checkpoints as its resume of "latest" sees them (see ``choice``)."""
+        return self.choice.listing(session, status)
 
     async def _pulled_if_missing(self, path: Any) -> str:
         """``path``, checked; a notebook missing here (a fresh pod without a persistent volume)
@@ -367,14 +332,14 @@ class PauseManager:
         # The lease is free before anyone can read the outcome and try again.
         metrics.resumed(outcome.verdict if outcome is not None else None)
         if outcome is None:
-            await self._state(session, SessionState.FAILED, _noted(failure, note))
+            await self._state(session, SessionState.FAILED, noted(failure, note))
         else:
             passed_over = outcome.report.get("damaged") or {}
             found: dict[str, str] = {}
             if isinstance(passed_over, dict) and passed_over:
                 passed_over = {str(k): str(v) for k, v in passed_over.items()}
                 note = passed_over_note(passed_over, outcome.checkpoint)
-                found = _blob_damage(passed_over, asked)
+                found = blob_damage(passed_over, asked)
             previous = await asyncio.to_thread(self.board.get, session)
             known = dict(previous.damaged) if previous is not None else {}
             if self.config.keyring is None and os.environ.get("JUPYTERHUB_USER"):
@@ -382,7 +347,7 @@ class PauseManager:
             await self._state(
                 session,
                 SessionState.READY,
-                _noted(f"{outcome.verdict}: {outcome.detail}", note),
+                noted(f"{outcome.verdict}: {outcome.detail}", note),
                 checkpoint=outcome.checkpoint,  # the one restored, as the kernel reports it
                 verdict=outcome.verdict,
                 damaged={**known, **found},
@@ -415,7 +380,7 @@ class PauseManager:
         )
         kernel_id = model["kernel"]["id"]
         moments["kernel_ready"] = time.time()
-        await self._state(session, SessionState.RESTORING, _noted(f"restoring checkpoint {manifest.id}", note))
+        await self._state(session, SessionState.RESTORING, noted(f"restoring checkpoint {manifest.id}", note))
         # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
         # so a checkpoint whose blobs turn out damaged is passed over there too.
         decision = asked.decision
@@ -468,30 +433,6 @@ class PauseManager:
         """Wait for the pauses and resumes in flight (tests and shutdown)."""
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
-
-
-@dataclass(frozen=True)
-class Asked:
-    """What a resume was asked for: ``latest`` or an id, and the checkpoint the session was paused from."""
-
-    checkpoint: str
-    paused_from: str = ""
-    allow_partial: bool = False
-    decision: Decision | None = None
-
-
-def _blob_damage(passed_over: dict[str, str], asked: Asked) -> dict[str, str]:
-    """Of the checkpoints a kernel passed over, those it found damaged in their blobs: the
-    server's candidates (their manifests verified), not the ones it had passed over itself."""
-    decision = asked.decision
-    if decision is None:
-        return {}
-    return {i: why for i, why in passed_over.items() if i in decision.candidates and i not in decision.passed_over}
-
-
-def _noted(detail: str, note: str) -> str:
-    """A status detail, followed by the damaged checkpoints a resume passed over (when any)."""
-    return f"{detail} ({note})" if note else detail
 
 
 def _known(moments: dict[str, float | None]) -> dict[str, float]:
