@@ -7,7 +7,10 @@ RUFF := $(VENV)/bin/ruff
 PIP := $(PY) -m pip --disable-pip-version-check
 # The CPU build of torch; a newer release would pull several GB of CUDA wheels.
 TORCH_SPEC ?= torch==2.13.0
+# What `make lab` needs (the package, JupyterLab, the front end), then what `make test` adds.
+LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs
 # JupyterHub's proxy, for the Hub tests: installed beside the venv, found there by tests/hub.py.
 PROXY_VERSION ?= 5
 # Azurite, the Azure Blob emulator of the Azure store tests: installed beside the venv, found there by tests/emulators.py.
@@ -18,9 +21,14 @@ LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.jso
 
 .PHONY: lab lint test test-fast test-js docs bench bench-hub clean
 
-$(STAMP): pyproject.toml Makefile $(LABEXT_SRC)
+$(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q "$(TORCH_SPEC)"
+	$(PIP) install -q -e .
+	touch $(LAB_STAMP)
+
+# The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools.
+$(STAMP): $(LAB_STAMP)
 	$(PIP) install -q -e ".[test]"
 	npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION)
 	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
@@ -78,11 +86,15 @@ test-js: $(STAMP)
 # JupyterLab refuses to run as root unless told; a container shell often is root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(ROOT_FLAG)
 
 # The documentation site (Sphinx, MyST Markdown), warnings as errors.
-docs: $(STAMP)
+$(DOCS_STAMP): $(LAB_STAMP)
+	$(PIP) install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	@echo "built docs/_build/html/index.html"
 
