@@ -275,6 +275,9 @@ logit = sm.Logit((y + rng.normal(size=60) > 1).astype(float), sm.add_constant(X)
 speed = 3 * u.m / u.s
 qtable = QTable({"name": ["a", "b"], "flux": [1.0, 2.0] * u.Jy})
 table = Table({"id": [1, 2, 3], "mag": [10.5, 11.0, 12.25]}, meta={"origin": "corpus"})
+indexed = Table({"id": [3, 1, 2], "band": ["g", "r", "i"], "mag": [10.5, 11.0, 12.25]})
+indexed.add_index("id")
+indexed.add_index("band", unique=True)
 wcs = WCS(naxis=2)
 wcs.wcs.crpix = [10.0, 20.0]
 wcs.wcs.cdelt = [-0.066667, 0.066667]
@@ -336,6 +339,8 @@ loaded = Image.open(io.BytesIO(png_bytes()))
         "speed": "[speed.to(u.km / u.h).value, str(speed.unit), (speed * 2 * u.s).to_string()]",
         "qtable": "[qtable.pformat(), str(qtable['flux'].sum())]",
         "table": "[table.pformat(), dict(table.meta), table[table['mag'] > 10.8]['id'].tolist()]",
+        "indexed": "[float(indexed.loc[2]['mag']), indexed.loc['band', 'r']['id'].item(), "
+        "indexed.loc[1:2]['id'].tolist(), [i.id for i in indexed.indices]]",
         "wcs": "[wcs.wcs_pix2world([[0, 0], [24, 38], [45, 98]], 0), wcs.to_header_string(), "
         "wcs.world_axis_physical_types]",
         "wcs_sip": "[wcs_sip.all_pix2world([[1, 2], [60, 30]], 0), wcs_sip.all_world2pix([[150.0, 2.0]], 0), "

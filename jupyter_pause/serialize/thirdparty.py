@@ -8,6 +8,10 @@
 - An optuna storage in an in-memory SQLite database (``sqlite:///:memory:``): optuna pickles the
   database's URL and connects again on load, to a new, empty database; the study comes back
   without its trials and fails on first use. It is refused, with what to use instead.
+- An astropy ``Table`` with indices (``table.add_index("id")``): astropy pickles each index with
+  references into columns that the load does not join again, and ``table.loc[...]`` then raises.
+  It is saved without its indices and the names, engines and uniqueness of each, and they are
+  built again on load with ``add_index``, as the notebook built them.
 
 Reducers are named by class (these libraries are imported only where a notebook uses them).
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import io
 from typing import Any, Callable
+
+import numpy as np
 
 
 def make_font(kind: type, data: bytes, size: float, index: int, encoding: str, layout_engine: Any) -> Any:
@@ -51,8 +57,40 @@ def refuse_memory_storage(storage: Any) -> Any:
     )
 
 
+def make_indexed_table(table: Any, indices: list[tuple[list[str], Any, bool]]) -> Any:
+    """``table`` with its indices built again, in the order they were added (the first is the primary key).
+
+    A column loaded back holds a dtype object of its own, where a column made in the notebook holds
+    numpy's one ``int64``, which its index shares: each plain dtype is made numpy's own again first,
+    so the table's structure (and its digest) is the one the notebook had."""
+    for column in table.columns.values():
+        dtype = getattr(column, "dtype", None)
+        if isinstance(dtype, np.dtype) and dtype.names is None and dtype.str != "|O":
+            canonical = np.dtype(dtype.str)
+            if canonical == dtype and canonical is not dtype:
+                column.dtype = canonical
+    for names, engine, unique in indices:
+        table.add_index(names, engine=engine, unique=unique)
+    return table
+
+
+def reduce_indexed_table(table: Any) -> Any:
+    """An astropy table with indices: a copy without them, and how to build each again."""
+    if not table.indices:
+        return NotImplemented  # astropy's own pickling is exact for a table without indices
+    indices = [
+        ([c.info.name for c in index.columns], type(index.index.data), bool(getattr(index.index.data, "unique", False)))
+        for index in table.indices
+    ]
+    plain = table.copy(copy_data=False)
+    for index in list(plain.indices):
+        plain.remove_indices(index.columns[0].info.name)
+    return (make_indexed_table, (plain, indices))
+
+
 #: Reducers by the qualified name of the class they handle (and its subclasses).
 BY_NAME: dict[str, Callable[[Any], Any]] = {
     "PIL.ImageFont.FreeTypeFont": reduce_font,
     "optuna.storages._rdb.storage.RDBStorage": refuse_memory_storage,
+    "astropy.table.table.Table": reduce_indexed_table,
 }
