@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
+from jupyter_pause.protocol import nodestate
 from jupyter_pause.server.preemption.aws import Aws
 from jupyter_pause.server.preemption.azure import Azure
 from jupyter_pause.server.preemption.fit import Fit
 from jupyter_pause.server.preemption.gce import Gce
+from jupyter_pause.server.preemption.noderecord import Publisher
 from jupyter_pause.server.preemption.source import Blind, Reading
 from jupyter_pause.server.preemption.watcher import PreemptionWatcher, readers_for
 from jupyter_pause.server.settings import PauseServer
@@ -292,6 +295,31 @@ async def test_a_blind_watcher_says_so_once_and_recovers(
         "polls": 5,
         "since": 0,
     }
+
+
+async def test_the_kernels_are_told_of_a_blind_watcher_until_the_server_stops(
+    aws: FakeAws, clock: Clock, tmp_path: Path
+) -> None:
+    aws.refuse_all = True
+    manager = manager_with(aws_spot_url=aws.url(FakeAws.SPOT))
+    publisher = Publisher(nodestate.record_path(os.getpid(), tmp_path))
+    watcher = PreemptionWatcher(manager, *readers_for(manager.settings), publisher)
+    await watcher.poll()
+    told = nodestate.read(os.getpid(), tmp_path)
+    assert told is not None and told.fit is None  # no session has a checkpoint to go by
+    ((cloud, state, error),) = [(w.cloud, w.state, w.error) for w in told.watchers]
+    assert (cloud, state) == ("aws", "blind") and "HTTP 401" in error and aws.url(FakeAws.SPOT) in error
+    written = publisher.path.stat().st_ino
+    await watcher.poll()
+    assert publisher.path.stat().st_ino == written  # nothing changed: not rewritten
+    aws.refuse_all = False
+    await watcher.poll()
+    told = nodestate.read(os.getpid(), tmp_path)
+    assert told is not None and [(w.state, w.error) for w in told.watchers] == [("watching", "")]
+    publisher.remove()  # the server stops
+    aws.refuse_all = True
+    await watcher.poll()  # a poll still under way
+    assert not publisher.path.exists()
 
 
 # -- does a pause fit the notice? -----------------------------------------------------------------

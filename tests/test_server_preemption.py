@@ -1,7 +1,8 @@
 """Preemption notices through a real Jupyter server with real kernels, each cloud faked on 127.0.0.1
 as its metadata service behaves (tests/metadata.py): a notice pauses the session by itself and
 it resumes ``restored``; no notice, no pause; AWS's rebalance recommendation checkpoints without
-pausing, once; a watcher that cannot read its notice is named in the status and the log."""
+pausing, once; a watcher that cannot read its notice is named in the status, the log and its
+kernels' own status."""
 
 from __future__ import annotations
 
@@ -352,3 +353,41 @@ class TestBlind:
         scraped = (await jp_fetch("metrics")).body.decode()
         for cloud in ("aws", "gce"):
             assert f'jupyter_pause_preemption_watchers{{cloud="{cloud}",state="blind"}} 1.0' in scraped
+
+    async def test_the_kernels_status_names_the_blind_watcher(
+        self, jp_fetch, jp_serverapp, jp_root_dir, manager, aws, azure
+    ):
+        path = write_notebook(jp_root_dir, "blind.ipynb", CELL)
+        kernel = await open_kernel(jp_fetch, path)
+
+        async def told(probe: str, *wanted: str) -> str | None:
+            out = await run(jp_serverapp, kernel, probe)
+            return out if all(w in out for w in wanted) else None
+
+        said = await until(
+            lambda: told(TEXT_STATUS, "AWS preemption notice: blind", "GCE preemption notice: blind"),
+            60,
+            "the kernel's text status naming both blind watchers",
+        )
+        aws_line = next(line for line in said.splitlines() if line.startswith("AWS preemption notice"))
+        assert "HTTP 401" in aws_line and aws.url(FakeAws.SPOT) in aws_line, said
+        widget = await run(jp_serverapp, kernel, WIDGET_STATUS)
+        assert "AWS preemption notice: blind" in widget and "HTTP 401" in widget, widget
+
+        jp_serverapp.remove_server_info_file()  # what the server does first when it stops
+        polls = (await preemption(jp_fetch))["watchers"][0]["polls"]
+        await until(lambda: blind_for(jp_fetch, polls + 2), 30, "two more polls after the record was removed")
+        assert await run(jp_serverapp, kernel, TEXT_STATUS) == (await run(jp_serverapp, kernel, ACTIVITY_LINE))
+
+
+#: The kernel's text status, as a user calls it.
+TEXT_STATUS = "import jupyter_pause\nprint(repr(jupyter_pause.status(widget=False)))"
+#: The kernel's own line alone (what the text status is with nothing from the server).
+ACTIVITY_LINE = "from jupyter_pause.session import activity\nprint(activity.current.text())"
+#: What the status widget shows of the server's record.
+WIDGET_STATUS = "import jupyter_pause\nw = jupyter_pause.status(widget=True)\nprint(w.server.value)\nw.close()"
+
+
+async def blind_for(fetch: Any, polls: int) -> bool:
+    """Whether the watchers, still blind, have each read their notice ``polls`` times."""
+    return all(w["state"] == "blind" and w["polls"] >= polls for w in (await preemption(fetch))["watchers"])

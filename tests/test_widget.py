@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pytest
 
 from jupyter_pause import units
+from jupyter_pause.kernel.noderecord import Follower, lines
 from jupyter_pause.kernel.widget import status
+from jupyter_pause.protocol import nodestate
+from jupyter_pause.protocol.nodestate import SERVER_PID, FitRecord, NodeState, WatcherRecord
 from jupyter_pause.session import activity
 from jupyter_pause.session.activity import Activity
+
+#: What a server whose AWS watcher gets 401, and whose last checkpoint took too long, tells its kernels.
+TROUBLE = NodeState(
+    os.getpid(),
+    (
+        WatcherRecord("aws", "blind", "http://127.0.0.1:9/latest/meta-data/spot/instance-action answered HTTP 401"),
+        WatcherRecord("azure", "watching"),
+    ),
+    FitRecord(False, "your last checkpoint took 95 s; an AZURE notice gives 30 s: checkpoint periodically"),
+)
 
 
 def test_activity_transitions_and_text():
@@ -37,6 +52,46 @@ def test_status_outside_a_kernel_is_text():
     shown = status()
     assert not hasattr(shown, "view")  # no widget without a kernel front end
     assert repr(shown) == activity.current.text()
+
+
+def test_the_text_status_says_what_the_servers_record_needs_attention_for(jp_environ, monkeypatch):
+    monkeypatch.setenv(SERVER_PID, str(os.getpid()))
+    path = nodestate.record_path(os.getpid())
+    nodestate.write(TROUBLE, path)
+    first, *said = repr(status(widget=False)).splitlines()
+    assert first == activity.current.text()
+    assert said == [
+        "AWS preemption notice: blind, a preemption would go unseen: "
+        "http://127.0.0.1:9/latest/meta-data/spot/instance-action answered HTTP 401",
+        "preemption: your last checkpoint took 95 s; an AZURE notice gives 30 s: checkpoint periodically",
+    ]  # the watcher that reads its notice is not named
+    nodestate.write(NodeState(os.getpid(), TROUBLE.watchers[1:], FitRecord(True, "a pause fits")), path)
+    assert repr(status(widget=False)) == activity.current.text()  # all is well: nothing more
+    nodestate.remove(path)
+    assert lines(nodestate.read()) == []
+
+
+def test_a_change_of_the_record_reaches_its_followers_within_the_refresh_period(jp_environ, monkeypatch):
+    monkeypatch.setenv(SERVER_PID, str(os.getpid()))
+    follower = Follower(period=0.05)
+    heard: list[NodeState | None] = []
+    changed = threading.Event()
+
+    def hear(state: NodeState | None) -> None:
+        heard.append(state)
+        changed.set()
+
+    follower.follow(hear)
+    thread = follower._thread
+    try:
+        nodestate.write(TROUBLE, nodestate.record_path(os.getpid()))  # written while no one asks
+        assert changed.wait(10), "the change never reached the follower"
+        assert heard == [TROUBLE] and follower.current == TROUBLE
+    finally:
+        follower.unfollow(hear)
+    assert thread is not None
+    thread.join(10)
+    assert not thread.is_alive()  # the last follower gone, the thread ends
 
 
 WIDGET_PROBE = r"""

@@ -1,7 +1,10 @@
 """The status widget: the kernel's jupyter-pause state, live, as ipywidgets (text where none).
 
 ``jupyter_pause.status()`` shows it: the state, a progress bar with bytes done and total during
-long saves and restores, the last checkpoint with its time, and the last verdict.
+long saves and restores, the last checkpoint with its time, and the last verdict; then what the
+server's node record says needs attention (``noderecord``): a preemption watcher that cannot
+read its notice, a pause that would not fit the notice. The widget follows both as they change;
+the text reads both when it is shown.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ import time
 from typing import Any
 
 from .. import units
+from ..protocol import nodestate
+from ..protocol.nodestate import NodeState
 from ..session import activity
 from ..session.activity import Activity
 from ..vocabulary import STEP_STATES, SessionState
+from . import noderecord
 
 #: A colour for each of ``vocabulary.KERNEL_STATES``.
 _COLOURS = {
@@ -23,6 +29,8 @@ _COLOURS = {
     SessionState.RESTORING: "#1565c0",
     SessionState.FAILED: "#c62828",
 }
+#: The colour of what the server's record says needs attention.
+_ATTENTION = "#c62828"
 
 
 def widgets_available() -> bool:
@@ -39,19 +47,23 @@ def widgets_available() -> bool:
 
 
 class StatusWidget:
-    """An ipywidgets view of an ``Activity``; it follows the activity until closed."""
+    """An ipywidgets view of an ``Activity`` and of the server's node record; it follows both until closed."""
 
-    def __init__(self, source: Activity | None = None) -> None:
+    def __init__(self, source: Activity | None = None, node: noderecord.Follower | None = None) -> None:
         import ipywidgets as w
 
         self.source = source or activity.current
+        self.node = node or noderecord.follower
         self.state = w.HTML()
         self.bar = w.FloatProgress(min=0.0, max=1.0, layout=w.Layout(width="260px"))
         self.bytes = w.HTML()
         self.info = w.HTML()
-        self.view = w.VBox([w.HBox([self.state, self.bar, self.bytes]), self.info])
+        self.server = w.HTML()
+        self.view = w.VBox([w.HBox([self.state, self.bar, self.bytes]), self.info, self.server])
         self.source.observers.append(self.update)
         self.update(self.source)
+        self.node.follow(self.show_node)
+        self.show_node(self.node.refresh())
 
     def update(self, source: Activity) -> None:
         """Render the activity's current values into the widgets."""
@@ -70,10 +82,16 @@ class StatusWidget:
             facts.append(f"last verdict <b>{source.verdict}</b>")
         self.info.value = " &middot; ".join(facts)
 
+    def show_node(self, state: NodeState | None) -> None:
+        """Render what the server's record says needs attention (nothing when all is well)."""
+        said = noderecord.lines(state)
+        self.server.value = "<br>".join(f"<span style='color:{_ATTENTION}'>{html.escape(line)}</span>" for line in said)
+
     def close(self) -> None:
-        """Stop following the activity and close the widgets."""
+        """Stop following the activity and the server's record, and close the widgets."""
         if self.update in self.source.observers:
             self.source.observers.remove(self.update)
+        self.node.unfollow(self.show_node)
         self.view.close()
 
     def _ipython_display_(self) -> None:
@@ -98,10 +116,11 @@ def status(widget: bool | None = None) -> Any:
 
 
 class _Text:
-    """The plain-text status (a terminal, or a front end without widgets)."""
+    """The plain-text status (a terminal, or a front end without widgets): the activity's line,
+    then the widget's lines from the server's record, read now."""
 
     def __init__(self, source: Activity) -> None:
         self.source = source
 
     def __repr__(self) -> str:
-        return self.source.text()
+        return "\n".join([self.source.text(), *noderecord.lines(nodestate.read())])

@@ -8,6 +8,10 @@
   marked with ``PREFIX`` (``reply_line``), found among the kernel's other output (``parse_reply``).
 - ``channel``: the way into a kernel busy in a ``steps`` loop (marker, request and reply files in
   the Jupyter runtime folder, and SIGUSR1).
+- ``nodestate``: what the server tells its kernels about its node (its preemption watchers, and
+  whether a pause fits the notice), a record in the runtime folder that the status widget shows.
+- ``runtime``: the files both keep in the Jupyter runtime folder, written whole, kept while their
+  process runs.
 
 The kernel's side (decode a request, run it through ``session`` and ``loops``, print the reply) is
 ``jupyter_pause.kernel.remote``, which the line ``call_source`` builds imports in the kernel.

@@ -17,7 +17,6 @@ Only the standard library and ``jupyter_core`` here: the server imports this mod
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -25,9 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from jupyter_core.paths import jupyter_runtime_dir
-
 from .messages import Reply, SafePointRequest
+from .runtime import PREFIX, folder, read_json, running, unlink, write_json
 from .wire import reply_line, typed
 
 #: The signal of a pause request; sent only to a kernel whose marker says it handles it.
@@ -48,90 +46,51 @@ class Marker:
     updated: float
 
 
-def _folder() -> Path:
-    return Path(jupyter_runtime_dir())
-
-
 def marker_path(pid: int) -> Path:
     """Where the kernel of ``pid`` keeps its marker."""
-    return _folder() / f"jupyter-pause-{pid}.json"
+    return folder() / f"{PREFIX}{pid}.json"
 
 
 def request_path(pid: int) -> Path:
     """Where a pause request for the kernel of ``pid`` waits to be claimed."""
-    return _folder() / f"jupyter-pause-{pid}-request.json"
+    return folder() / f"{PREFIX}{pid}-request.json"
 
 
 def reply_path(pid: int) -> Path:
     """Where the kernel of ``pid`` answers a claimed request."""
-    return _folder() / f"jupyter-pause-{pid}-reply.json"
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON so that a reader sees the old file or the whole new one, never half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(f".{path.name}.{os.getpid()}.part")
-    part.write_text(json.dumps(data))
-    os.replace(part, path)
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _unlink(path: Path) -> bool:
-    """Delete ``path``; True if this call deleted it (the claim)."""
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return folder() / f"{PREFIX}{pid}-reply.json"
 
 
 # -- kernel side -----------------------------------------------------------------------------
 
 
-def _running(pid: int) -> bool:
-    """Whether a process ``pid`` exists (it may be another program that reused the number)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it exists
-    return True
-
-
 def sweep() -> list[Path]:
     """Remove the markers, requests and replies of kernels that are gone (a SIGKILL leaves its
-    files behind); files of a running process are kept, whatever program it now is."""
+    files behind), and the node record of a server that is gone (``nodestate``); files of a
+    running process are kept, whatever program it now is."""
     removed = []
-    for path in _folder().glob("jupyter-pause-*.json"):
-        pid = path.name.removeprefix("jupyter-pause-").removesuffix(".json").split("-")[0]
-        if pid.isdigit() and not _running(int(pid)) and _unlink(path):
+    for path in folder().glob(f"{PREFIX}*.json"):
+        pid = path.name.removeprefix(PREFIX).removesuffix(".json").split("-")[0]
+        if pid.isdigit() and not running(int(pid)) and unlink(path):
             removed.append(path)
     return removed
 
 
 def write_marker(marker: Marker) -> None:
     """Declare this kernel handles ``SIGNAL``, and where its loop is."""
-    _write(marker_path(marker.pid), asdict(marker))
+    write_json(marker_path(marker.pid), asdict(marker))
 
 
 def remove_marker(pid: int) -> None:
     """The loop has ended: no more requests for this kernel."""
-    _unlink(marker_path(pid))
+    unlink(marker_path(pid))
 
 
 def claim_request(pid: int) -> SafePointRequest | None:
     """The request waiting for this kernel, which no one else may now act on; None if there is
     none (the server gave up on it, or the signal came from someone else)."""
-    data = _read(request_path(pid))
-    if data is None or not _unlink(request_path(pid)):
+    data = read_json(request_path(pid))
+    if data is None or not unlink(request_path(pid)):
         return None
     try:
         return typed(SafePointRequest, data, extra=True)
@@ -141,7 +100,7 @@ def claim_request(pid: int) -> SafePointRequest | None:
 
 def write_reply(pid: int, reply: Reply) -> None:
     """Answer a claimed request: the reply, as the line the kernel would have printed."""
-    _write(reply_path(pid), {"reply": reply_line(reply), "written": time.time()})
+    write_json(reply_path(pid), {"reply": reply_line(reply), "written": time.time()})
 
 
 # -- server side -----------------------------------------------------------------------------
@@ -151,7 +110,7 @@ def read_marker(pid: int, connection_file: str) -> Marker | None:
     """The marker of the kernel process ``pid`` started with ``connection_file``; None when that
     kernel has not declared it handles ``SIGNAL`` (no loop runs, or the marker is another
     process's that had the same pid)."""
-    data = _read(marker_path(pid))
+    data = read_json(marker_path(pid))
     if data is None:
         return None
     try:
@@ -165,8 +124,8 @@ def read_marker(pid: int, connection_file: str) -> Marker | None:
 
 def send_request(process: Any, request: SafePointRequest) -> None:
     """Write the request, then signal that one process (``process.send_signal``, not its group)."""
-    _unlink(reply_path(process.pid))
-    _write(request_path(process.pid), asdict(request))
+    unlink(reply_path(process.pid))
+    write_json(request_path(process.pid), asdict(request))
     process.send_signal(SIGNAL)
 
 
@@ -177,14 +136,14 @@ def claimed(pid: int) -> bool:
 
 def withdraw_request(pid: int) -> bool:
     """Take back a request not yet claimed; False when the kernel has claimed it (it will answer)."""
-    return _unlink(request_path(pid))
+    return unlink(request_path(pid))
 
 
 def take_reply(pid: int) -> str | None:
     """The reply line to a claimed request, once written (and then removed)."""
-    data = _read(reply_path(pid))
+    data = read_json(reply_path(pid))
     if data is None:
         return None
-    _unlink(reply_path(pid))
+    unlink(reply_path(pid))
     line = data.get("reply")
     return line if isinstance(line, str) else None

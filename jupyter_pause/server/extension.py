@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from ..config import ENV_VARS, PauseConfig
+from ..protocol.nodestate import SERVER_PID
 from ..store import ledger
 from ..store.ledger import SERVER_RECORDS
 from .handlers import routes
@@ -41,6 +42,7 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
         env = original(path, name)
         for key, value in exported.items():
             env.setdefault(key, value)
+        env[SERVER_PID] = str(os.getpid())  # this server's, never one it inherited: where its node record is
         return env
 
     sessions.get_kernel_env = get_kernel_env

@@ -27,6 +27,8 @@ def start_watchers(manager: Any) -> list[PeriodicCallback]:
         started.append(idle)
     manager.preemption = watcher_for(manager)
     if manager.preemption is not None:
+        if manager.preemption.publisher is not None:
+            manager.preemption.publisher.remove_when_stopping(manager.serverapp)
         poll = PeriodicCallback(manager.preemption.poll, settings.preemption_poll_interval * 1000)
         poll.start()
         started.append(poll)

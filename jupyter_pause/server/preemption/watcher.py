@@ -20,6 +20,7 @@ from .aws import Aws
 from .azure import Azure
 from .fit import Durations, slowest
 from .gce import Gce
+from .noderecord import Publisher, node_state
 from .source import Blind, NoticeSource
 
 log = logging.getLogger(__name__)
@@ -94,10 +95,14 @@ class Watch:
 
 
 class PreemptionWatcher:
-    """Polls the readers; on a notice pauses every session once, on an early warning checkpoints them."""
+    """Polls the readers; on a notice pauses every session once, on an early warning checkpoints them;
+    after each round tells the kernels what it knows (``publisher``; None: it tells no one)."""
 
-    def __init__(self, manager: Any, readers: list[NoticeSource], searching: bool) -> None:
+    def __init__(
+        self, manager: Any, readers: list[NoticeSource], searching: bool, publisher: Publisher | None = None
+    ) -> None:
         self.manager = manager
+        self.publisher = publisher
         self.candidates = readers if searching else []
         self.watches = [] if searching else [Watch(r) for r in readers]
         self.searching = searching
@@ -125,6 +130,7 @@ class PreemptionWatcher:
                 await self._read(watch)
                 if self.noticed is not None:
                     break
+            await self._publish()
         finally:
             self._polling = False
 
@@ -192,6 +198,14 @@ class PreemptionWatcher:
             await asyncio.wait(list(self.early_tasks), timeout=self.manager.settings.preemption_grace)
         await sweep.pause_all(self.manager, Trigger.SPOT)
 
+    async def _publish(self) -> None:
+        """Write the kernels' record (``noderecord``) if the watchers or the fit changed."""
+        if self.publisher is None:
+            return
+        sessions = [self.manager.session_name(m["path"]) for m in await self.manager.notebooks_running()]
+        status = await self.status(sessions)
+        self.publisher.publish(node_state(status["watchers"], status["fit"]))
+
     # -- what the status shows ---------------------------------------------------------------
 
     def public(self) -> dict[str, Any]:
@@ -220,7 +234,7 @@ def watcher_for(manager: Any) -> PreemptionWatcher | None:
     readers, searching = readers_for(manager.settings)
     if not readers:
         return None
-    watcher = PreemptionWatcher(manager, readers, searching)
+    watcher = PreemptionWatcher(manager, readers, searching, Publisher())
     log.info(
         "jupyter-pause: preemption notices: %s",
         "auto, probing " + ", ".join(f"{r.cloud} at {r.url}" for r in readers)
