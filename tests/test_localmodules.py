@@ -31,13 +31,16 @@ def _notebook_folder(root: Path, name: str) -> Path:
 
 
 @pytest.fixture
-def fresh_imports(monkeypatch):
-    """Modules imported by a test are forgotten after it (other tests import the same names)."""
+def fresh_imports(monkeypatch, tmp_path):
+    """Modules a test imported from its own folders are forgotten after it (other tests import the
+    same names); jupyter_pause's own, imported lazily meanwhile, stay (tests look them up by name)."""
     before = set(sys.modules)
     monkeypatch.setattr(sys, "path", list(sys.path))
     yield
     for name in set(sys.modules) - before:
-        del sys.modules[name]
+        path = getattr(sys.modules[name], "__file__", None)
+        if isinstance(path, str) and localmodules.relative_to(path, str(tmp_path)) is not None:
+            del sys.modules[name]
     importlib.invalidate_caches()
 
 
