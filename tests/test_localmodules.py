@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import jupyter_pause as jp
+from jupyter_pause.cli.drill import load_notebook
 from jupyter_pause.session import localmodules
 from jupyter_pause.store.manifest import BlobRef, LocalModuleRecord, Manifest
 from jupyter_pause.store.storage import Store
@@ -190,23 +191,24 @@ def test_kernel_round_trip_puts_modules_back_and_overwrite_replaces(start_kernel
 
 # -- issue 39: modules imported from a sys.path folder travel, whatever the working directory --
 
-HELPERS = "class Box:\n    def __init__(self, v):\n        self.v = v\n\n\ndef scale(x):\n    return 3 * x\n"
+#: The corpus notebook: it puts ``lib`` on sys.path, imports ``helpers`` from it, then changes into ``data``.
+PROJECT = Path(__file__).resolve().parent / "corpus" / "replay" / "project"
+HELPERS = (PROJECT / "lib" / "helpers.py").read_text()
+CELLS = load_notebook(PROJECT / "local_modules.ipynb")
 
 
 def _project(root: Path) -> Path:
-    """A notebook's folder holding ``lib/helpers.py`` and ``data/``."""
+    """The corpus notebook's folder, copied: ``lib/helpers.py`` and ``data/``."""
     folder = root / "project"
-    (folder / "lib").mkdir(parents=True)
+    shutil.copytree(PROJECT, folder)
     (folder / "data").mkdir()
-    (folder / "lib" / "helpers.py").write_text(HELPERS)
     return folder
 
 
 def _helpers_cells(chdir: bool) -> str:
-    return (
-        "%load_ext jupyter_pause\nimport os, sys\nsys.path.insert(0, os.path.abspath('lib'))\n"
-        "from helpers import Box, scale\nbox = Box(scale(7))\nf = scale\n" + ("os.chdir('data')\n" if chdir else "")
-    )
+    """The notebook's cells as one, without its last (the ``os.chdir``) unless ``chdir``."""
+    assert CELLS[-1].startswith("os.chdir(")
+    return "\n".join(CELLS if chdir else CELLS[:-1])
 
 
 @pytest.mark.integration

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
+
+from jupyter_pause.cli.drill import load_notebook
 
 pytestmark = pytest.mark.integration
 
@@ -243,15 +246,9 @@ def test_the_history_goes_on_across_resumes(start_kernel, tmp_path):
     assert json.loads(json.dumps(c.value("[next(gen), next(later)]"))) == [2, "a"]
 
 
-#: The issue's notebook: a hash fed in two cells from a saved list, a progress bar at 10/100, and
-#: a hash fed inside a function (no replay can see that: its rebuild cannot reach the state it had).
-PROVEN_CELLS = (
-    "import hashlib, itertools\nfrom tqdm.auto import tqdm\nwords = ['alpha', 'beta']\n"
-    "m = hashlib.sha256(); m.update(words[0].encode())",
-    "m.update(words[1].encode())\npbar = tqdm(total=100)\nfor _ in range(10):\n    pbar.update(1)",
-    "gen = (w.upper() for w in words * 3)\nnext(gen)\nticket = itertools.count(7)\nnext(ticket)",
-    "def feed(h):\n    h.update(b'hidden')\nplanted = hashlib.md5(b'seen')\nfeed(planted)",
-)
+#: The corpus notebook: a hash fed in two cells from a saved list, a progress bar at 10/100, and a
+#: hash fed inside a function (no replay can see that: its rebuild cannot reach the state it had).
+PROVEN_CELLS = load_notebook(Path(__file__).resolve().parent / "corpus" / "replay" / "rebuilt_objects.ipynb")[1:]
 
 
 def test_a_rebuilt_object_is_checked_against_the_state_it_had(start_kernel, tmp_path):
