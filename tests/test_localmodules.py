@@ -311,3 +311,22 @@ def test_a_relative_session_name_is_taken_from_the_start_folder_not_the_working_
     assert notebook.notebook_path() == str(tmp_path / "project" / "nb.ipynb")
     monkeypatch.setenv("JPY_SESSION_NAME", "nb.ipynb")
     assert notebook.notebook_path() == str(tmp_path / "project" / "nb.ipynb")
+
+
+@pytest.mark.integration
+def test_a_relative_sys_path_entry_is_the_folder_it_was_imported_from(start_kernel, tmp_path):
+    """``sys.path.insert(0, "lib")`` then ``os.chdir("data")``, in a kernel without a notebook: the
+    entry names ``data/lib`` now, but the module came from ``lib``, and travels."""
+    store = tmp_path / "store"
+    a_dir, b_dir = _project(tmp_path / "node-a"), tmp_path / "node-b" / "project"
+    (b_dir / "data").mkdir(parents=True)
+    cells = _helpers_cells(chdir=True).replace('os.path.abspath("lib")', '"lib"')
+    a = start_kernel(a_dir, JUPYTER_PAUSE_STORE=str(store))
+    a.run(cells).ok()
+    assert "local modules kept: lib/helpers.py" in a.run("%checkpoint --session local").ok().stdout
+    a.kill()
+    shutil.rmtree(a_dir)
+    b = start_kernel(b_dir, JUPYTER_PAUSE_STORE=str(store))
+    out = b.run("%load_ext jupyter_pause\n%resume --session local").ok().stdout
+    assert "verdict: restored" in out, out
+    assert b.value("[box.v, f(2)]") == [21, 6]

@@ -91,8 +91,16 @@ def _added() -> list[tuple[int, str]]:
 
 
 def added_folders() -> list[str]:
-    """The ``sys.path`` folders the user added, absolute: where local modules may be imported from."""
-    return [os.path.abspath(entry) for _, entry in _added() if entry]
+    """The ``sys.path`` folders the user added, absolute: where local modules may be imported from.
+    A relative entry (``"lib"``) is the folder the import system took it for when it was first
+    used, not the one it names from the working directory now (the notebook may have changed it)."""
+    return [_imported_from(entry) for _, entry in _added() if entry]
+
+
+def _imported_from(entry: str) -> str:
+    finder = sys.path_importer_cache.get(entry)
+    path = getattr(finder, "path", None)  # a FileFinder keeps the absolute folder it searched
+    return path if isinstance(path, str) and os.path.isabs(path) else os.path.abspath(entry)
 
 
 def capture_sys_path(folder: str) -> list[dict[str, Any]]:
