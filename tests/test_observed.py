@@ -60,6 +60,7 @@ def test_a_progress_bar_a_file_and_a_connection(tmp_path):
         assert not conn.in_transaction
     finally:
         conn.close()
+    assert observe(conn) == ""  # closed: it raises when asked, and is not checkable
 
 
 def test_an_object_of_another_kind_is_not_checkable():
