@@ -74,9 +74,12 @@ def short(found: list[str]) -> str:
 
 def _outside_file(value: Any, folder: str) -> str | None:
     """The path of an open file on disk outside ``folder`` (None for anything else)."""
-    if not isinstance(value, io.IOBase) or getattr(value, "closed", True):
+    try:
+        if not isinstance(value, io.IOBase) or value.closed:
+            return None
+        path = getattr(value, "name", None)
+    except (AttributeError, ValueError, OSError):  # a file object half torn down: nothing to say of its place
         return None
-    path = getattr(value, "name", None)
     if not isinstance(path, str) or not os.path.isabs(path):
         return None
     return path if relative_to(path, folder) is None else None
