@@ -12,7 +12,7 @@ import pytest
 
 import jupyter_pause as jp
 from jupyter_pause.cli.drill import load_notebook
-from jupyter_pause.session import localmodules
+from jupyter_pause.session import localmodules, places
 from jupyter_pause.store.manifest import BlobRef, LocalModuleRecord, Manifest
 from jupyter_pause.store.storage import Store
 
@@ -37,6 +37,10 @@ def fresh_imports(monkeypatch, tmp_path):
     same names); jupyter_pause's own, imported lazily meanwhile, stay (tests look them up by name)."""
     before = set(sys.modules)
     monkeypatch.setattr(sys, "path", list(sys.path))
+    # What is on sys.path now is the interpreter's, as in a kernel that just started (pytest puts
+    # the checkout there when the package is not installed from it): only what the test adds is the user's.
+    interpreter = places.startup_path() | set(sys.path)
+    monkeypatch.setattr(places, "startup_path", lambda: interpreter)
     yield
     for name in set(sys.modules) - before:
         path = getattr(sys.modules[name], "__file__", None)
