@@ -334,3 +334,29 @@ def test_a_relative_sys_path_entry_is_the_folder_it_was_imported_from(start_kern
     out = b.run("%load_ext jupyter_pause\n%resume --session local").ok().stdout
     assert "verdict: restored" in out, out
     assert b.value("[box.v, f(2)]") == [21, 6]
+
+
+def test_a_module_put_aside_is_the_checkpoints_even_over_an_older_copy(tmp_path, monkeypatch, fresh_imports):
+    """The folder aside is jupyter-pause's own: a copy left there by an earlier resume is replaced."""
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data-dir"))
+    shared, store = tmp_path / "shared", tmp_path / "store"
+    shared.mkdir()
+    (shared / "shared_helpers.py").write_text(HELPERS)
+    sys.path.append(str(shared))
+    from shared_helpers import scale
+
+    (tmp_path / "a").mkdir()
+    monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "a" / "nb.ipynb"))
+    manifest = jp.checkpoint(store=str(store), session="aside", namespace={"f": scale}).manifest
+    assert [r.path for r in manifest.local_modules] == [(shared / "shared_helpers.py").as_posix()]
+    shutil.rmtree(shared)
+    sys.path.remove(str(shared))
+    del sys.modules["shared_helpers"]
+    stale = Path(localmodules._aside(manifest.local_modules[0]))
+    stale.parent.mkdir(parents=True)
+    stale.write_text("def scale(x):\n    return 0\n")
+
+    ns: dict = {}
+    result = jp.resume(store=str(store), session="aside", namespace=ns)
+    assert f"local modules put back in {localmodules.aside_folder()} (their folder is missing here)" in result.summary()
+    assert stale.read_text() == HELPERS and ns["f"](2) == 6

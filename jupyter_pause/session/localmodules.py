@@ -293,7 +293,7 @@ def put_back(store: Store, manifest: Manifest, notebook: str | None, overwrite: 
                 break
             if signing.digest(present, manifest.hash) == record.blob.key:
                 break
-            if overwrite and candidate == target:
+            if candidate == target and (overwrite or os.path.isabs(record.path)):  # jupyter-pause's own copy: always
                 wanted[target] = record
             elif candidate == here:
                 conflicts.append(record.path)
