@@ -28,9 +28,9 @@ What a digest covers, kind by kind:
 - any other object: the state pickle saves of it (copyreg's table, then ``__reduce_ex__(2)``),
   attributes in name order, where an empty attribute dictionary is no state (an exception's
   dictionary exists once something looks at it, and pickle does not bring an empty one back),
-  without the few entries ``_NOT_STATE`` names (caches, counters and ``id()`` keys of matplotlib
-  figures, a persistent DataLoader's iterator); an object pickle cannot describe (a lock, a
-  weak reference) by its type only.
+  without the few entries ``objectstate.NOT_STATE`` names (caches, counters and ``id()`` keys
+  of matplotlib figures, a persistent DataLoader's iterator); an object pickle cannot describe
+  (a lock, a weak reference) by its type only.
 
 Taking a digest changes only what asking for pickle state changes anyway (copyreg caches
 ``__slotnames__`` on a class; matplotlib advances its callback counter), and adds no warning to a
@@ -62,7 +62,7 @@ from typing import Any
 
 import xxhash
 
-from . import openfiles
+from . import objectstate, openfiles
 
 #: Objects visited per variable before giving up (the checkpoint's checksums still cover it).
 DEFAULT_BUDGET = 200_000
@@ -72,32 +72,6 @@ FORMAT = 2
 
 #: Formats this version computes: 1 (release 0.1.x: bare hex) and 2 (``2:`` + hex).
 FORMATS = (1, 2)
-
-#: Class attributes that are not what the class defines: made by ``type()`` or ``abc`` itself,
-#: or ``__slotnames__``, which copyreg caches on a class the first time one of its objects is
-#: pickled (or digested), whichever variable that happens through.
-_CLASS_SKIP = frozenset({"__dict__", "__weakref__", "_abc_impl", "__module__", "__qualname__", "__slotnames__"})
-
-#: State entries that are no part of the value, by class (subclasses too): matplotlib's callback
-#: registry hands out the next callback id from its ``__getstate__`` (each pickle or digest of a
-#: figure advances it); a transform's ``_parents`` are keyed by ``id()`` (the parents themselves
-#: are in the figure), its ``_invalid`` and an artist's ``_stale`` say whether a
-#: cache is up to date or a redraw is due (a restored figure is due one); a figure's
-#: ``_number`` is the one pyplot gave it in this process.
-_NOT_STATE = {
-    "matplotlib.cbook.CallbackRegistry": frozenset({"_cid_gen"}),
-    "matplotlib.transforms.TransformNode": frozenset({"_invalid", "_parents"}),
-    "matplotlib.artist.Artist": frozenset({"_stale"}),
-    "matplotlib.figure.Figure": frozenset({"_number"}),
-    # a persistent_workers loader's iterator: this process's worker processes, never saved
-    "torch.utils.data.dataloader.DataLoader": frozenset({"_iterator"}),
-    # a dask task's token, repr and whether its function is a coroutine: worked out on first use
-    # (hashing the task, printing it, running it), and pickled as they are by then
-    "dask._task_spec.Task": frozenset({"_token", "_repr", "_is_coro"}),
-}
-
-#: The libraries ``_NOT_STATE`` names classes of: without one of them imported, nothing is skipped.
-_NOT_STATE_LIBRARIES = frozenset(name.partition(".")[0] for name in _NOT_STATE)
 
 #: Kinds digested by value without a memo entry.
 _LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray)
@@ -286,7 +260,7 @@ class _Digester:
         return self._combine("code", (head, *consts))
 
     def _function(self, f: types.FunctionType) -> bytes:
-        closure = tuple(_cell_value(c) for c in f.__closure__ or ())
+        closure = tuple(objectstate.cell_value(c) for c in f.__closure__ or ())
         parts = [
             self._code(f.__code__),
             self.digest(f.__defaults__),
@@ -303,7 +277,7 @@ class _Digester:
         if self.version >= 2:
             if cls.__module__ != "__main__" and not (cls.__flags__ & _HEAPTYPE and _is_dynamic(cls)):
                 return head  # found again by its name
-            members = {k: v for k, v in vars(cls).items() if k not in _CLASS_SKIP}
+            members = {k: v for k, v in vars(cls).items() if k not in objectstate.CLASS_SKIP}
             return self._combine("class", (head, self._attributes(members)))
         if cls.__module__ != "__main__":
             return head
@@ -325,7 +299,7 @@ class _Digester:
         if self.version < 2:
             return self.digest(state)
         if type(state) is dict:
-            state = _without_caches(state, kind)
+            state = objectstate.without_caches(state, kind)
             return self._attributes(state) if state else self.digest(None)
         if type(state) is tuple and len(state) == 2 and all(s is None or type(s) is dict for s in state):
             if not any(state):  # (instance dict, slots) both empty
@@ -351,7 +325,10 @@ class _Digester:
         if isinstance(reduced, str):
             return self._leaf(f"global:{name}.{reduced}".encode())
         func, args, state, listitems, dictitems = (tuple(reduced) + (None,) * 5)[:5]
-        parts = [self._maker(func), self._handed_over(_strip_class(args), obj if self.version >= 2 else None)]
+        parts = [
+            self._maker(func),
+            self._handed_over(objectstate.strip_class(args), obj if self.version >= 2 else None),
+        ]
         parts.append(self._state(state, type(obj), obj))
         if listitems is not None:
             parts.append(self.digest(list(listitems)))
@@ -364,8 +341,8 @@ class _Digester:
         handed over whole (astropy's ``Quantity`` state, its ``WCS`` arguments) is digested in
         name order: the restored object's attribute dictionary has its keys in another order
         (``__dict__.update`` after ``__init__``), which is no part of the value."""
-        named = [_named(x) for x in part] if obj is not None and type(part) is tuple else []
-        own = _attribute_names(obj) if any(named) else frozenset()
+        named = [objectstate.named(x) for x in part] if obj is not None and type(part) is tuple else []
+        own = objectstate.attribute_names(obj) if any(named) else frozenset()
         handed = [is_named and not own.isdisjoint(x) for is_named, x in zip(named, part, strict=True)] if own else []
         if not any(handed):
             return self.digest(part)
@@ -405,47 +382,6 @@ def _is_dynamic(cls: type) -> bool:
     from .reducers import is_dynamic
 
     return is_dynamic(cls)
-
-
-def _without_caches(state: dict[Any, Any], kind: type) -> dict[Any, Any]:
-    """``state`` without the entries ``_NOT_STATE`` names for ``kind`` or a class it derives from."""
-    if not any(library in sys.modules for library in _NOT_STATE_LIBRARIES):
-        return state
-    skip = set().union(*(_NOT_STATE.get(f"{c.__module__}.{c.__qualname__}", ()) for c in kind.__mro__))
-    return {k: v for k, v in state.items() if k not in skip} if skip else state
-
-
-def _attribute_names(obj: Any) -> frozenset[str]:
-    """The names in the attribute dictionary of ``obj`` when its class reduces it in Python code
-    (none for others: asking a ``functools.partial`` for its dictionary makes one, and it
-    pickles differently from then on)."""
-    kind = type(obj)
-    if not any(isinstance(getattr(kind, m, None), types.FunctionType) for m in ("__reduce__", "__reduce_ex__")):
-        return frozenset()
-    try:
-        attributes = object.__getattribute__(obj, "__dict__")
-    except AttributeError:
-        return frozenset()
-    return frozenset(k for k in attributes if type(k) is str) if type(attributes) is dict else frozenset()
-
-
-def _named(part: Any) -> bool:
-    """Whether ``part`` of a reduction is a non-empty dictionary keyed by strings."""
-    return type(part) is dict and bool(part) and all(type(k) is str for k in part)
-
-
-def _cell_value(cell: types.CellType) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return "<empty cell>"
-
-
-def _strip_class(args: Any) -> Any:
-    """copyreg's reconstructor args carry the class itself; its name is digested already."""
-    if isinstance(args, tuple):
-        return tuple(f"class:{a.__module__}.{a.__qualname__}" if isinstance(a, type) else a for a in args)
-    return args
 
 
 def value_digest(
