@@ -296,7 +296,9 @@ def splice(team: Path, user: str, checkpoint: str, source: str, target: str) -> 
     prefix, blobs and all, as anyone with the store's credentials can."""
     root = team / user
     shutil.copyfile(root / manifest_key(source, checkpoint), root / manifest_key(target, checkpoint))
-    shutil.copytree(root / f"sessions/{source}/blobs", root / f"sessions/{target}/blobs", dirs_exist_ok=True)
+    own = root / f"sessions/{source}/blobs"  # its blobs are in the prefix's pool, shared already
+    if own.exists():  # a checkpoint from before the pool keeps them in its session's folder
+        shutil.copytree(own, root / f"sessions/{target}/blobs", dirs_exist_ok=True)
 
 
 def test_a_checkpoint_of_her_other_notebook_spliced_into_this_one_is_refused_and_never_pulled(team_hub):
@@ -372,6 +374,9 @@ def test_a_deleted_checkpoint_and_a_forged_status_neither_roll_back_silently_nor
     assert marker_of(hub, "r-alice") == 3
     assert "mallory's invented reason" not in json.dumps(status)
     assert "status.json of this session in the store ignored: not signed" in status["ignored"], status
+    rows = hub.server_fetch("r-alice", "jupyter-pause/api/sessions").body["sessions"]
+    (row,) = [r for r in rows if r["session"] == SESSION]
+    assert "status.json of this session in the store ignored" in row["detail"], row  # the Paused sessions panel
     hub.stop_server("r-alice")
 
 

@@ -54,7 +54,12 @@ def session_rows(manager: Any) -> list[dict[str, Any]]:
             {
                 "session": session,
                 "state": status.state if status else (SessionState.PAUSED if newest else SessionState.READY),
-                "detail": "; ".join(filter(None, [status.detail if status else "", damage_detail(listing)])),
+                "detail": "; ".join(
+                    filter(
+                        None,
+                        [status.detail if status else "", status.ignored if status else "", damage_detail(listing)],
+                    )
+                ),
                 "path": (status.path if status and status.path else None)
                 or ((newest.notebook or {}).get("path") if newest else None),
                 "node": newest.node if newest else (status.node if status else None),
