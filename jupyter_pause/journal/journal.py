@@ -11,6 +11,11 @@ the journal once, then answers per item from a set, so its cost per item does no
 journal. A loop body that raises has its item recorded as failed; the item is offered again next
 time unless ``retry_failed=False``. Each version of a journal has its own records: another
 version starts empty. Keys of every record come from ``store.layout``.
+
+With a signing key (``PauseConfig.keyring``), done and failure records are sealed for their item
+(``store.seals``) and a result is unpickled only after its record verifies; a record that does
+not is named (``Journal.refused``, a warning) and passed over, its item pending again. ``pending``
+then reads the done records rather than only listing them.
 """
 
 from __future__ import annotations
