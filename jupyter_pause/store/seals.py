@@ -19,19 +19,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .signing import JOURNAL, KINDS, LEASE, LEDGER, MANIFEST, STATUS, Keys, Place, SealError, keyring, problem, seal
+from .signing import JOURNAL, KINDS, LEASE, LEDGER, MANIFEST, STATUS, Keys, Place, keyring, problem, seal
 
-__all__ = ["JOURNAL", "KINDS", "LEASE", "LEDGER", "MANIFEST", "STATUS", "Place", "SealError", "problem", "seal"]
+__all__ = ["JOURNAL", "KINDS", "LEASE", "LEDGER", "MANIFEST", "STATUS", "Place", "problem", "seal"]
 
 #: The field of a JSON record that holds its seal.
 FIELD = "seal"
-
-
-def check(body: bytes, block: Any, label: str, place: Place, keys: Keys, what: str) -> None:
-    """Raise ``SealError`` naming ``what`` when ``problem`` refuses the record."""
-    why = problem(body, block, label, place, keys)
-    if why is not None:
-        raise SealError(f"{what} refused: {why}")
 
 
 def canonical(record: Mapping[str, Any]) -> bytes:

@@ -168,10 +168,6 @@ _KDF = b"jupyter-pause record key v1\0"
 Place = Mapping[str, "str | None"]
 
 
-class SealError(SignatureError):
-    """A record read from the store is unsigned (with a key set), another key's, or sealed for elsewhere."""
-
-
 def derive(key: str, label: str) -> bytes:
     """The key that seals records of kind ``label``, derived from the user's ``key``."""
     if label not in KINDS:
