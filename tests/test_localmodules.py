@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import shutil
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -303,6 +304,10 @@ def test_a_module_a_variable_needs_but_not_kept_is_named(tmp_path, fresh_imports
     assert note.startswith(f"local module stray_helpers ({tmp_path / 'stray_helpers.py'}) NOT kept: it lies outside")
     assert "box, f will not come back" in note
     assert localmodules.unkept(values, {"stray_helpers"}, "the notebook's folder") == []
+    gone = module.Box(2)
+    proxy = weakref.proxy(gone)
+    del gone
+    assert localmodules.unkept({"proxy": proxy}, set(), "the notebook's folder") == []  # a dead proxy raises when asked
 
 
 def test_a_relative_session_name_is_taken_from_the_start_folder_not_the_working_directory(tmp_path, monkeypatch):

@@ -202,11 +202,14 @@ def unkept(values: Mapping[str, Any], kept: set[str], words: str) -> list[str]:
 def _modules_of(value: Any) -> set[str]:
     """The modules a pickle of ``value`` names at its top: its class's, and its own for a
     function, class or module."""
-    found = {getattr(type(value), "__module__", None)}
-    if isinstance(value, types.ModuleType):
-        found.add(value.__name__)
-    elif isinstance(value, (type, types.FunctionType)):
-        found.add(getattr(value, "__module__", None))
+    try:
+        if isinstance(value, types.ModuleType):
+            own = value.__name__
+        else:
+            own = getattr(value, "__module__", None) if isinstance(value, (type, types.FunctionType)) else None
+    except ReferenceError:  # a dead weak proxy: only its own class is named
+        own = None
+    found = {getattr(type(value), "__module__", None), own}
     return {m for m in found if isinstance(m, str) and m not in ("__main__", "builtins")}
 
 

@@ -78,7 +78,7 @@ def _outside_file(value: Any, folder: str) -> str | None:
         if not isinstance(value, io.IOBase) or value.closed:
             return None
         path = getattr(value, "name", None)
-    except (AttributeError, ValueError, OSError):  # a file object half torn down: nothing to say of its place
+    except (AttributeError, ValueError, OSError, ReferenceError):  # half torn down, a dead weak proxy: no place
         return None
     if not isinstance(path, str) or not os.path.isabs(path):
         return None
