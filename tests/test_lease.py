@@ -325,3 +325,18 @@ def test_alices_own_lease_holds_against_her_other_servers(tmp_path: Path) -> Non
     asyncio.run(lease.acquire(store, SESSION, "alice", "node-a", "resumed", 600, SETTLE, ALICE_KEY))
     with pytest.raises(lease.LeaseHeld, match="being resumed by alice on node-a"):
         asyncio.run(lease.acquire(store, SESSION, "alice 2", "node-b", "resumed", 600, SETTLE, ALICE_KEY))
+
+
+def test_a_release_mark_another_user_wrote_frees_nothing(tmp_path: Path) -> None:
+    """mallory marks alice's live lease released: with alice's key the mark is ignored (her other
+    server still waits); her own release frees the session."""
+    store = Store(str(tmp_path))
+    held = asyncio.run(lease.acquire(store, SESSION, "alice", "node-a", "resumed", 600, SETTLE, ALICE_KEY))
+    store.write(layout.lease_released_key(SESSION, held.epoch), json.dumps({"released": time.time()}).encode())
+    with pytest.raises(lease.LeaseHeld, match="being resumed by alice on node-a"):
+        asyncio.run(lease.acquire(store, SESSION, "alice 2", "node-b", "resumed", 600, SETTLE, ALICE_KEY))
+    assert "a release mark of the lease held by alice on node-a: not signed" in lease.IGNORED[SESSION]
+    assert lease.current(store, SESSION) is None  # without a key, as before: any mark releases
+    lease.release(store, SESSION, held, ALICE_KEY)
+    again = asyncio.run(lease.acquire(store, SESSION, "alice 2", "node-b", "resumed", 600, SETTLE, ALICE_KEY))
+    assert again.epoch == held.epoch + 1

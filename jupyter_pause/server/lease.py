@@ -168,9 +168,35 @@ def _top(store: Store, session: str, keys: Keys = None) -> tuple[int, Lease | No
     if top == 0 or top not in records:
         return top, None, True
     try:
-        return top, _load(store, lease_epoch_key(session, top), top, session, keys), top in released
+        record = _load(store, lease_epoch_key(session, top), top, session, keys)
     except FileNotFoundError:
         return None  # pruned between the listing and the read: a higher epoch exists, look again
+    return top, record, top in released and _released(store, session, record, keys)
+
+
+def _released(store: Store, session: str, record: Lease | None, keys: Keys) -> bool:
+    """Whether the release mark beside ``record`` (the top epoch's lease) counts: always without
+    ``keys``; with them, only a mark they sealed for this epoch and this lease's token."""
+    if record is None or keys is None:
+        return True
+    try:
+        mark = json.loads(bytes(store.read(lease_released_key(session, record.epoch))))
+    except (FileNotFoundError, ValueError):
+        return False
+    why = "not a release mark"
+    if isinstance(mark, dict):
+        why = seals.opened_json(mark, seals.LEASE, _mark_place(session, record.epoch), keys) or (
+            None if mark.get("token") == record.token else "it releases another lease"
+        )
+    if why is not None:
+        IGNORED[session] = f"a release mark of the lease held by {record.holder} on {record.node}: {why}"
+        log.warning("lease of session %r: a release mark ignored: %s", session, why)
+    return why is None
+
+
+def _mark_place(session: str, epoch: int) -> dict[str, str | None]:
+    """Where a release mark belongs: its lease's place and epoch."""
+    return {**_place(session), "epoch": str(epoch)}
 
 
 def _look(store: Store, session: str, keys: Keys = None) -> tuple[int, Lease | None] | None:
@@ -305,4 +331,6 @@ def release(store: Store, session: str, lease: Lease, keys: Keys = None) -> None
     if lease.epoch:
         record = _read(store, lease_epoch_key(session, lease.epoch), lease.epoch, session, keys)
         if record is not None and record.token == lease.token:
-            store.write(lease_released_key(session, lease.epoch), json.dumps({"released": time.time()}).encode())
+            mark = {"released": time.time(), "token": lease.token}
+            sealed = seals.sealed_json(mark, seals.LEASE, _mark_place(session, lease.epoch), keys)
+            store.write(lease_released_key(session, lease.epoch), sealed)
