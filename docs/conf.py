@@ -21,7 +21,6 @@ exclude_patterns = ["_build", "README.md"]
 
 html_theme = "pydata_sphinx_theme"
 html_title = "jupyter-pause"
-html_static_path = ["_static"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
