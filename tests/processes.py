@@ -8,14 +8,16 @@ import secrets
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash
 from jupyter_pause.session import lineage, positions
+from jupyter_pause.store import pool
 
 
 def forget_session_state() -> None:
-    """Hold no lineage position, probe value or remembered fingerprints, as a kernel process that just started."""
+    """Hold no lineage position, probe value, remembered fingerprints or blobs, as a new kernel process."""
     lineage.forget()
     probe.forget()
     devicehash.forget()
     positions.forget()
+    pool.forget()
 
 
 def another_process() -> None:

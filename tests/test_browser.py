@@ -294,13 +294,12 @@ def _damage_model_blob(store: Path) -> tuple[str, str]:
     sector would; the ids of that checkpoint and of the one before it."""
     from jupyter_pause.notebook import session_from_path
     from jupyter_pause.store.catalog import Catalog
-    from jupyter_pause.store.layout import blob_key
     from jupyter_pause.store.storage import Store
 
     session = session_from_path("browser.ipynb")
     newest, older = Catalog(Store(str(store))).checkpoints(session)[:2]
     (model,) = [v for v in newest.variables if v.name == "model"]
-    path = store / blob_key(session, newest.arrays[model.arrays[0]].blob)
+    path = store / newest.blob_key(newest.arrays[model.arrays[0]].blob)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(data)

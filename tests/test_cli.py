@@ -13,7 +13,7 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.cli import main
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.store.layout import blob_key
+from jupyter_pause.store.layout import blob_key, pool_key
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.dumping import notebook
 from tests.processes import another_process
@@ -107,7 +107,7 @@ def test_verify_reports_damage_with_exit_code(store, capsys):
     code, out, _ = _run(capsys, "verify", "--store", str(path))
     assert code == 0 and "2 verified, 0 damaged" in out
     weights = second.arrays[next(v for v in second.variables if v.name == "model").arrays[0]].blob
-    blob = path / blob_key("exp", weights)
+    blob = path / second.blob_key(weights)
     blob.write_bytes(blob.read_bytes()[:-1] + b"\x00")
     code, out, _ = _run(capsys, "verify", "--store", str(path))
     assert code == 1 and "DAMAGED" in out and "array data of model" in out
@@ -124,15 +124,18 @@ def test_gc_keeps_newest(store, capsys):
 
 def test_plain_gc_removes_garbage_and_never_a_checkpoint(store, capsys):
     path, first, second = store
-    orphan = blob_key("exp", "cd" * 16)
-    (path / orphan).parent.mkdir(parents=True, exist_ok=True)
-    (path / orphan).write_bytes(b"x" * 1000)
+    orphans = [blob_key("exp", "cd" * 16), pool_key("cd" * 16)]  # the session's own folder, and the pool
+    for orphan in orphans:
+        (path / orphan).parent.mkdir(parents=True, exist_ok=True)
+        (path / orphan).write_bytes(b"x" * 1000)
     code, out, _ = _run(capsys, "gc", "--grace", "0", "--dry-run", "--store", str(path))
-    assert code == 0 and f"would remove blob {orphan} (1.0 kB, " in out and (path / orphan).exists()
+    assert code == 0 and all(f"would remove blob {orphan} (1.0 kB, " in out for orphan in orphans)
+    assert all((path / orphan).exists() for orphan in orphans)
     code, out, _ = _run(capsys, "gc", "--grace", "0", "--json", "--store", str(path))
     result = json.loads(out)
-    assert result["counts"] == {"checkpoint": 0, "blob": 1, "pending": 0, "torn": 0, "upload": 0}
-    assert result["bytes_freed"] == 1000 and result["uploads_unlisted"] is None and not (path / orphan).exists()
+    assert result["counts"] == {"checkpoint": 0, "blob": 2, "pending": 0, "torn": 0, "upload": 0}
+    assert result["pool"]["blobs_removed"] == 1 and result["uploads_unlisted"] is None
+    assert result["bytes_freed"] == 2000 and not any((path / orphan).exists() for orphan in orphans)
     code, out, _ = _run(capsys, "list", "--store", str(path), "--json")
     assert sorted(r["id"] for r in json.loads(out)) == sorted([first.id, second.id])
 

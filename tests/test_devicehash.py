@@ -16,7 +16,6 @@ from jupyter_pause.config import PauseConfig
 from jupyter_pause.serialize import devicehash
 from jupyter_pause.serialize.arrays import ArrayCollector
 from jupyter_pause.session.context import make_context
-from jupyter_pause.store.layout import blob_key
 from tests.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -240,10 +239,10 @@ def test_a_kept_blob_gone_from_the_store_is_copied_and_written_again(on_device, 
     ns = _namespace()
     first = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     frozen = next(r.blob for r in first.arrays.values() if r.nbytes == SIZES["frozen"])
-    (tmp_path / blob_key("s", frozen)).unlink()
+    (tmp_path / first.blob_key(frozen)).unlink()
     second = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
     assert second.stats["bytes_written"] >= 4 * 1024 * 1024
-    assert (tmp_path / blob_key("s", frozen)).exists()
+    assert (tmp_path / second.blob_key(frozen)).exists()
     another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)

@@ -229,7 +229,7 @@ from jupyter_pause.store.storage import Store
 _real_write, _writes = Store.write_many, []
 def _held(self, items, progress=None):
     from jupyter_pause.store.catalog import Catalog
-    if any('/blobs/' in key for key in items) and Catalog(self).checkpoints('train'):
+    if any('blobs/' in key for key in items) and Catalog(self).checkpoints('train'):
         Path('second-started').touch()
         threading.Event().wait()
     return _real_write(self, items, progress)

@@ -38,6 +38,21 @@ def test_every_key_of_a_session() -> None:
     )
 
 
+def test_the_pool_is_one_folder_at_the_store_root() -> None:
+    assert layout.POOL == layout.pool_prefix() == "blobs/"
+    assert layout.pool_key(DIGEST) == "blobs/41/41b51aa9b5bc7f35703eddb91b7608b8"
+    assert layout.pool_key(SHA256) == f"blobs/9f/{SHA256}"
+    assert layout.pool_digest(layout.pool_key(SHA256)) == SHA256 == layout.any_blob_digest(layout.pool_key(SHA256))
+    assert layout.any_blob_digest(layout.blob_key("s", DIGEST)) == DIGEST
+    assert layout.blob_place("s", DIGEST, pooled=True) == layout.pool_key(DIGEST)
+    assert layout.blob_place("s", DIGEST, pooled=False) == layout.blob_key("s", DIGEST)
+    assert layout.session_of(layout.pool_key(DIGEST)) is None  # no session's record
+    for stray in (f"blobs/ff/{DIGEST}", f"blobs/{DIGEST}", f"blobs/41/.{DIGEST}.12-34.part", f"x/blobs/41/{DIGEST}"):
+        assert layout.pool_digest(stray) is None and layout.any_blob_digest(stray) is None
+    with pytest.raises(PauseError, match="invalid blob digest"):
+        layout.pool_key("../../secrets")
+
+
 def test_every_prefix_of_a_session_holds_its_keys() -> None:
     assert layout.SESSIONS == "sessions/"
     assert layout.manifest_prefix("s") == "sessions/s/checkpoints/"

@@ -24,7 +24,6 @@ from jupyter_pause.kernel.autocheckpoint import Periodic
 from jupyter_pause.loops import steps as loops
 from jupyter_pause.session import positions, resumable, rng
 from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
 from tests.cells import Stop, run_cell
@@ -435,7 +434,7 @@ def test_a_damaged_loop_state_blob_is_named_and_loops_start_afresh(tmp_path, new
     store, session = str(tmp_path / "store"), "loops"
     _checkpoint_at_safe_point(store, session, 5)
     (manifest,) = Catalog(Store(store)).checkpoints(session)
-    blob = tmp_path / "store" / blob_key(session, manifest.loop_state.key)
+    blob = tmp_path / "store" / manifest.blob_key(manifest.loop_state.key)
     blob.write_bytes(b"not what was written")
     another_process()
     result = jp.resume(store=store, session=session, namespace={}, allow_partial=True)

@@ -11,7 +11,6 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.store import mapping
-from jupyter_pause.store.layout import blob_key
 from tests.processes import another_process
 
 pytestmark = [
@@ -68,7 +67,7 @@ def test_resume_builds_large_tensors_on_mapped_blobs(tmp_path):
     another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
-    blob = tmp_path / blob_key("s", manifest.arrays[manifest.variables[-1].arrays[0]].blob)
+    blob = tmp_path / manifest.blob_key(manifest.arrays[manifest.variables[-1].arrays[0]].blob)
     assert _mapped(blob)
     target["w"].add_(1)  # the restored tensor is writable; the blob is not changed
     assert torch.equal(target["w"], ns["w"] + 1) and np.array_equal(target["a"], ns["a"])

@@ -12,7 +12,7 @@ import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.errors import CheckpointDamaged, RestoreError, SelectionError
 from jupyter_pause.store.catalog import Catalog, Decision
-from jupyter_pause.store.layout import blob_key, manifest_key
+from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.storage import Store
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("new_process")
 
 
 def _blob_path(store: Path, manifest, key: str) -> Path:
-    return store / blob_key(manifest.session, key)
+    return store / manifest.blob_key(key)
 
 
 def _two_checkpoints(store: Path):

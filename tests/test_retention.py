@@ -12,9 +12,9 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
-from jupyter_pause.store.layout import blob_key, blob_prefix, manifest_key, pending_key
+from jupyter_pause.store.layout import blob_key, manifest_key, pending_key, pool_key, pool_prefix
 from jupyter_pause.store.manifest import FORMAT, canonical_body, checksum
-from jupyter_pause.store.retention import collect
+from jupyter_pause.store.retention import collect, sweep_pool
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
 
@@ -33,12 +33,12 @@ def _series(store: str, count: int, session: str = "s") -> list[str]:
 def test_keep_last_n_removes_old_checkpoints_and_their_data(tmp_path):
     store = Store(str(tmp_path))
     ids = _series(str(tmp_path), 4)
-    before = sum(e.size for e in store.list(blob_prefix("s")).values())
+    before = sum(e.size for e in store.list(pool_prefix()).values())
     report = collect(Catalog(store), "s", keep=2, grace=0)
     remaining = [m.id for m in Catalog(store).checkpoints("s")]
     assert remaining == ids[:1:-1]  # the two newest, newest first
     assert sorted(report.removed) == sorted(ids[:2]) and report.blobs_removed >= 2
-    after = sum(e.size for e in store.list(blob_prefix("s")).values())
+    after = sum(e.size for e in store.list(pool_prefix()).values())
     assert before - after == report.bytes_freed >= 800_000
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
@@ -98,14 +98,15 @@ def test_a_pending_note_caught_mid_rewrite_keeps_every_blob(tmp_path):
     """A checkpoint being written rewrites its note per batch; gc must not guess its blobs."""
     store = Store(str(tmp_path))
     _series(str(tmp_path), 1)
-    orphan = blob_key("s", "ab" * 16)
-    store.write(orphan, b"reused by the checkpoint being written")
-    os.utime(store.path(orphan), (time.time() - 7200, time.time() - 7200))
+    orphans = [blob_key("s", "ab" * 16), pool_key("ab" * 16)]
+    for orphan in orphans:
+        store.write(orphan, b"reused by the checkpoint being written")
+        os.utime(store.path(orphan), (time.time() - 7200, time.time() - 7200))
     store.write(pending_key("s", "20990101-000000-abcdef"), b'{"id": "2099')  # torn
     assert collect(Catalog(store), "s", keep=5).blobs_removed == 0
-    assert store.exists(orphan)
+    assert all(store.exists(orphan) for orphan in orphans)
     store.delete([pending_key("s", "20990101-000000-abcdef")])
-    assert collect(Catalog(store), "s", keep=5).blobs_removed == 1
+    assert collect(Catalog(store), "s", keep=5).blobs_removed == 2
 
 
 def test_a_checkpoint_of_a_newer_format_is_kept_with_every_blob_of_its_session(tmp_path):
@@ -117,11 +118,14 @@ def test_a_checkpoint_of_a_newer_format_is_kept_with_every_blob_of_its_session(t
     outer["manifest"]["format"] = FORMAT + 1
     outer["checksum"] = checksum(canonical_body(outer["manifest"]))
     store.write(key, json.dumps(outer).encode())
-    orphan = blob_key("s", "ab" * 16)
-    store.write(orphan, b"no checkpoint this release reads needs it")
+    orphans = [blob_key("s", "ab" * 16), pool_key("ab" * 16)]
+    for orphan in orphans:
+        store.write(orphan, b"no checkpoint this release reads needs it")
     later = time.time() + 7200
     report = collect(Catalog(store), "s", now=later)
     assert report.newer == [second] and report.abandoned == [] and report.blobs_removed == 0
     assert report.kept == [first] and "1 checkpoint(s) of a newer format" in report.summary()
-    assert store.exists(key) and store.exists(orphan)
+    assert store.exists(key) and all(store.exists(orphan) for orphan in orphans)
+    swept = sweep_pool(Catalog(store), now=later)
+    assert swept.blobs_removed == 0 and f"checkpoints this release cannot read ({second})" in swept.summary()
     assert check(store, Catalog(store).checkpoints("s")[0]) == {}

@@ -76,7 +76,9 @@ def _splice(store, manifest, into: str) -> None:
     source = store / manifest_key(manifest.session, manifest.id)
     target = store / manifest_key(into, manifest.id)
     shutil.copyfile(source, target)
-    shutil.copytree(store / f"sessions/{manifest.session}/blobs", store / f"sessions/{into}/blobs", dirs_exist_ok=True)
+    own = store / f"sessions/{manifest.session}/blobs"  # its blobs are in the store's pool, shared already
+    if own.exists():  # a checkpoint from before the pool keeps them in its session's folder
+        shutil.copytree(own, store / f"sessions/{into}/blobs", dirs_exist_ok=True)
 
 
 @pytest.mark.parametrize("key", [ALICE, None], ids=["signed", "unsigned"])

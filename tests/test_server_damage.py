@@ -15,7 +15,6 @@ import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.notebook import session_from_path
 from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
 from tests.damage import KINDS, WHY, damage, key_for
 from tests.processes import another_process
@@ -126,7 +125,7 @@ async def _blob_damaged(jp_fetch: Any, jp_serverapp: Any, root: Path, store: Pat
         await jp_fetch("api", "sessions", s["id"], method="DELETE")
     session = session_from_path(PATH)
     second, first = Catalog(Store(str(store))).checkpoints(session)
-    path = store / blob_key(session, _big_blob(second))
+    path = store / second.blob_key(_big_blob(second))
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(data)
@@ -161,7 +160,7 @@ async def test_a_damaged_blob_in_the_newest_is_passed_over_and_named_by_the_serv
     # The next resume of the same session is told, and reads none of the damaged blobs again.
     for s in json.loads((await jp_fetch("api", "sessions")).body):
         await jp_fetch("api", "sessions", s["id"], method="DELETE")
-    (store / blob_key(session, _big_blob(second))).unlink()  # read again, it would say "missing"
+    (store / second.blob_key(_big_blob(second))).unlink()  # read again, it would say "missing"
     started = await call(jp_fetch, "resume", path=PATH)
     assert started["checkpoint"] == first.id and f"checkpoint {second.id} is damaged: blob " in started["detail"]
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
@@ -218,7 +217,7 @@ async def test_every_checkpoint_with_a_damaged_blob_fails_the_resume_saying_so(
     jp_fetch, jp_root_dir, store, jp_serverapp
 ):
     first, second, session = await _blob_damaged(jp_fetch, jp_serverapp, jp_root_dir, store)
-    (store / blob_key(session, _big_blob(first))).unlink()
+    (store / first.blob_key(_big_blob(first))).unlink()
     await call(jp_fetch, "resume", path=PATH)
     done = await wait_state(jp_fetch, PATH, ("ready", "failed"))
     assert done["state"] == "failed", done

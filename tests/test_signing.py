@@ -97,7 +97,7 @@ def test_changed_after_signing_is_refused_even_with_a_valid_checksum(tmp_path, c
 
 def test_a_swapped_blob_is_caught_by_its_sha256(tmp_path):
     first = _take(tmp_path, KEY, payload=[1, 2, 3])
-    blob = tmp_path / f"sessions/s/blobs/{first.variables[0].blob.key[:2]}/{first.variables[0].blob.key}"
+    blob = tmp_path / first.blob_key(first.variables[0].blob.key)
     blob.write_bytes(pickle.dumps([9, 9, 9], protocol=3))
     with pytest.raises(CheckpointDamaged, match=rf"{first.id} of session 's' is damaged: blob .* checksum mismatch"):
         _resume(tmp_path, KEY, first.id)

@@ -21,7 +21,6 @@ from jupyter_pause.proof.verdict import UNKNOWN_FORMAT, verify_manifest
 from jupyter_pause.serialize.digests import value_digest
 from jupyter_pause.session.context import make_context
 from jupyter_pause.store import report as reports
-from jupyter_pause.store.layout import blob_key
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
 
@@ -145,7 +144,7 @@ def test_a_variable_whose_blob_is_gone_makes_it_partial(tmp_path) -> None:
     record = next(v for v in m.variables if v.name == "weights")
     blob = m.arrays[record.arrays[0]].blob
     assert sum(m.arrays[a].blob == blob for v in m.variables for a in v.arrays) == 1  # only weights
-    (tmp_path / blob_key(SESSION, blob)).unlink()
+    (tmp_path / m.blob_key(blob)).unlink()
 
     another_process()
     restored: dict = {}

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from jupyter_pause.store.layout import blob_key
+from jupyter_pause.store.layout import pool_key
 from tests.processes import OLDER_PROCESSOR, best_cpu_capability
 
 pytestmark = pytest.mark.integration
@@ -62,7 +62,7 @@ def test_partial_when_a_variable_blob_is_gone(start_kernel, tmp_path):
     a.kill()
     manifest = _manifest(store)
     table = next(v for v in manifest["variables"] if v["name"] == "table")
-    (store / blob_key("v", table["blob"]["key"])).unlink()
+    (store / pool_key(table["blob"]["key"])).unlink()
 
     b = start_kernel(tmp_path / "b", JUPYTER_PAUSE_STORE=str(store), JUPYTER_PAUSE_SESSION="v")
     out = b.run("%load_ext jupyter_pause\n%resume --allow-partial").ok().stdout

@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_pause.errors import StoreError
 from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_key, blob_prefix, pending_key
+from jupyter_pause.store.layout import blob_key, pending_key, pool_digest, pool_key, pool_prefix
 from jupyter_pause.store.storage import Store
 from jupyter_pause.store.writer import BlobWriter
 
@@ -30,7 +30,7 @@ def test_every_blob_is_in_the_pending_note_before_it_is_written(tmp_path, monkey
             real_write(self, key, data)
             note.update(json.loads(bytes(data)))  # the note as last written in full
             return
-        if "/blobs/" in key:
+        if pool_digest(key):
             seen.append((key.rsplit("/", 1)[1], list(note["blobs"])))
         real_write(self, key, data)
 
@@ -44,14 +44,36 @@ def test_every_blob_is_in_the_pending_note_before_it_is_written(tmp_path, monkey
 
 
 def test_blobs_already_stored_are_not_written_again(tmp_path):
+    """Whether the pool holds them (another session wrote them) or the session's own folder
+    (written before the store had a pool: they stay there, and the checkpoint names them so)."""
     store = Store(str(tmp_path))
     store.write(blob_key("s", "a" * 32), b"kept")
+    store.write(pool_key("c" * 32), b"another session's")
     progress: list[tuple[int, int]] = []
     writer = _writer(store, progress=lambda done, total: progress.append((done, total)))
-    writer.send({"a" * 32: b"kept", "b" * 32: b"new bytes"})
+    writer.send({"a" * 32: b"kept", "b" * 32: b"new bytes", "c" * 32: b"another session's"})
     assert writer.finish() == len(b"new bytes")
     assert progress[-1] == (len(b"new bytes"), len(b"new bytes"))
-    assert writer.sizes == {"a" * 32: 4, "b" * 32: 9}
+    assert writer.sizes == {"a" * 32: 4, "b" * 32: 9, "c" * 32: 17}
+    assert writer.session_blobs == ["a" * 32] and store.read(pool_key("b" * 32)) == b"new bytes"
+    assert not store.exists(pool_key("a" * 32)) and not store.exists(blob_key("s", "b" * 32))
+
+
+def test_the_pool_is_never_listed_only_asked_about_new_blobs(tmp_path, monkeypatch):
+    """A pool shared by every session may hold millions of blobs: a checkpoint asks about its own."""
+    store = Store(str(tmp_path))
+    store.write(pool_key("c" * 32), b"held")
+    listed: list[str] = []
+    asked: list[str] = []
+    real_list, real_sizes = Store.list, Store.sizes
+    monkeypatch.setattr(Store, "list", lambda self, prefix: listed.append(prefix) or real_list(self, prefix))
+    monkeypatch.setattr(Store, "sizes", lambda self, keys: real_sizes(self, asked.extend(keys) or asked[-len(keys) :]))
+    writer = _writer(store)
+    writer.send({"b" * 32: b"new", "c" * 32: b"held"})
+    writer.send({"b" * 32: b"new", "d" * 32: b"newer"})
+    assert writer.finish() == 8
+    assert pool_prefix() not in listed and "" not in listed
+    assert sorted(asked) == sorted(pool_key(k) for k in ("b" * 32, "c" * 32, "d" * 32, "c" * 32))
 
 
 def test_a_failed_batch_stops_the_batches_after_it(tmp_path, monkeypatch):
@@ -69,7 +91,7 @@ def test_a_failed_batch_stops_the_batches_after_it(tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="disk full"):
         writer.finish()
     assert calls == [1]
-    assert not store.exists(blob_key("s", "b" * 32))
+    assert not store.exists(pool_key("b" * 32))
 
 
 def test_hash_and_send_names_each_blob_by_its_digest_and_writes_it_once(tmp_path):
@@ -82,25 +104,27 @@ def test_hash_and_send_names_each_blob_by_its_digest_and_writes_it_once(tmp_path
     named = {name: future.result(30) for name, future in keys.items()}
     assert named == {name: signing.digest(data, "xxh3_128") for name, data in items.items()}
     assert writer.finish() == 12_000
-    assert store.read(blob_key("s", named["a1"])) == b"y" * 7000
+    assert store.read(pool_key(named["a1"])) == b"y" * 7000
 
 
-def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path):
+@pytest.mark.parametrize("place", [pool_key, lambda digest: blob_key("s", digest)], ids=["pool", "session"])
+def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path, place):
     store = Store(str(tmp_path))
-    store.write(blob_key("s", "a" * 32), b"kept")
+    store.write(place("a" * 32), b"kept")
     writer = BlobWriter(Catalog(store), "s", "20260101-000000-abcdef", 1.0, reused_data_stays=True)
     writer.send({"a" * 32: b"kept"})  # stored already: reused, not written
-    store.delete([blob_key("s", "a" * 32)])  # a cleanup that ran before the note named it
+    store.delete([place("a" * 32)])  # a cleanup that ran before the note named it
     assert writer.finish() == 4
-    assert store.read(blob_key("s", "a" * 32)) == b"kept"
+    assert store.read(pool_key("a" * 32)) == b"kept" and writer.session_blobs == []
 
 
-def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_changed(tmp_path):
+@pytest.mark.parametrize("place", [pool_key, lambda digest: blob_key("s", digest)], ids=["pool", "session"])
+def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_changed(tmp_path, place):
     store = Store(str(tmp_path))
-    store.write(blob_key("s", "a" * 32), b"kept")
+    store.write(place("a" * 32), b"kept")
     writer = _writer(store)  # a background checkpoint: the live data was not copied
     writer.send({"a" * 32: b"kept"})
-    store.delete([blob_key("s", "a" * 32)])
+    store.delete([place("a" * 32)])
     with pytest.raises(StoreError, match="take the checkpoint again"):
         writer.finish()
 
@@ -124,7 +148,7 @@ def test_a_block_that_ends_well_leaves_every_blob_written(tmp_path):
         writer.send(items)
         writer.hash_and_send({"a0": b"z" * 20_000}, "xxh3_128")
     assert writer.written == 70_000  # known once the block is left, not later
-    assert all(store.read(blob_key("s", key)) == data for key, data in items.items())
+    assert all(store.read(pool_key(key)) == data for key, data in items.items())
 
 
 def test_an_error_in_the_block_propagates_and_leaves_no_checkpoint_and_no_torn_blob(tmp_path, monkeypatch):
@@ -132,7 +156,7 @@ def test_an_error_in_the_block_propagates_and_leaves_no_checkpoint_and_no_torn_b
     real_write = Store.write
 
     def slow(self, key, data):
-        if "/blobs/" not in key:
+        if not pool_digest(key):
             return real_write(self, key, data)
         path = tmp_path / key  # a local write in two halves, so a torn blob could be seen
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +175,7 @@ def test_an_error_in_the_block_propagates_and_leaves_no_checkpoint_and_no_torn_b
             raise KeyboardInterrupt
     listing = Catalog(store).listing("s")
     assert listing.checkpoints == [] and "20260101-000000-abcdef" in listing.pending
-    for key in store.list(blob_prefix("s")):
+    for key in store.list(pool_prefix()):
         assert store.read(key) == items[key.rsplit("/", 1)[1]]  # whole, or not there at all
 
 
@@ -172,7 +196,7 @@ def test_abandoned_on_error_leaves_the_finishing_to_another_thread(tmp_path):
         writer.send({"a" * 32: b"first"})
     finishing = ThreadPoolExecutor(1)
     assert finishing.submit(writer.finish).result(30) == 5
-    assert store.read(blob_key("s", "a" * 32)) == b"first"
+    assert store.read(pool_key("a" * 32)) == b"first"
     with pytest.raises(ValueError, match="while describing"):
         with _writer(store).abandoned_on_error() as other:
             other.send({"b" * 32: b"second"})

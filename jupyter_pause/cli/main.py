@@ -19,7 +19,7 @@ from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
-from ..store.retention import DEFAULT_GRACE_SECONDS, Kind, collect
+from ..store.retention import DEFAULT_GRACE_SECONDS, Kind, collect, sweep_pool
 from ..store.signing import Keyring
 from ..store.storage import Store
 from ..store.uploads import unlisted as unlisted_uploads
@@ -229,23 +229,33 @@ def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
         raise ValueError("--ledger-older-than must be a positive age, such as 90d")
     catalog = _catalog(args)
     reports = [
-        collect(catalog, session, keep=args.keep, older_than=args.older_than, grace=args.grace, dry_run=args.dry_run)
+        collect(
+            catalog,
+            session,
+            keep=args.keep,
+            older_than=args.older_than,
+            grace=args.grace,
+            dry_run=args.dry_run,
+            pool=False,
+        )
         for session in _sessions(catalog, args.session)
     ]
+    swept = sweep_pool(catalog, grace=args.grace, dry_run=args.dry_run)  # once, after every session's
     unlisted = unlisted_uploads(catalog.store)
-    counts = {str(kind): sum(r.counts()[str(kind)] for r in reports) for kind in Kind}
+    counts = {str(kind): sum(r.counts()[str(kind)] for r in [*reports, swept]) for kind in Kind}
     data = {
         "dry_run": args.dry_run,
         "counts": counts,
-        "bytes_freed": sum(r.bytes_freed for r in reports),
+        "bytes_freed": sum(r.bytes_freed for r in reports) + swept.bytes_freed,
         "uploads_unlisted": unlisted,
         "sessions": [{**asdict(r), "counts": r.counts()} for r in reports],
+        "pool": {**asdict(swept), "counts": swept.counts()},
     }
     if args.ledger_older_than is not None:
         pruned = rollup.prune_raw(catalog.store, args.ledger_older_than, dry_run=args.dry_run)
         data["ledger"] = [asdict(p) for p in pruned]
     lines = []
-    for r in reports:
+    for r in [*reports, swept]:
         lines.append(r.summary())
         if args.dry_run:
             lines += [item.line(True) for item in r.items]
@@ -340,8 +350,8 @@ def parser() -> argparse.ArgumentParser:
     gc = sub.add_parser(
         "gc",
         parents=[common],
-        help="remove garbage (unreferenced blobs, abandoned writes, incomplete uploads); with --keep or "
-        "--older-than, old checkpoints too",
+        help="remove garbage (blobs no checkpoint of any session names, abandoned writes, incomplete uploads); "
+        "with --keep or --older-than, old checkpoints too",
     )
     gc.add_argument("--keep", type=int, help="also remove checkpoints beyond the newest N of each lineage")
     gc.add_argument("--older-than", type=duration, help="also remove checkpoints older than this (e.g. 7d)")

@@ -69,7 +69,7 @@ from typing import Any
 
 from ..errors import StoreError
 from ..store.integrity import read_manifest
-from ..store.layout import blob_key, blob_prefix, manifest_key
+from ..store.layout import blob_key, manifest_key, pool_key
 from ..store.manifest import ArrayRecord, Manifest
 from ..store.signing import Keys
 from ..store.storage import Store
@@ -100,6 +100,9 @@ class Previous:
     checkpoint: str
     seed: str
     blobs: dict[tuple[int, str], str]
+    #: Where each of those blobs lives (blob -> store key); one missing here is looked for in the
+    #: store's pool and in the session's own folder.
+    keys: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,7 +144,8 @@ def _previous(manifest: Manifest) -> Previous:
     if recorded.get("scheme") != SCHEME or manifest.hash != ALGORITHM:
         return Previous(manifest.id, "", {})
     blobs = {(manifest.blobs.get(b, -1), fp): b for b, fp in recorded.get("blobs", {}).items()}
-    return Previous(manifest.id, recorded.get("seed", ""), blobs)
+    keys = {b: k for k, b in manifest.blob_keys(blobs.values()).items()}
+    return Previous(manifest.id, recorded.get("seed", ""), blobs, keys)
 
 
 def previous(store: Store, session: str, parent: str | None, signing_key: Keys = None) -> Previous | None:
@@ -181,13 +185,15 @@ def skip_unchanged(collector: Any, store: Store, session: str, before: Previous 
     matches = {k: before.blobs.get((candidates[k].size, fp)) for k, fp in seen.fingerprints.items()}
     matches = {k: b for k, b in matches.items() if b is not None}
     if matches:
-        stored = store.list(blob_prefix(session))
+        places = {
+            b: [before.keys[b]] if b in before.keys else [pool_key(b), blob_key(session, b)] for b in matches.values()
+        }
+        sizes = store.sizes(key for keys in places.values() for key in keys)
         for k, b in matches.items():
-            entry = stored.get(blob_key(session, b))
-            if entry is not None and entry.size == candidates[k].size:
+            if candidates[k].size in (sizes[key] for key in places[b]):
                 candidates[k].reused = b
                 seen.kept[k] = b
-                seen.kept_bytes += entry.size
+                seen.kept_bytes += candidates[k].size
     return seen
 
 

@@ -21,6 +21,7 @@ from ..errors import SerializationError
 from ..proof import probe
 from ..serialize import devicehash
 from ..serialize.packing import HASH_THREADS
+from ..store import pool as blob_pool
 from ..store import seals
 from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
@@ -185,6 +186,7 @@ def _copy_what_is_new(p: Prepared, writer: BlobWriter) -> None:
     checkpoint (``staging``), in parallel threads (NumPy's copy releases the GIL), so the
     kernel waits for only the changed bytes, at memory speed."""
     private = {id(f.data) for f in p.dump.collector.found.values() if f.private}
+    writer.look_up(p.payloads)  # the store is asked about every blob at once
     live = [
         key
         for key, data in p.payloads.items()
@@ -273,6 +275,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         inexact=p.rehearsal.inexact,
         elsewhere=p.elsewhere,
         user=seals.this_user(),
+        pool=True,
+        session_blobs=writer.session_blobs,
     )
     notes = list(p.notes)
     if p.position.new:
@@ -294,6 +298,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.keyring)
     devicehash.remember(ctx.store, manifest)
+    blob_pool.remember(ctx.store, manifest)
     ledger.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)

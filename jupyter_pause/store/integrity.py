@@ -9,7 +9,6 @@ from typing import Any
 
 from ..errors import IntegrityError
 from . import mapping, seals, signing
-from .layout import blob_key
 from .manifest import FORMAT, Manifest, canonical_body, checksum
 from .signing import HASHES, digest
 from .storage import Buffer, Progress, Store
@@ -137,7 +136,7 @@ def fetch(
     ``then(key, data)``, when given, runs next in that thread, on verified bytes only; what it
     returns is kept instead of the bytes (a tensor already moved to its GPU, say).
     """
-    paths = {blob_key(manifest.session, k): k for k in dict.fromkeys(keys)}
+    paths = manifest.blob_keys(keys)  # in the store's pool, or (older checkpoints) the session's folder
 
     def verify(path: str, data: Buffer) -> Any:
         key = paths[path]

@@ -2,11 +2,16 @@
 
 A store is a folder or an object-store prefix (its URL is ``<root>``); every record lives under::
 
+    <root>/blobs/<xx>/<digest>       the store's pool: content-addressed data shared by every
+                                     checkpoint of every session (a manifest with ``pool`` set
+                                     reads its blobs here), fanned out by <xx>, the digest's
+                                     first two characters
     <root>/sessions/<session>/
         checkpoints/<id>.json        the manifest: the checkpoint exists once this exists
         pending/<id>.json            note of a checkpoint being written, naming the blobs it claims
-        blobs/<xx>/<digest>          content-addressed data shared by the session's checkpoints,
-                                     fanned out by <xx>, the digest's first two characters
+        blobs/<xx>/<digest>          the session's own blobs, as checkpoints wrote them before the
+                                     store had a pool (manifest format 1); they stay, and a newer
+                                     checkpoint of the session may still name them
         reports/<id>--<when>.json    run report of one resume of checkpoint <id>, written at
                                      <when> = YYYYMMDD-HHMMSS-mmm (UTC, milliseconds)
         status.json                  the session's state (ready, paused, ...) as servers see it
@@ -60,6 +65,8 @@ _DIGEST = r"[0-9a-f]{32,128}"
 
 #: Prefix of every session's records.
 SESSIONS = "sessions/"
+#: Prefix of the store's blob pool, shared by every session.
+POOL = "blobs/"
 #: Prefix of the records of server releases.
 RELEASES = "releases/"
 #: Prefix of the keys a server writes to find out what the store can do, removed at once.
@@ -73,6 +80,7 @@ _SESSION_KEY = re.compile(rf"{SESSIONS}({_SESSION})/.+")
 _MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
 _PENDING_KEY = re.compile(rf"{SESSIONS}{_SESSION}/pending/({_ID})\.json")
 _BLOB_KEY = re.compile(rf"{SESSIONS}{_SESSION}/blobs/([0-9a-f]{{2}})/({_DIGEST})")
+_POOL_KEY = re.compile(rf"{POOL}([0-9a-f]{{2}})/({_DIGEST})")
 _ITEM = r"[0-9a-f]{32}"
 _RUN = r"[0-9]{8}-[0-9]{6}-[0-9]{6}-[0-9a-f]{4}"
 _JOURNAL = rf"{SESSIONS}{_SESSION}/journals/{_SESSION}/{_SESSION}"
@@ -147,13 +155,28 @@ def pending_key(session: str, checkpoint_id: str) -> str:
 
 
 def blob_prefix(session: str) -> str:
-    """Prefix of ``session``'s blobs."""
+    """Prefix of ``session``'s own blobs (written before the store had a pool)."""
     return f"{_session(session)}blobs/"
 
 
 def blob_key(session: str, digest: str) -> str:
-    """Key of the blob whose bytes have ``digest``."""
+    """Key of ``session``'s own blob whose bytes have ``digest`` (written before the store had a pool)."""
     return f"{blob_prefix(session)}{check_digest(digest)[:2]}/{digest}"
+
+
+def pool_prefix() -> str:
+    """Prefix of the store's blob pool."""
+    return POOL
+
+
+def pool_key(digest: str) -> str:
+    """Key of the pool's blob whose bytes have ``digest``."""
+    return f"{POOL}{check_digest(digest)[:2]}/{digest}"
+
+
+def blob_place(session: str, digest: str, pooled: bool) -> str:
+    """Key of blob ``digest`` of a checkpoint of ``session``: in the pool, else in the session's folder."""
+    return pool_key(digest) if pooled else blob_key(session, digest)
 
 
 def report_prefix(session: str) -> str:
@@ -348,8 +371,21 @@ def pending_id(key: str) -> str | None:
 
 
 def blob_digest(key: str) -> str | None:
-    """The digest of a blob key, or None when ``key`` is not one (or sits in the wrong fan-out folder)."""
+    """The digest of a session's blob key, or None when ``key`` is not one (or sits in the wrong fan-out folder)."""
     found = _BLOB_KEY.fullmatch(key)
     if found is None or found.group(2)[:2] != found.group(1):
         return None
     return found.group(2)
+
+
+def pool_digest(key: str) -> str | None:
+    """The digest of a pool blob's key, or None when ``key`` is not one (or sits in the wrong fan-out folder)."""
+    found = _POOL_KEY.fullmatch(key)
+    if found is None or found.group(2)[:2] != found.group(1):
+        return None
+    return found.group(2)
+
+
+def any_blob_digest(key: str) -> str | None:
+    """The digest of a blob's key, in the pool or a session's folder; None for any other key."""
+    return pool_digest(key) or blob_digest(key)

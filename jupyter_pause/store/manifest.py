@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 import xxhash
 
 from ..errors import IntegrityError
+from .layout import blob_place
 from .signing import MANIFEST, Keys, manifest_place, seal
 
-#: Version of the manifest layout; readers refuse layouts newer than they know.
-FORMAT = 1
+#: Version of the manifest layout; readers refuse layouts newer than they know. 2: blobs may live
+#: in the store's pool (``pool``, ``session_blobs``), where a format-1 reader would not look.
+FORMAT = 2
 
 #: Fields of ``Manifest`` known only once it is read, never written into its body.
 NOT_IN_BODY = frozenset({"signature", "canonical"})
@@ -166,10 +169,25 @@ class Manifest:
     #: The JupyterHub user whose server wrote it (signed with the manifest: a checkpoint is bound
     #: to its user and its session). None off a Hub and for older checkpoints.
     user: str | None = None
+    #: Where its blobs live: True, in the store's pool (``blobs/`` at the store's root, shared by
+    #: every session), except those in ``session_blobs``; False (older checkpoints), every one in
+    #: its session's own folder (``sessions/<session>/blobs/``).
+    pool: bool = False
+    #: Blobs of a pooled checkpoint kept from before the store had a pool, in the session's own folder.
+    session_blobs: list[str] = field(default_factory=list)
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
         return {a.device for a in self.arrays.values()}
+
+    def blob_key(self, digest: str) -> str:
+        """The store key of this checkpoint's blob ``digest``: where it lives."""
+        return blob_place(self.session, digest, self.pool and digest not in self.session_blobs)
+
+    def blob_keys(self, digests: Iterable[str]) -> dict[str, str]:
+        """The store key of each of this checkpoint's blobs ``digests``: key -> digest."""
+        own = set(self.session_blobs)
+        return {blob_place(self.session, d, self.pool and d not in own): d for d in dict.fromkeys(digests)}
 
     #: Set when read: the signature block and the exact bytes it covers (not part of the body).
     signature: dict[str, Any] | None = field(default=None, compare=False, repr=False)

@@ -1,4 +1,10 @@
-"""Retention and cleanup: keep the last N checkpoints per lineage, drop what nothing references."""
+"""Retention and cleanup: keep the last N checkpoints per lineage, drop what nothing references.
+
+A session's cleanup (``collect``) removes its expired checkpoints, abandoned notes, torn manifests
+and its own folder's unreferenced blobs; the store's pool, shared by every session, is swept
+after (``sweep_pool``): a pool blob goes only when no checkpoint of any session, nor any note of
+a checkpoint being written, names it, and it is older than the grace period.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,22 @@ import time
 from dataclasses import dataclass, field
 
 from .. import units
+from ..errors import StoreError
 from . import uploads
+from .backends.local import PART_PREFIX
 from .catalog import Catalog
-from .layout import blob_digest, blob_prefix, manifest_key, manifest_prefix, pending_key, pending_prefix, session_prefix
+from .layout import (
+    blob_digest,
+    blob_prefix,
+    manifest_key,
+    manifest_prefix,
+    pending_id,
+    pending_key,
+    pending_prefix,
+    pool_digest,
+    pool_prefix,
+    session_prefix,
+)
 from .manifest import Manifest
 
 #: Unreferenced data younger than this may belong to a checkpoint being written: left alone.
@@ -24,7 +43,7 @@ class Kind(str, enum.Enum):
     BLOB = "blob"  # data no remaining checkpoint references
     PENDING = "pending"  # the note of a checkpoint whose writing was abandoned
     TORN = "torn"  # a manifest that cannot be read (a commit cut off mid-write)
-    UPLOAD = "upload"  # a multipart upload begun and never completed
+    UPLOAD = "upload"  # a write begun and never completed (a multipart upload, a local temporary file)
 
     def __str__(self) -> str:
         return self.value
@@ -110,8 +129,10 @@ def collect(
     grace: float = DEFAULT_GRACE_SECONDS,
     dry_run: bool = False,
     now: float | None = None,
+    pool: bool = True,
 ) -> GcReport:
-    """Remove ``session``'s garbage and, with ``keep`` / ``older_than``, apply retention.
+    """Remove ``session``'s garbage and, with ``keep`` / ``older_than``, apply retention; with
+    ``pool``, then sweep the store's pool (``sweep_pool``), its removals counted in the report.
 
     Garbage is what no committed checkpoint needs, once older than ``grace``: blobs nothing
     references, notes of abandoned partial writes, torn manifests, and incomplete multipart
@@ -197,4 +218,111 @@ def collect(
         store.delete(stale + torn)
         store.delete(orphans)
         uploads.abort(store, unfinished)
+    if pool:
+        swept = sweep_pool(catalog, grace=grace, dry_run=dry_run, now=now)
+        report.items += swept.items
+        report.blobs_removed += swept.blobs_removed
+        report.bytes_freed += swept.bytes_freed
     return report
+
+
+@dataclass
+class PoolReport:
+    """What a sweep of the store's pool removed (or would remove, on a dry run)."""
+
+    blobs_removed: int = 0
+    bytes_freed: int = 0
+    dry_run: bool = False
+    items: list[Item] = field(default_factory=list)
+    #: Why no blob could be removed this time (a checkpoint whose blobs cannot be read); None otherwise.
+    kept_all: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        """Items removed, by kind (every kind named, 0 where none)."""
+        return {str(kind): sum(item.kind == kind for item in self.items) for kind in Kind}
+
+    def summary(self) -> str:
+        verb = "would remove" if self.dry_run else "removed"
+        line = (
+            f"store pool: {verb} {self.blobs_removed} blob(s) no checkpoint of any session names, "
+            f"{self.counts()[Kind.UPLOAD]} unfinished write(s) ({units.size(self.bytes_freed)})"
+        )
+        return line + (f"; kept every blob: {self.kept_all}" if self.kept_all else "")
+
+
+def sweep_pool(
+    catalog: Catalog, *, grace: float = DEFAULT_GRACE_SECONDS, dry_run: bool = False, now: float | None = None
+) -> PoolReport:
+    """Remove the pool's blobs that no checkpoint of any session names, nor any note of a
+    checkpoint being written, once older than ``grace``; and unfinished writes into the pool.
+
+    The pool is listed first: a blob written after that is not looked at. Notes are read before
+    the manifests and again just before deleting, so a checkpoint that commits meanwhile is seen
+    in one or the other. A checkpoint this release cannot read (a newer format, a manifest the
+    store would not give, a note caught mid-rewrite) may name any blob: then none is removed.
+    """
+    now = time.time() if now is None else now
+    store = catalog.store
+    report = PoolReport(dry_run=dry_run)
+    blobs = store.list(pool_prefix())
+    unfinished = [u for u in uploads.incomplete(store, pool_prefix()) if _past(u.initiated, now, grace)]
+    sessions = catalog.sessions()
+    referenced, unsure = _noted(catalog, sessions, now, grace)
+    for session in sessions:
+        listing = catalog.listing(session)
+        referenced.update(key for m in listing.checkpoints for key in m.blobs)
+        unreadable = sorted(listing.newer) + sorted(listing.unreadable)
+        if unreadable and not unsure:
+            unsure = f"session {session!r} holds checkpoints this release cannot read ({', '.join(unreadable)})"
+    # A blob of unknown age counts as old; a temporary file is a local write cut off before its
+    # file was moved into place.
+    old = {key: e for key, e in blobs.items() if e.mtime is None or _past(e.mtime, now, grace)}
+    parts = [key for key in old if key.rsplit("/", 1)[-1].startswith(PART_PREFIX) and key.endswith(".part")]
+    orphans = [key for key in old if (digest := pool_digest(key)) is not None and digest not in referenced]
+    if orphans and not unsure and not dry_run:
+        again, unsure = _noted(catalog, catalog.sessions(), now, grace)  # a checkpoint begun meanwhile
+        orphans = [key for key in orphans if pool_digest(key) not in again]
+    if unsure:
+        report.kept_all = unsure
+        orphans = []
+    for key in orphans + parts:
+        report.bytes_freed += old[key].size
+        kind = Kind.BLOB if key in orphans else Kind.UPLOAD
+        report.items.append(Item(str(kind), key, old[key].size, _age(old[key].mtime, now)))
+    report.blobs_removed = len(orphans)
+    orphans += parts
+    for upload in unfinished:
+        report.bytes_freed += upload.size
+        report.items.append(Item(str(Kind.UPLOAD), upload.key, upload.size, _age(upload.initiated, now)))
+    if not dry_run:
+        store.delete(orphans)
+        uploads.abort(store, unfinished)
+    return report
+
+
+def _past(mtime: float | None, now: float, grace: float) -> bool:
+    """Whether something last written at ``mtime`` is past the grace period (one of unknown age is not)."""
+    return mtime is not None and now - mtime > grace
+
+
+def _age(mtime: float | None, now: float) -> float | None:
+    return None if mtime is None else max(0.0, now - mtime)
+
+
+def _noted(catalog: Catalog, sessions: list[str], now: float, grace: float) -> tuple[set[str], str | None]:
+    """The blobs named by the notes of checkpoints being written (those within the grace period),
+    in every session; and why they cannot all be known (a note caught mid-rewrite), or None."""
+    store = catalog.store
+    named: set[str] = set()
+    notes = {key: e for s in sessions for key, e in store.list(pending_prefix(s)).items() if pending_id(key)}
+    young = [key for key, entry in notes.items() if not _past(entry.mtime, now, grace)]
+    for key, data in store.read_many(young, small=True).items():
+        if isinstance(data, FileNotFoundError):
+            continue  # committed or abandoned meanwhile
+        try:
+            if isinstance(data, BaseException):
+                raise data
+            named.update(json.loads(bytes(data)).get("blobs", []))
+        except (ValueError, StoreError) as e:
+            return named, f"the note of a checkpoint being written, {key}, could not be read ({e})"
+    return named, None

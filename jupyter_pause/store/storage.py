@@ -138,9 +138,14 @@ class Store:
         return self.backend.fresh(path)
 
     def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        """Put ``data`` at ``key`` in one piece (durable on disk for local stores)."""
+        """Put ``data`` at ``key`` in one piece (durable on disk for local stores). A blob of the
+        pool, which other sessions' writers may be writing too, is never seen part-written."""
         try:
-            self.backend.write(self.path(key), memoryview(data).cast("B"))
+            view = memoryview(data).cast("B")
+            if layout.pool_digest(key):
+                self.backend.write_whole(self.path(key), view)
+            else:
+                self.backend.write(self.path(key), view)
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
             raise self._fail("write", key, e) from e
 
@@ -215,7 +220,7 @@ class Store:
         try:
             # A blob never changes once written (its key is its digest): what a listing said of
             # it stays true, which saves a request per blob. Any other key may have been rewritten.
-            return self.backend.read(path, size, bool(layout.blob_digest(key)), mapped)
+            return self.backend.read(path, size, bool(layout.any_blob_digest(key)), mapped)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:
@@ -338,6 +343,18 @@ class Store:
             key = path[len(root) + 1 :] if root else path
             entries[key] = Entry(key, int(info.get("size") or 0), _mtime(info))
         return entries
+
+    def sizes(self, keys: Iterable[str]) -> dict[str, int | None]:
+        """The size of each of ``keys``, None for one that is not there: asked of the store key
+        by key, many at once (no listing), for a few keys among many."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return {}
+        try:
+            found = self.backend.sizes([self._fresh(self.path(key)) for key in keys])
+        except Exception as e:
+            raise self._fail("look up", keys[0], e) from e
+        return dict(zip(keys, found, strict=True))
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` exists."""

@@ -5,6 +5,13 @@ A checkpoint's large array blobs can go to the store as soon as each is hashed; 
 and writes in threads, so the disk or network is busy from the first blob on while the kernel's
 CPU finishes the description.
 
+Blobs go to the store's pool (``layout.pool_key``), shared by every session: a blob any
+checkpoint of the store holds already is not written again. What the store holds is known
+without listing the pool (``pool``): the blobs the session's latest checkpoint from this process
+names (for a synchronous checkpoint, whose data stays until it ends), the session's own folder
+(blobs written before the store had a pool, still used where a checkpoint names them), and, for
+each other digest, the store's answer.
+
 Cleanup (``retention``) leaves alone the blobs named in a pending note and every blob younger
 than its grace period. Blobs sent with ``send`` are named in the note before any is written;
 blobs from ``hash_and_send`` are written as soon as they are hashed and named at the next
@@ -21,16 +28,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Callable
 
 from ..errors import StoreError
-from . import signing
+from . import pool, signing
 from .catalog import Catalog
-from .layout import blob_key, blob_prefix
+from .layout import blob_digest, blob_prefix, pool_key
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -73,7 +80,15 @@ class BlobWriter:
         self.written = 0
         self.queued = 0
         self.done = 0
-        self._existing = catalog.store.list(blob_prefix(session))
+        #: Blobs the store holds as far as this writer knows: digest -> (key, size).
+        self._held: dict[str, tuple[str, int]] = {}
+        for key, entry in catalog.store.list(blob_prefix(session)).items():
+            digest = blob_digest(key)
+            if digest is not None:
+                self._held[digest] = (key, entry.size)
+        if reused_data_stays:  # taken on trust until ``finish`` looks: one gone is written again
+            self._held.update(pool.latest(catalog.store, session))
+        self._looked: set[str] = set()
         self._reused: dict[str, Any] = {}
         self._reused_data_stays = reused_data_stays
         self._lock = threading.Lock()
@@ -104,18 +119,45 @@ class BlobWriter:
             self.close()
             raise
 
+    def look_up(self, keys: Iterable[str]) -> None:
+        """Ask the store, all at once, about each blob of ``keys`` this writer knows nothing of yet."""
+        with self._lock:
+            todo = [k for k in dict.fromkeys(keys) if k not in self._held and k not in self._looked]
+            self._looked.update(todo)
+        if not todo:
+            return
+        found = self.catalog.store.sizes([pool_key(k) for k in todo])
+        with self._lock:
+            for key, size in zip(todo, found.values(), strict=True):
+                if size is not None:
+                    self._held.setdefault(key, (pool_key(key), size))
+
     def has(self, key: str, size: int) -> bool:
-        """Whether the store held blob ``key`` (of ``size`` bytes) when this writer started."""
-        stored = self._existing.get(blob_key(self.session, key))
-        return stored is not None and stored.size == size
+        """Whether the store holds blob ``key`` (of ``size`` bytes), in its pool or (written
+        before it had one) the session's folder."""
+        self.look_up([key])
+        with self._lock:
+            return self._holds(key, size)
+
+    def _holds(self, key: str, size: int) -> bool:
+        held = self._held.get(key)
+        return held is not None and held[1] == size
+
+    @property
+    def session_blobs(self) -> list[str]:
+        """The blobs this checkpoint reads from the session's own folder (kept from before the
+        store had a pool), not the pool."""
+        own = blob_prefix(self.session)
+        return sorted(k for k in self._reused if self._held[k][0].startswith(own))
 
     def _claim(self, key: str, data: Any) -> bool:
         """Count ``key`` in this checkpoint; True when it is the first time and the store lacks it."""
+        self.look_up([key])
         with self._lock:
             if key in self.sizes:
                 return False
             self.sizes[key] = len(data)
-            if self.has(key, len(data)):
+            if self._holds(key, len(data)):
                 self._reused[key] = data
                 return False
             if isinstance(data, Stored):
@@ -127,7 +169,7 @@ class BlobWriter:
         """Write ``{key: data}`` unless an earlier write of this checkpoint failed."""
         if self._failed or not items:  # the checkpoint is lost already: write no more of it
             return
-        paths = {blob_key(self.session, key): data for key, data in items.items()}
+        paths = {pool_key(key): data for key, data in items.items()}
         size = sum(len(d) for d in items.values())
         reported = 0
 
@@ -146,10 +188,12 @@ class BlobWriter:
             raise
         with self._lock:
             self.written += size
+            self._held.update((key, (pool_key(key), len(data))) for key, data in items.items())
 
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` (and every key so far) in the pending note, then start writing
         those the store lacks, as one batch."""
+        self.look_up(payloads)
         batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
         try:
             self.catalog.write_pending(self.session, self.checkpoint_id, self.created, sorted(self.sizes))
@@ -195,10 +239,13 @@ class BlobWriter:
         return self.written
 
     def _put_back_missing(self) -> None:
-        if not self._reused:
+        """Look again at each reused blob; write back those gone (to the pool) where their data
+        stayed, else fail."""
+        unsure = {self._held[k][0]: k for k in self._reused}
+        if not unsure:
             return
-        now = self.catalog.store.list(blob_prefix(self.session))
-        missing = {k: d for k, d in self._reused.items() if blob_key(self.session, k) not in now}
+        now = self.catalog.store.sizes(unsure)
+        missing = {unsure[p]: self._reused[unsure[p]] for p, size in now.items() if size is None}
         if any(isinstance(d, Stored) for d in missing.values()):
             raise _gone([k for k, d in missing.items() if isinstance(d, Stored)])
         if missing and not self._reused_data_stays:
@@ -209,7 +256,7 @@ class BlobWriter:
             )
         with self._lock:
             self.queued += sum(len(d) for d in missing.values())
-        self._write(missing)
+        self._write(missing)  # into the pool, where the manifest then names them
 
     def close(self) -> None:
         """Stop taking work and wait for what already started (after an error, say)."""

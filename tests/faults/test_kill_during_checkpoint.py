@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -100,3 +102,64 @@ def test_sigkill_at_random_moments_during_checkpoint(start_kernel, tmp_path, tal
         shutil.rmtree(store)
     for name, n in seen.items():
         tally.outcome(name, n)
+
+
+SHARED = (
+    "g = np.random.default_rng(0); big = [g.random(1_000_000) for _ in range(20)]\n"
+    "big_sum = float(sum(float(a.sum()) for a in big)); marker = '{marker}'\n"
+    "fresh = np.random.default_rng({seed}).random(1_000_000)\n"
+    "%checkpoint --tag {marker}{flags}\n"
+)
+POOL_KILLS = 6
+
+
+def test_sigkill_in_a_notebook_sharing_the_pool_loses_nothing_of_the_other(start_kernel, tmp_path, tally):
+    """Two notebooks hold the same 160 MB; the store's pool keeps one copy. The second is killed
+    at random moments of its checkpoints, and gc (grace 0) runs after each kill: every committed
+    checkpoint of either notebook still verifies, and the first one's resumes whole."""
+    span = min(1.5, max(0.3, 1.3 * _calibrate(start_kernel, tmp_path)))
+    rng = random.Random(SEED + 1)
+    store = tmp_path / "shared"
+    env = {"JUPYTER_PAUSE_STORE": str(store)}
+    (tmp_path / "a").mkdir()
+    a = start_kernel(tmp_path / "a", JUPYTER_PAUSE_SESSION="first", **env)
+    a.run("%load_ext jupyter_pause\nimport numpy as np\n" + SHARED.format(marker="a", seed=0, flags="")).ok()
+    a.close()
+    for i in range(POOL_KILLS):
+        delay, background = rng.uniform(0, span), i % 2 == 1
+        work = tmp_path / f"b{i}"
+        work.mkdir()
+        b = start_kernel(work, JUPYTER_PAUSE_SESSION="second", **env)
+        b.run("%load_ext jupyter_pause\nimport numpy as np").ok()
+        b.send(SHARED.format(marker=f"b{i}", seed=i + 1, flags=" --async" if background else ""))
+        time.sleep(delay)
+        b.kill()
+        tally.fault("SIGKILL during %checkpoint of a notebook sharing the pool")
+        where = f"kill {i} at {delay:.3f} s ({'async' if background else 'sync'})"
+
+        done = subprocess.run(
+            [sys.executable, "-m", "jupyter_pause.cli", "gc", "--grace", "0", "--store", str(store)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, f"{where}: gc failed: {done.stderr}"
+        sizes = {
+            m.id: m.stats.get("bytes_total", 0)
+            for session in ("first", "second")
+            for m in Catalog(Store(str(store))).checkpoints(session)
+        }
+        code, rows = cli_verify(store)
+        committed, incomplete = check_verify_rows(rows, sizes)
+        torn = [r for r in incomplete if r.get("damaged", "").startswith("torn write")]
+        assert code == (1 if torn else 0), f"{where}: verify found damage: {rows}"
+        assert all(r["ok"] for r in committed), f"{where}: a committed checkpoint does not verify: {rows}"
+        assert {r["id"] for r in committed} == set(sizes), f"{where}: verify and list disagree: {rows}"
+    work = tmp_path / "again"
+    work.mkdir()
+    again = start_kernel(work, JUPYTER_PAUSE_SESSION="first", **env)
+    out = again.run("%load_ext jupyter_pause\n%resume").ok().stdout
+    assert again.value("marker") == "a" and again.value("float(sum(float(a.sum()) for a in big)) == big_sum") is True
+    tally.resumed("verdict: restored" in out)
+    assert "verdict: restored" in out, out
+    again.close()

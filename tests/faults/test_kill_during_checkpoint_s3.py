@@ -20,7 +20,7 @@ import pytest
 
 from jupyter_pause.cli import main
 from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_prefix
+from jupyter_pause.store.layout import any_blob_digest, blob_prefix, pool_prefix
 from jupyter_pause.store.storage import REMOTE_BLOCK, Store
 from jupyter_pause.store.uploads import incomplete
 from tests.faults.conftest import check_verify_rows, cli_verify
@@ -92,8 +92,10 @@ def test_sigkill_during_checkpoint_on_s3_leaves_nothing_gc_cannot_clean(
         assert incomplete(Store(url), "") == [], f"{where}: gc left an incomplete upload"
         kept = Catalog(Store(url)).checkpoints(SESSION)
         referenced = {key for m in kept for key in m.blobs}
-        orphans = [k for k in Store(url).list(blob_prefix(SESSION)) if k.rsplit("/", 1)[-1] not in referenced]
+        listed = {**Store(url).list(blob_prefix(SESSION)), **Store(url).list(pool_prefix())}
+        orphans = [k for k in listed if k.rsplit("/", 1)[-1] not in referenced]
         assert orphans == [], f"{where}: gc left orphan blobs {orphans}"
+        assert referenced <= {any_blob_digest(k) for k in listed}, f"{where}: gc removed a blob a checkpoint names"
         code, rows = cli_verify(url, SESSION)
         committed, _ = check_verify_rows(rows, sizes)
         assert code == 0 and {r["id"] for r in committed} == set(sizes), f"{where}: {rows}"

@@ -15,7 +15,7 @@ import pytest
 import jupyter_pause
 from jupyter_pause.session import lineage
 from jupyter_pause.store.catalog import Catalog
-from jupyter_pause.store.layout import blob_key, manifest_key
+from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.storage import Store
 from tests.faults.conftest import check_verify_rows, cli_verify
 
@@ -101,7 +101,7 @@ def two_checkpoints(tmp_path_factory):
 def _damage(kind: str, store: Path, c1, c2) -> None:
     def path_of(key: str) -> Path:
         assert key not in c1.blobs, "the damaged blob is shared with C1"
-        return store / blob_key(SESSION, key)
+        return store / c2.blob_key(key)
 
     small = next(v for v in c2.variables if v.name == "small").blob.key
     large = max(c2.blobs, key=c2.blobs.get)

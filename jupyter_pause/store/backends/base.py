@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import fsspec.asyn
@@ -59,6 +60,44 @@ class Backend:
         with self.fs.open(path, "wb", block_size=REMOTE_BLOCK) as f:
             for start in range(0, len(view), REMOTE_CHUNK):
                 f.write(view[start : start + REMOTE_CHUNK])
+
+    def write_whole(self, path: str, view: memoryview) -> None:
+        """Put ``view`` at ``path`` so that no reader ever sees it part-written, even while
+        another writer puts the same bytes there: an object store's put is whole already."""
+        self.write(path, view)
+
+    def sizes(self, paths: list[str]) -> list[int | None]:
+        """The size of the object at each of ``paths``, None where there is none: one request a
+        path, ``SMALL_PARALLELISM`` at once (on the backend's event loop where it has one)."""
+        if not self.asynchronous:
+            with ThreadPoolExecutor(SMALL_PARALLELISM) as pool:
+                return list(pool.map(self._size_of, paths))
+
+        async def gather() -> list[int | None]:
+            gate = asyncio.Semaphore(SMALL_PARALLELISM)
+
+            async def one(path: str) -> int | None:
+                async with gate:
+                    return await self._size(path)
+
+            return await asyncio.gather(*(one(path) for path in paths))
+
+        return fsspec.asyn.sync(self.fs.loop, gather)
+
+    def _size_of(self, path: str) -> int | None:
+        try:
+            info = self.fs.info(path)
+        except FileNotFoundError:
+            return None
+        return None if info.get("type") == "directory" else int(info.get("size") or 0)
+
+    async def _size(self, path: str) -> int | None:
+        """The size of one object, asked on the event loop; None where there is none."""
+        try:
+            info = await self.fs._info(path)
+        except FileNotFoundError:
+            return None
+        return None if info.get("type") == "directory" else int(info.get("size") or 0)
 
     def create(self, path: str, data: bytes) -> None:
         """Put ``data`` at ``path`` in one request, only if nothing is there (fsspec's exclusive

@@ -11,6 +11,10 @@ from .. import mapping
 from ..buffers import Buffer, read_local
 from .base import Backend
 
+#: How the temporary name of a file being written starts (it ends in ``.part``): a writer killed
+#: mid-write leaves one, which cleanup removes once it is old.
+PART_PREFIX = "."
+
 
 class LocalBackend(Backend):
     """A folder on a local (or network-mounted POSIX) filesystem."""
@@ -29,12 +33,38 @@ class LocalBackend(Backend):
             f.flush()
             os.fsync(f.fileno())
 
+    def write_whole(self, path: str, view: memoryview) -> None:
+        """Write a temporary name, fsync, then move it onto ``path``: a reader sees the old file
+        or the new one, whole, never a file being written over (``os.replace`` is atomic)."""
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+        try:
+            with open(temporary, "wb") as f:
+                f.write(view)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temporary, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+    def sizes(self, paths: list[str]) -> list[int | None]:
+        """The size of each file, None where there is none (a stat each: no threads needed)."""
+        found: list[int | None] = []
+        for path in paths:
+            try:
+                found.append(os.stat(path).st_size)
+            except (FileNotFoundError, NotADirectoryError):
+                found.append(None)
+        return found
+
     def create(self, path: str, data: bytes) -> None:
         """Write a temporary name, then link it to ``path``: atomic, and refused
         (``FileExistsError``) if ``path`` exists."""
         folder, name = os.path.split(path)
         os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f".{name}.{os.getpid()}-{threading.get_ident()}.part")
+        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
         try:
             with open(temporary, "wb") as f:
                 f.write(data)

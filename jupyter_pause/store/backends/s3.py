@@ -66,6 +66,15 @@ class S3Backend(Backend):
                     refused.append((index.get(error.get("Key"), index[batch[0]]), why))
         return refused
 
+    async def _size(self, path: str) -> int | None:
+        """One HEAD of the object: s3fs's ``info`` would list the key as a folder when it is absent."""
+        bucket, name, _ = self.fs.split_path(path)
+        try:
+            answer = await self.fs._call_s3("head_object", Bucket=bucket, Key=name)
+        except FileNotFoundError:
+            return None
+        return int(answer.get("ContentLength") or 0)
+
     def bucket_missing(self, bucket: str, error: FileNotFoundError) -> bool:
         """An S3 listing answered 404 (``NoSuchBucket``) names a missing bucket: listing a prefix
         with nothing under it is no error on S3. s3fs raises a ``FileNotFoundError`` of its own,
