@@ -111,6 +111,7 @@ def test_reach_tells_memory_from_outside(tmp_path):
     try:
         assert reach(hashlib.md5()) == "memory"
         assert reach(i for i in ()) == "iterator" and reach(map(str, [])) == "iterator"
+        assert reach({}.keys()) == reach({}.values()) == reach({}.items()) == "memory"
         assert reach(conn) == reach(conn.cursor()) == reach(handle) == "outside"
         assert reach(Holder()) == "outside"  # holds an open file
         assert reach(Unknown()) == "outside"  # not known to live in memory: its writes are never repeated

@@ -78,6 +78,9 @@ MEMORY_MODULES = (
     "tqdm",
 )
 
+#: ``dict.keys()``, ``values()`` and ``items()``: views of a dictionary, in memory only.
+_DICT_VIEWS = (type({}.keys()), type({}.values()), type({}.items()))
+
 #: Methods of an outside object that open another one without acting through it (``conn.cursor()``).
 OPENERS = frozenset({"cursor"})
 
@@ -126,6 +129,8 @@ def _reach(value: Any) -> str:
         return OUTSIDE
     if isinstance(value, (types.GeneratorType, types.AsyncGeneratorType)):
         return ITERATOR
+    if isinstance(value, _DICT_VIEWS):  # a view of a dict: memory only
+        return MEMORY
     kind = type(value)
     if _under(getattr(kind, "__module__", "") or "", MEMORY_MODULES):
         return MEMORY
