@@ -102,14 +102,23 @@ class Store:
             # A new client per store, so credentials changed in the environment take effect.
             options.setdefault("skip_instance_cache", True)
         try:
-            self.fs, root = fsspec.url_to_fs(url, **options)
+            fs, root = fsspec.url_to_fs(url, **options)
         except (ImportError, ValueError, TypeError, OSError) as e:
             raise StoreError(
                 f"cannot open store {self.display_url}: {self.scrub(str(e))}; check the URL "
                 "scheme and install the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
             ) from e
         self.root = root.rstrip("/")
-        self.backend = for_filesystem(self.fs)
+        self.fs = fs
+
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem; setting another one (a test's broken one) changes the backend too."""
+        return self.backend.fs
+
+    @fs.setter
+    def fs(self, fs: Any) -> None:
+        self.backend = for_filesystem(fs)
         self.local = self.backend.local
 
     def __repr__(self) -> str:
