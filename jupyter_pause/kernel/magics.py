@@ -105,8 +105,10 @@ class PauseMagics(Magics):
         a ``pause`` folder in the Jupyter data directory: a folder or any fsspec URL (``s3://bucket/pause``,
         ``gs://...``, ``az://...``). The session is ``--session``, else the notebook's path.
 
-        It prints the checkpoint's id, what was saved and skipped, and what the restore test will
-        not be able to prove; the status widget follows it. ``%resume`` brings it back.
+        It prints the checkpoint's id, what was saved and skipped, what the restore test will not
+        be able to prove, and what will not come back on another node, or not provably (a module
+        variables need that is not kept, an object whose rebuild nothing can check, an open file
+        outside the notebook's folder); the status widget follows it. ``%resume`` brings it back.
 
         Examples
         --------
