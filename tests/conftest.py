@@ -4,6 +4,7 @@ URL on every backend (tests/stores.py), and a clean slate of this process's sess
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,11 @@ from tests.s3_server import s3_env, s3_server  # noqa: F401
 from tests.stores import no_pause_env, store_url  # noqa: F401
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+# Every kernel, server and Hub a test starts computes on one thread (set before any test module
+# imports torch): the test workers already use every core, and a test's tensors are small.
+for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
 
 #: Fixtures that start a kernel, a Jupyter server, the S3 server or an emulator (a test marked ``s3`` starts S3 too).
 STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server", "gcs_emulator", "azurite"})
