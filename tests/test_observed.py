@@ -61,6 +61,9 @@ def test_a_progress_bar_a_file_and_a_connection(tmp_path):
     finally:
         conn.close()
     assert observe(conn) == ""  # closed: it raises when asked, and is not checkable
+    memory = sqlite3.connect(":memory:")
+    assert observe(memory) == ""  # its tables are its state: a new empty one must not read as the same
+    memory.close()
 
 
 def test_an_object_of_another_kind_is_not_checkable():

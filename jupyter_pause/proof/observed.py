@@ -77,7 +77,9 @@ def _file(value: io.IOBase) -> str:
 
 def _sqlite(value: Any) -> str:
     rows = value.execute("PRAGMA database_list").fetchall()  # reads the schema list: no transaction
-    return "sqlite " + ", ".join(f"{row[1]}={row[2] or ':memory:'}" for row in rows)
+    if any(not row[2] for row in rows):  # an in-memory database: its tables are its state, not read here
+        return ""
+    return "sqlite " + ", ".join(f"{row[1]}={row[2]}" for row in rows)
 
 
 def _position(value: Any, depth: int) -> str:
