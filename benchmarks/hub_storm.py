@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # run from a checkout even where the package is not installed
     sys.path.insert(0, str(HERE.parent))
 
-from jupyter_pause.store import ledger  # noqa: E402
+from jupyter_pause import ledger  # noqa: E402
 from jupyter_pause.store.layout import release_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
 from jupyter_pause.vocabulary import LedgerEvent  # noqa: E402

@@ -44,9 +44,11 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # run from a checkout even where the package is not installed
     sys.path.insert(0, str(HERE.parent))
 
+from jupyter_pause import ledger  # noqa: E402
 from jupyter_pause.cli.hours import checked  # noqa: E402
 from jupyter_pause.hours import records, text, timeline, totals  # noqa: E402
-from jupyter_pause.store import ledger, rollup, signing  # noqa: E402
+from jupyter_pause.ledger import rollup  # noqa: E402
+from jupyter_pause.store import signing  # noqa: E402
 from jupyter_pause.store.layout import ledger_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
 from tests.s3_server import start_server  # noqa: E402

@@ -5,7 +5,8 @@ The public names below load their modules on first use, so ``import jupyter_paus
 
 Layout, bottom to top (``layers.py`` is the rule of who imports whom, checked by a test):
 
-- ``store/``: the checkpoint format and its storage (fsspec), signing, retention, the ledger's records;
+- ``store/``: the checkpoint format and its storage (fsspec), signing, retention;
+- ``ledger/``: the GPU-hours ledger's records, kept in the store;
 - ``serialize/``: values to bytes and back (pickler, arrays outside pickle, digests);
 - ``proof/``: the restore test's evidence (probe, model checks, hardware) and its verdict;
 - ``session/``: capturing a namespace into a checkpoint and restoring it, replay of what cannot be saved;

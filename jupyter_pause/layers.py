@@ -19,6 +19,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "notebook": frozenset(),
     # The checkpoint format and its storage.
     "store": frozenset({"errors", "units", "vocabulary"}),
+    # The GPU-hours ledger's records, kept in the store.
+    "ledger": frozenset({"errors", "vocabulary", "store"}),
     # Settings from traitlets and the environment (``store`` for the signing keys' ``Keyring``).
     "config": frozenset({"errors", "store"}),
     # What the server and a kernel say to each other.
@@ -29,7 +31,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "proof": frozenset({"errors", "config", "serialize", "store"}),
     # Capturing and restoring a session.
     "session": frozenset(
-        {"errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "serialize", "proof"}
+        {"ledger", "errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "serialize", "proof"}
     ),
     # steps loops, their safe points, in-loop checkpoints.
     "loops": frozenset({"errors", "units", "config", "vocabulary", "protocol", "session"}),
@@ -40,14 +42,26 @@ ALLOWED: dict[str, frozenset[str]] = {
         {"errors", "units", "config", "vocabulary", "store", "protocol", "serialize", "proof", "session", "loops"}
     ),
     # The Jupyter server extension: it talks to kernels only through the protocol.
-    "server": frozenset({"errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "protocol"}),
+    "server": frozenset({"ledger", "errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "protocol"}),
     # The GPU-hours report, from the ledger.
-    "hours": frozenset({"errors", "units", "vocabulary", "store"}),
+    "hours": frozenset({"ledger", "errors", "units", "vocabulary", "store"}),
     # The JupyterHub service, beside the Hub (``hours`` for its GPU-hours metrics).
-    "hub": frozenset({"errors", "units", "config", "vocabulary", "store", "hours"}),
+    "hub": frozenset({"ledger", "errors", "units", "config", "vocabulary", "store", "hours"}),
     # The `jupyter pause` command line (``session`` for the options the drill parses its arguments into).
     "cli": frozenset(
-        {"errors", "units", "config", "notebook", "vocabulary", "store", "protocol", "session", "hours", "journal"}
+        {
+            "ledger",
+            "errors",
+            "units",
+            "config",
+            "notebook",
+            "vocabulary",
+            "store",
+            "protocol",
+            "session",
+            "hours",
+            "journal",
+        }
     ),
 }
 

@@ -167,7 +167,7 @@ def week(seed: int = 3, start: float = START, days: int = 7) -> History:
 
 def write(store: Any, history: History) -> None:
     """Put every record of ``history`` into ``store``'s ledger, as the ledger itself writes them."""
-    from jupyter_pause.store import ledger
+    from jupyter_pause import ledger
 
     for record in history.records:
         assert ledger.write(store, ledger.Event.from_dict(record)) is not None

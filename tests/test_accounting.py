@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from jupyter_pause import ledger
 from jupyter_pause.server import accounting
-from jupyter_pause.store import layout, ledger
+from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 
 NOW = 1_767_300_000.0  # 2026-01-01 20:40 UTC

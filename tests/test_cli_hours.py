@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_pause import ledger
 from jupyter_pause.cli import main
-from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
 from tests.ledger_history import DAY, START, week, write
 

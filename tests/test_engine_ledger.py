@@ -10,8 +10,9 @@ import textwrap
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.session import ledger as kernel_ledger
-from jupyter_pause.store import ledger
+from jupyter_pause import ledger
+from jupyter_pause.ledger import checking
+from jupyter_pause.session import kernel_events as kernel_ledger
 from jupyter_pause.store.storage import Store
 from tests.processes import another_process
 
@@ -53,7 +54,7 @@ def test_a_kernel_under_our_server_signs_its_checkpoint_and_resume_records(tmp_p
     key = "k" * 40
     monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", key)
     monkeypatch.setenv(kernel_ledger.SERVER_RECORDS, "1")
-    monkeypatch.setattr(ledger, "_signer", None)  # as in a new kernel; put back afterwards
+    monkeypatch.setattr(checking, "_signer", None)  # as in a new kernel; put back afterwards
     jp.checkpoint(store=str(tmp_path), session="nb", namespace={"x": 1}, trigger="release")
     another_process()
     moments = {"resume_requested": 1.0e9, "resources_available": 1.0e9 + 1, "kernel_ready": 1.0e9 + 2}
@@ -68,10 +69,10 @@ KERNEL = """
 import sys, time
 from IPython.core.interactiveshell import InteractiveShell
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.session import ledger
+from jupyter_pause.session import kernel_events
 shell = InteractiveShell.instance()
-print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
-print(ledger.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
+print(kernel_events.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
+print(kernel_events.kernel_loaded(PauseConfig(store=sys.argv[1], node="laptop"), shell))
 shell.run_cell("import time; time.sleep(0.3)")
 shell.run_cell("x = 1")
 """

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from jupyter_pause import ledger
 from jupyter_pause.cli import main
 from jupyter_pause.hours import records, timeline, totals, whatif
-from jupyter_pause.store import ledger
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
 

@@ -7,11 +7,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from jupyter_pause import ledger
 from jupyter_pause.hub import metrics
-from jupyter_pause.hub.ledger import ServerLedger, parse_profile_gpus
 from jupyter_pause.hub.policy import ServerView
+from jupyter_pause.hub.server_events import ServerLedger, parse_profile_gpus
 from jupyter_pause.hub.service import configure, ledger_hours, server_ledger
-from jupyter_pause.store import ledger, rollup, signing
+from jupyter_pause.ledger import rollup
+from jupyter_pause.store import signing
 from jupyter_pause.store.storage import Store
 
 STARTED = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)

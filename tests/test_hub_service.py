@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_pause.store import ledger
+from jupyter_pause import ledger
 from jupyter_pause.store.storage import Store
 from tests.hub import VENV_BIN, Hub, Service, run_hub, wait_for
 

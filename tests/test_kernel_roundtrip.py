@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from jupyter_pause.store.layout import pool_key
+
 pytestmark = pytest.mark.integration
 
 BUILD_STATE = r'''
@@ -202,5 +204,5 @@ def test_notebook_document_and_session_name_from_jupyter_server(start_kernel, tm
     manifests = list(store.glob("sessions/Train-Model/checkpoints/*.json"))
     assert len(manifests) == 1
     body = json.loads(manifests[0].read_text())["manifest"]
-    stored = store / "sessions" / "Train-Model" / "blobs" / body["notebook"]["blob"][:2] / body["notebook"]["blob"]
+    stored = store / pool_key(body["notebook"]["blob"])
     assert stored.read_bytes() == nb.read_bytes()

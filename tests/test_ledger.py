@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_pause.store import layout, ledger
+from jupyter_pause import ledger
+from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 
 # store_url (every backend) and no_pause_env: tests/stores.py, through conftest.py

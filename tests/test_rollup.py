@@ -11,11 +11,12 @@ import random
 
 import pytest
 
+from jupyter_pause import ledger
 from jupyter_pause.hours import records, text, timeline, totals, whatif
-from jupyter_pause.store import ledger, rollup, signing
+from jupyter_pause.ledger import checked, rollup
+from jupyter_pause.ledger.spans import Spans
+from jupyter_pause.store import layout, signing
 from jupyter_pause.store.layout import ledger_key
-from jupyter_pause.store.ledger import checked
-from jupyter_pause.store.spans import Spans
 from jupyter_pause.store.storage import Store
 from tests.ledger_history import DAY, START, week
 
@@ -138,7 +139,7 @@ def test_two_readers_at_once_write_one_roll_up_and_the_raw_events_stay(tmp_path)
     a, b = ledger.Cache(store), ledger.Cache(store)
     assert a.read(*window)[0] == b.read(*window)[0]
     assert list(store.list(rollup.ROLLUPS)) == [rollup.key("20261116")]
-    assert len([k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)]) == 2 * (10 + 8)
+    assert len([k for k in store.list(layout.ledger_prefix(START)) if layout.ledger_of(k)]) == 2 * (10 + 8)
 
 
 def test_a_day_not_settled_is_read_from_its_events_and_no_roll_up_is_written(tmp_path):
@@ -157,7 +158,7 @@ def test_gc_ledger_older_than_drops_raw_records_of_rolled_up_days_never_the_roll
     _write(store, _busy_kernels(3, 5))
     window = (START, START + 2 * DAY - 1)  # days 16 and 17 rolled up, day 18 not yet
     expected = _report(ledger.Cache(store).read(*window)[0], *window)
-    day16 = [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)]
+    day16 = [k for k in store.list(layout.ledger_prefix(START)) if layout.ledger_of(k)]
 
     assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "3d", "--dry-run", "--json"]) == 0
     dry = json.loads(capsys.readouterr().out)["ledger"]
@@ -167,12 +168,12 @@ def test_gc_ledger_older_than_drops_raw_records_of_rolled_up_days_never_the_roll
         ("20261118", 26, True),
     ]
     assert "it has no roll-up yet" in dry[2]["kept"]
-    assert [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)] == day16  # a dry run
+    assert [k for k in store.list(layout.ledger_prefix(START)) if layout.ledger_of(k)] == day16  # a dry run
 
     assert main(["gc", "--store", str(tmp_path), "--ledger-older-than", "3d"]) == 0
     said = capsys.readouterr().out
     assert "ledger 20261116: removed 26 raw records" in said and "its roll-up stays" in said
-    assert not [k for k in store.list(ledger.ledger_prefix(START)) if ledger.ledger_of(k)]
+    assert not [k for k in store.list(layout.ledger_prefix(START)) if layout.ledger_of(k)]
     assert len(store.list(rollup.ROLLUPS)) == 2  # never the roll-ups
     assert _report(ledger.Cache(store).read(*window)[0], *window) == expected  # the same report after
 

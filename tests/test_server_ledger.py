@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from jupyter_client.session import Session
 
-from jupyter_pause.server.ledger import Recorder
-from jupyter_pause.store import ledger
+from jupyter_pause import ledger
+from jupyter_pause.server.session_events import Recorder
 from jupyter_pause.store.storage import Store
 from tests.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
 from tests.server_process import running_server

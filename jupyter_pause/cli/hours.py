@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import units
+from .. import ledger, units
 from ..config import PauseConfig
 from ..errors import PauseError
 from ..hours import records, text, timeline, totals, whatif
-from ..store import ledger, signing
+from ..store import signing
 from ..store.layout import SESSIONS, check_session
 from ..store.storage import Store
 

@@ -13,8 +13,8 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..journal.journal import Journal
+from ..ledger import rollup
 from ..store import report as reports
-from ..store import rollup
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix

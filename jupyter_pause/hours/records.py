@@ -1,6 +1,6 @@
 """Ledger records as the report reads them: checked, typed, and the malformed ones counted.
 
-The ledger (``jupyter_pause.store.ledger``) hands over ``Event`` objects or plain dicts; either
+The ledger (``jupyter_pause.ledger``) hands over ``Event`` objects or plain dicts; either
 becomes a ``Record``. A record the report cannot use (no ``event`` or ``at``, a wrong type, spans
 that are not pairs of numbers) is skipped and counted, never an error. A kernel's event with no
 session (a console's kernel, not a notebook's) is well formed but has no row: ``timeline`` passes
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..store import ledger
-from ..store.spans import Spans
+from .. import ledger
+from ..ledger.spans import Spans
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..store.spans import Spans
+from ..ledger.spans import Spans
 from ..vocabulary import KERNEL_EVENTS, PAUSE_TRIGGERS, SERVER_EVENTS, LedgerEvent, Trigger
 from . import intervals
 from .intervals import Interval

@@ -30,8 +30,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .. import ledger
 from ..hours import records, timeline, totals
-from ..store import ledger
 from ..store.storage import Store
 from . import policy
 from .policy import Decision

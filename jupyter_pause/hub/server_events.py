@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..store import ledger as records
+from .. import ledger as records
 from ..store.storage import Store
 from ..vocabulary import LedgerEvent, Trigger
 from .policy import ServerView

@@ -34,7 +34,7 @@ Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
 - ``--dry-run``: decide and report, release nothing. ``--log-level DEBUG``: every decision at
   every check (INFO logs a decision when it changes, and every release).
 - ``--store URL`` (storage options from ``$JUPYTER_PAUSE_STORAGE_OPTIONS``): write each server's
-  start and stop to the GPU-hours ledger there (see ``hub/ledger.py``), with ``--server-gpus N``
+  start and stop to the GPU-hours ledger there (see ``hub/server_events.py``), with ``--server-gpus N``
   GPUs per server, or ``--profile-gpus PROFILE=N`` (repeatable) for a profile. Without
   ``--store`` the service writes nothing.
 
@@ -95,20 +95,20 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlparse
 
+from .. import ledger as records
 from .. import units
 from ..config import ENV_VARS, parse_storage_options
 from ..errors import PauseError
-from ..store import ledger as records
 from ..store import signing
 from ..store.credentials import redact
 from ..store.storage import Store
 from . import policy, release
 from .hubapi import HubClient, HubError, ServerClient
-from .ledger import ServerLedger, parse_profile_gpus
 from .metrics import LedgerHours, ServiceMetrics
 from .policy import Decision, Policy, ServerView
 from .release import NO_EXTENSION, PAUSED_NOT_STOPPED, Outcome, Settings
 from .report import Report
+from .server_events import ServerLedger, parse_profile_gpus
 from .web import serve
 
 log = logging.getLogger("jupyter_pause.hub")

@@ -22,7 +22,7 @@ from ..config import PauseConfig
 from ..errors import PauseError
 from ..loops.safepoints import install_sigterm_checkpoint
 from ..proof import modelcheck
-from ..session import ledger
+from ..session import kernel_events
 from ..session.checkpoint import checkpoint, checkpoint_async
 from ..session.cycle import resume_and_verify, verify
 from ..session.options import MAP_LOCATIONS, CheckpointOptions, ResumeOptions
@@ -60,7 +60,7 @@ class PauseMagics(Magics):
         self.config_object = PauseConfig(parent=shell)
         self.periodic = PeriodicRegistry()
         self.widget: object | None = None
-        ledger.kernel_loaded(self.config_object, shell)
+        kernel_events.kernel_loaded(self.config_object, shell)
         recorder.install(shell)  # the cell history, for rebuilding what cannot be saved
         # the input signature of each model's real calls, for the restore test's model check
         shell.events.register("post_run_cell", lambda result=None: modelcheck.watch_all(shell.user_ns))

@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ..store.layout import LEDGER
+from ..store.manifest import canonical_body, checksum
 from ..vocabulary import LedgerEvent
-from .layout import LEDGER
-from .manifest import canonical_body, checksum
 from .spans import Packed, Parts, Spans
 
 #: What a roll-up says it is, and the version of its format.
@@ -283,7 +283,7 @@ def prune_raw(store: Any, older_than: float, now: float | None = None, dry_run: 
     """Remove the raw records of the days that ended over ``older_than`` seconds ago and whose
     roll-up is whole and accounts for every one of them; a roll-up is never removed. A day
     without a usable roll-up, or with records its roll-up does not count, is kept and named."""
-    from .layout import ledger_of
+    from ..store.layout import ledger_of
 
     now = time.time() if now is None else now
     days: dict[str, dict[str, Any]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ..store import ledger
+from .. import ledger
 from ..vocabulary import LedgerEvent
 
 #: Days of ledger read back at most to find when a session was paused.

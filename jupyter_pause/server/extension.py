@@ -6,10 +6,10 @@ import json
 import os
 from typing import Any
 
+from .. import ledger
 from ..config import ENV_VARS, PauseConfig
+from ..ledger import SERVER_RECORDS
 from ..protocol.nodestate import SERVER_PID
-from ..store import ledger
-from ..store.ledger import SERVER_RECORDS
 from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer

@@ -15,11 +15,11 @@ from typing import Any
 
 from tornado import web
 
+from .. import ledger
 from ..config import PauseConfig
 from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
-from ..store import ledger
 from ..store.catalog import Catalog, Listing, passed_over_note
 from ..store.storage import Store
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
@@ -27,8 +27,8 @@ from . import kernelrun, lease, metrics, pulling, resources, views
 from .choice import Asked, Choice, blob_damage, noted
 from .http import MAX_PATH, http_error, maybe_await
 from .hub import Hub
-from .ledger import Recorder
 from .release import Releaser
+from .session_events import Recorder
 from .settings import PauseServer
 from .status import Status, StatusBoard
 from .warning import Warnings

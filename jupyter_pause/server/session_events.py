@@ -1,4 +1,4 @@
-"""What a Jupyter server adds to the GPU-hours ledger (``store/ledger.py``).
+"""What a Jupyter server adds to the GPU-hours ledger (``jupyter_pause.ledger``).
 
 The server sees every kernel it manages start and stop, whether or not the notebook loaded
 ``%load_ext jupyter_pause``: the kernel manager's ``start_kernel``, ``shutdown_kernel`` and
@@ -33,8 +33,8 @@ from jupyter_client.session import Session
 from tornado.ioloop import PeriodicCallback
 
 from .. import gpus
+from .. import ledger as records
 from ..notebook import relative_path, session_from_path
-from ..store import ledger as records
 from ..vocabulary import LedgerEvent, Trigger
 from . import kernelrun
 

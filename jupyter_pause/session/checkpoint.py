@@ -27,7 +27,7 @@ from ..store.catalog import Catalog
 from ..store.manifest import Manifest, SkippedRecord
 from ..store.writer import BlobWriter
 from ..vocabulary import Trigger
-from . import activity, background, hooks, ledger, lineage, staging, travel
+from . import activity, background, hooks, kernel_events, lineage, staging, travel
 from .background import BackgroundCheckpoint
 from .capture import Prepared, capture, describe, describe_surroundings, take_keys
 from .context import Context, make_context
@@ -299,7 +299,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     catalog.commit(manifest, ctx.config.keyring)
     devicehash.remember(ctx.store, manifest)
     blob_pool.remember(ctx.store, manifest)
-    ledger.committed(ctx.store, manifest, ctx.config.keyring)
+    kernel_events.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     said = p.unproven + ([travel.short(p.elsewhere)] if p.elsewhere else [])

@@ -16,7 +16,7 @@ from ..store.catalog import Catalog
 from ..store.manifest import Manifest
 from ..store.report import RunReport
 from ..store.signing import Keys
-from . import activity, ledger, lineage
+from . import activity, kernel_events, lineage
 from .context import make_context
 from .options import ResumeOptions
 from .restore import ResumeResult, call_options, resume_in
@@ -95,7 +95,7 @@ def resume_and_verify(
     )
     run.moments = {k: run.moments.get(k) for k in reports.MOMENTS}
     key = reports.write(ctx.store, run) if write_report else None
-    ledger.resumed(ctx.store, run, ctx.config.node, ctx.config.keyring)
+    kernel_events.resumed(ctx.store, run, ctx.config.node, ctx.config.keyring)
     return Cycle(result, verdict, run, key)
 
 

@@ -1,4 +1,4 @@
-"""What a kernel adds to the GPU-hours ledger (``store/ledger.py``): it knows its GPUs and bytes.
+"""What a kernel adds to the GPU-hours ledger (``jupyter_pause.ledger``): it knows its GPUs and bytes.
 
 - ``checkpoint_committed`` when a manifest is committed (any trigger: a pause, ``%checkpoint``,
   a periodic or SIGTERM checkpoint), with the bytes written and the checkpoint's size;
@@ -23,10 +23,10 @@ import time
 from typing import Any
 
 from .. import gpus
+from .. import ledger as records
 from ..errors import StoreError
+from ..ledger import SERVER_RECORDS
 from ..notebook import default_session
-from ..store import ledger as records
-from ..store.ledger import SERVER_RECORDS
 from ..store.storage import Store
 from ..vocabulary import LedgerEvent
 
