@@ -73,8 +73,8 @@ def test_a_second_notebook_with_the_same_model_writes_only_its_own_blobs(store_u
     assert check(store, second) == {} and check(store, first) == {}
 
 
-def test_gc_after_one_notebooks_checkpoints_are_deleted_keeps_what_the_other_names(tmp_path):
-    url = str(tmp_path)
+def test_gc_after_one_notebooks_checkpoints_are_deleted_keeps_what_the_other_names(store_url):
+    url = store_url
     gone = _take(url, "a", model=_model(), only_a=torch.full((300_000,), 1.0))
     kept = _take(url, "b", model=_model(), only_b=torch.full((300_000,), 2.0))
     store = Store(url)
