@@ -115,10 +115,10 @@ def test_store_bytes_held_by_a_session(tmp_path, capsys):
     assert "store: 1.2 kB held now by these sessions" in out
 
 
-def test_the_readme_shows_the_real_what_if_output(store, capsys):
+def test_the_docs_show_the_real_what_if_output(store, capsys):
     argv = ["--since", "2026-11-16", "--until", "2026-11-23", "--what-if", "15m,30m,1h,2h", "--price", "2.5"]
     code, out, _ = _run(capsys, "hours", "--store", store, *argv)
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "gpu-hours.md").read_text()
     assert code == 0
     assert f"$ jupyter pause hours {' '.join(argv)}\n{out}```" in readme
 

@@ -54,3 +54,36 @@ def test_the_cli_and_configuration_references_cover_every_command_and_setting(si
     for cls in (PauseConfig, PauseServer):
         for name in cls.class_traits(config=True):
             assert f"c.{cls.__name__}.{name}" in config
+
+
+ROOT = DOCS.parent
+
+
+def _block(text: str, heading: str) -> str:
+    """The first ``python`` block after ``heading``."""
+    return text.split(heading, 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"),
+    [("jupyterhub.md", "## The Hub's configuration"), ("spot.md", "# Spot and preemptible VMs")],
+)
+def test_the_docs_configuration_blocks_are_the_ones_the_readme_tests_run(page, heading):
+    """The README's Hub block starts a real Hub in ``tests/hub.py`` and its spot block configures a
+    real watcher in ``tests/test_preemption.py``; the manual shows the same lines."""
+    readme = (ROOT / "README.md").read_text()
+    readme_heading = "### The Hub's configuration" if page == "jupyterhub.md" else "## Spot and preemptible VMs"
+    assert _block((DOCS / page).read_text(), heading) == _block(readme, readme_heading)
+
+
+def test_every_link_of_the_readme_into_the_docs_exists():
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert len(links) > 15
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, missing
+    assert len(readme.splitlines()) <= 250
+    assert readme.index("%checkpoint") < readme.index("## On JupyterHub")
+    assert len(readme[: readme.index("%resume")].splitlines()) <= 60  # a newcomer pauses and resumes by line 60
