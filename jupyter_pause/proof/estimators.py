@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ..serialize.digests import value_digest
-from . import frames
+from . import frames, outputs
 
 #: Rows of input each check runs.
 ROWS = 5
@@ -36,15 +36,9 @@ MISSING = "<missing>"
 MADE_UP = "made up"
 #: Values kept per output (its shape is kept whole).
 KEPT_VALUES = 20_000
-#: (rtol, atol) per float dtype: ``torch.testing.assert_close``'s defaults. Other outputs are
-#: compared exactly.
-TOLERANCE = {
-    "float16": (1e-3, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
+#: (rtol, atol) per float dtype, by NumPy's name: ``torch.testing.assert_close``'s defaults, as the
+#: model check holds outputs to them. Other outputs are compared exactly.
+TOLERANCE = {name.removeprefix("torch."): pair for name, pair in outputs.TOLERANCE.items() if "bfloat" not in name}
 
 
 class NoInput(Exception):

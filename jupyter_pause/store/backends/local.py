@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Callable
 
 from .. import mapping
 from ..buffers import Buffer, read_local
@@ -36,18 +37,7 @@ class LocalBackend(Backend):
     def write_whole(self, path: str, view: memoryview) -> None:
         """Write a temporary name, fsync, then move it onto ``path``: a reader sees the old file
         or the new one, whole, never a file being written over (``os.replace`` is atomic)."""
-        folder, name = os.path.split(path)
-        os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
-        try:
-            with open(temporary, "wb") as f:
-                f.write(view)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(temporary, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
+        _through_temporary(path, view, os.replace)
 
     def sizes(self, paths: list[str]) -> list[int | None]:
         """The size of each file, None where there is none (a stat each: no threads needed)."""
@@ -62,18 +52,7 @@ class LocalBackend(Backend):
     def create(self, path: str, data: bytes) -> None:
         """Write a temporary name, then link it to ``path``: atomic, and refused
         (``FileExistsError``) if ``path`` exists."""
-        folder, name = os.path.split(path)
-        os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
-        try:
-            with open(temporary, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(temporary, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary)
+        _through_temporary(path, data, os.link)
 
     def read(self, path: str, size: int | None, unchanging: bool, mapped: bool = False) -> Buffer:
         """The whole file, read straight into an aligned buffer. With ``mapped``, a large file
@@ -90,3 +69,20 @@ class LocalBackend(Backend):
         os.makedirs(root, exist_ok=True)
         if not os.access(root, os.W_OK | os.X_OK):
             raise PermissionError(f"no write permission on {root}")
+
+
+def _through_temporary(path: str, data: bytes | memoryview, place: Callable[[str, str], None]) -> None:
+    """Write ``data`` to a temporary name beside ``path`` and fsync it, then ``place`` it at
+    ``path`` (``os.replace``: over what is there; ``os.link``: only where nothing is)."""
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+    try:
+        with open(temporary, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        place(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
