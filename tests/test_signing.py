@@ -256,3 +256,40 @@ def test_on_a_hub_an_unsigned_resume_says_every_user_could_have_written_it(monke
     assert "every user with the store's credentials could have written" in said
     monkeypatch.delenv("JUPYTERHUB_USER")
     assert signing.describe(None, None) == "unsigned: anyone who can write to the store could have written it"
+
+
+def _signed_by_an_older_release(path, key: str) -> None:
+    """Re-sign a manifest file as releases before seals did: an HMAC of the key over its body."""
+    import hashlib
+    import hmac
+
+    from jupyter_pause.store.signing import key_id
+
+    outer = json.loads(path.read_text())
+    canonical = json.dumps(outer["manifest"], sort_keys=True, separators=(",", ":")).encode()
+    outer["checksum"] = xxhash.xxh3_128_hexdigest(canonical)
+    value = hmac.new(key.encode(), canonical, hashlib.sha256).hexdigest()
+    outer["signature"] = {"alg": "hmac-sha256", "key_id": key_id(key), "value": value}
+    path.write_text(json.dumps(outer))
+
+
+def test_a_checkpoint_signed_by_an_older_release_still_resumes_with_its_key(tmp_path):
+    """A session paused before an upgrade comes back after it; an edit of it, or another key's
+    signature, is still refused."""
+    old = _take(tmp_path, KEY, n=41)
+    _signed_by_an_older_release(_manifest_path(tmp_path, old), KEY)
+    result, target = _resume(tmp_path, KEY, old.id)
+    assert target["n"] == 41 and result.manifest.id == old.id
+
+    path = _manifest_path(tmp_path, old)
+    outer = json.loads(path.read_text())
+    outer["manifest"]["tag"] = "edited by someone"  # after it was signed; the checksum made to match
+    outer["checksum"] = xxhash.xxh3_128_hexdigest(
+        json.dumps(outer["manifest"], sort_keys=True, separators=(",", ":")).encode()
+    )
+    path.write_text(json.dumps(outer))
+    with pytest.raises(CheckpointDamaged, match="changed after it was signed"):
+        _resume(tmp_path, KEY, old.id)
+    _signed_by_an_older_release(_manifest_path(tmp_path, old), "another key " * 4)
+    with pytest.raises(CheckpointDamaged, match="another key"):
+        _resume(tmp_path, KEY, old.id)

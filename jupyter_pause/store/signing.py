@@ -107,11 +107,26 @@ def manifest_problem(manifest: Signed, ring: Keyring) -> str | None:
     "checkpoint X was ...": None when it does."""
     signature = manifest.signature or {}
     if "kind" not in signature:
-        return "signed by an older jupyter-pause, whose signature names no kind of record nor its session"
+        return _legacy_problem(manifest, signature, ring)
     why = problem(manifest.canonical or b"", signature, MANIFEST, manifest_place(manifest), ring)
     if why is None:
         return None
     return "changed after it was signed" if why.startswith("signature does not match") else why
+
+
+def _legacy_problem(manifest: Signed, signature: dict[str, Any], ring: Keyring) -> str | None:
+    """A manifest signed by a release before seals: an HMAC of the key over its canonical body.
+
+    Still accepted, so a session paused before an upgrade resumes after it: nothing else was ever
+    signed with the raw key over a manifest's body (a ledger record's body is no manifest), and
+    where it belongs (its session and id) is checked from that signed body by the reader
+    (``integrity.misplaced``), as for every manifest."""
+    key = ring.matching(signature.get("key_id"))
+    value = str(signature.get("value", ""))
+    if key is None or signature.get("alg") != ALGORITHM:
+        return "signed by an older jupyter-pause with another key or algorithm"
+    expected = hmac.new(key.encode(), manifest.canonical or b"", hashlib.sha256).hexdigest()
+    return None if hmac.compare_digest(expected, value) else "changed after it was signed"
 
 
 def verify(manifest: Signed, keys: Keys) -> None:
