@@ -6,9 +6,8 @@ Hub ``last_activity`` is older than its idle timeout (``--idle-timeout``, or the
 ``--max-age``, is asked for its kernels; unless one of them is running a cell, the service asks
 the server to release itself (``POST jupyter-pause/api/release``): it pauses every notebook
 session into the store, then stops itself through the Hub. A server without jupyter_pause, or
-whose release fails, is left running and reported, never stopped. A release that paused every
-session but could not stop the server (its token lacks ``delete:servers!server``) leaves it
-running, paused; ``--stop-paused`` stops it with the service's own ``delete:servers``.
+whose release fails, is left running and reported, never stopped; one whose token cannot stop it
+stays running, paused, unless ``--stop-paused`` (the service's own ``delete:servers``).
 
 Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
 
@@ -38,8 +37,7 @@ Options (durations in seconds, or written ``90s``, ``15m``, ``1h``):
   GPUs per server, or ``--profile-gpus PROFILE=N`` (repeatable) for a profile. Without
   ``--store`` the service writes nothing.
 
-The Hub updates ``last_activity`` from the proxy every ``c.JupyterHub.last_activity_interval``
-(300 s by default), so idle times are only that precise.
+The Hub updates ``last_activity`` every ``c.JupyterHub.last_activity_interval`` (300 s by default).
 
 The service's page, ``/services/jupyter-pause/`` (JSON: options, last check, servers with the
 decision on each, releases, servers left running with the reason, pending warnings), and its
@@ -70,10 +68,8 @@ In ``jupyterhub_config.py``::
     c.Spawner.environment.update(signing_environment(c))
 
 ``list:users`` lists users, ``read:servers`` gives each server's ``last_activity``, ``started``
-and ``user_options`` (``admin:server_state`` is not needed: that is the spawner's ``state``),
-``access:servers`` lets the service call a user's server (kernels, release) through the proxy,
-and ``delete:servers`` is used only by ``--stop-paused``. ``read:users:activity`` is not needed:
-the service reads the server's activity, not the user's.
+and ``user_options``, ``access:servers`` lets the service call a user's server (kernels, release)
+through the proxy, and ``delete:servers`` is used only by ``--stop-paused``.
 
 Single-user servers are reached through the proxy at ``--proxy-url``: default the origin of
 ``JUPYTERHUB_PUBLIC_URL`` (set when ``c.JupyterHub.public_url`` is), else

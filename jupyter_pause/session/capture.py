@@ -175,6 +175,23 @@ def unproven(models: dict[str, Any]) -> list[str]:
     ]
 
 
+def _refuse_unsaveable(unsaveable: list[SkippedRecord]) -> None:
+    """``--strict``: nothing is saved when a variable cannot be, and the error names each."""
+    if unsaveable:
+        listed = "; ".join(f"{r.name} ({r.type}): {r.reason}" for r in unsaveable)
+        raise SerializationError(
+            f"nothing saved: {len(unsaveable)} variable(s) cannot be saved with "
+            f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
+        )
+
+
+def _payload(payloads: dict[str, Any], data: bytes, algorithm: str) -> BlobRef:
+    """``data`` as one more blob of the checkpoint: its reference, the bytes added to ``payloads``."""
+    ref = BlobRef(key=signing.digest(data, algorithm), size=len(data))
+    payloads[ref.key] = data
+    return ref
+
+
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
@@ -188,12 +205,8 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     dump = dump_variables(chosen.values)
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
-    if request.strict and (failed or uninspectable):
-        listed = "; ".join(f"{r.name} ({r.type}): {r.reason}" for r in failed + uninspectable)
-        raise SerializationError(
-            f"nothing saved: {len(failed) + len(uninspectable)} variable(s) cannot be saved with "
-            f"--strict: {listed}. Delete or exclude them (--exclude NAME), or drop --strict"
-        )
+    if request.strict:
+        _refuse_unsaveable(failed + uninspectable)
     position = lineage.position(ctx.store.url, ctx.session)
     models: Future[dict[str, Any]] | None = None
     try:
@@ -207,17 +220,11 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         if models is not None:
             futures.wait([models])  # the modules are back in their own mode before this returns
         raise
-    rng_ref = BlobRef(key=signing.digest(rng_state, algorithm), size=len(rng_state))
-    plan.payloads[rng_ref.key] = rng_state
-    loop_ref = None
-    if running.state is not None:
-        loop_ref = BlobRef(key=signing.digest(running.state, algorithm), size=len(running.state))
-        plan.payloads[loop_ref.key] = running.state
+    rng_ref = _payload(plan.payloads, rng_state, algorithm)
+    loop_ref = None if running.state is None else _payload(plan.payloads, running.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
     plan.payloads.update(kept.local_modules.payloads)
-    cells = history.current.to_bytes()
-    history_ref = BlobRef(key=signing.digest(cells, algorithm), size=len(cells))
-    plan.payloads[history_ref.key] = cells
+    history_ref = _payload(plan.payloads, history.current.to_bytes(), algorithm)
     recipes = _recipes(chosen, dump, failed)
     elsewhere = travel.lines(
         kept.local_modules.lost,

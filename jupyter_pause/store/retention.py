@@ -17,7 +17,7 @@ from .. import units
 from ..errors import StoreError
 from . import uploads
 from .backends.local import PART_PREFIX
-from .catalog import Catalog
+from .catalog import Catalog, Listing
 from .layout import (
     blob_digest,
     blob_prefix,
@@ -31,6 +31,7 @@ from .layout import (
     session_prefix,
 )
 from .manifest import Manifest
+from .storage import Store
 
 #: Unreferenced data younger than this may belong to a checkpoint being written: left alone.
 DEFAULT_GRACE_SECONDS = 3600.0
@@ -144,86 +145,126 @@ def collect(
     """
     if keep is not None and keep < 1:
         raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
-    now = time.time() if now is None else now
     store = catalog.store
     listing = catalog.listing(session)
-    report = GcReport(session, dry_run=dry_run, uploads_unlisted=uploads.unlisted(store))
-
-    def age(mtime: float | None) -> float | None:
-        return None if mtime is None else max(0.0, now - mtime)
-
-    def old(mtime: float | None) -> bool:
-        return mtime is not None and now - mtime > grace
-
-    lineages: dict[str, list[Manifest]] = {}
-    for manifest in listing.checkpoints:
-        lineages.setdefault(manifest.lineage, []).append(manifest)
-    dropped = {m.id for group in lineages.values() for m in _expired(group, keep, older_than, now)}
-    kept = [m for m in listing.checkpoints if m.id not in dropped]
-    report.kept = [m.id for m in kept]
-    report.removed = sorted(dropped)
-    manifests = store.list(manifest_prefix(session))
-    for checkpoint_id in report.removed:
-        entry = manifests.get(manifest_key(session, checkpoint_id))
-        size, mtime = (entry.size, entry.mtime) if entry else (0, None)
-        report.items.append(Item(str(Kind.CHECKPOINT), manifest_key(session, checkpoint_id), size, age(mtime)))
-
+    sweep = _Sweep(
+        store,
+        session,
+        GcReport(session, dry_run=dry_run, uploads_unlisted=uploads.unlisted(store)),
+        time.time() if now is None else now,
+        grace,
+    )
+    kept = sweep.retain(listing, keep, older_than)
     referenced = {key for m in kept for key in m.blobs}
-    notes = store.list(pending_prefix(session))
-    stale: list[str] = []
-    unsure = False  # a checkpoint being written whose note cannot be read: its blobs are unknown
-    for checkpoint_id, mtime in listing.pending.items():
-        key = pending_key(session, checkpoint_id)
-        if old(mtime):
-            stale.append(key)
-            report.abandoned.append(checkpoint_id)
-            note = notes.get(key)
-            report.items.append(Item(str(Kind.PENDING), key, note.size if note else 0, age(mtime)))
-            continue
-        try:
-            note = json.loads(bytes(store.read(key)))
-            referenced.update(note.get("blobs", []))
-        except FileNotFoundError:
-            continue  # committed or abandoned meanwhile
-        except ValueError:  # being rewritten this very moment: delete no blob this time
-            unsure = True
-    torn = []
-    report.newer = sorted(listing.newer)
-    unsure = unsure or bool(listing.newer)
-    for checkpoint_id in {**listing.unreadable, **listing.damaged}:
-        if checkpoint_id in listing.newer:
-            continue
-        entry = manifests.get(manifest_key(session, checkpoint_id))
-        if entry is not None and old(entry.mtime):
-            torn.append(entry.key)
-            report.abandoned.append(checkpoint_id)
-            report.items.append(Item(str(Kind.TORN), entry.key, entry.size, age(entry.mtime)))
-
-    orphans = []
-    for key, entry in store.list(blob_prefix(session)).items():
-        digest = blob_digest(key)
-        young = entry.mtime is not None and not old(entry.mtime)  # a blob of unknown age counts as old
-        if digest is not None and digest not in referenced and not young and not unsure:
-            orphans.append(key)
-            report.bytes_freed += entry.size
-            report.items.append(Item(str(Kind.BLOB), key, entry.size, age(entry.mtime)))
-    report.blobs_removed = len(orphans)
-
-    unfinished = [u for u in uploads.incomplete(store, session_prefix(session)) if old(u.initiated)]
-    for upload in unfinished:
-        report.bytes_freed += upload.size
-        report.items.append(Item(str(Kind.UPLOAD), upload.key, upload.size, age(upload.initiated)))
+    stale, unsure = sweep.pending(listing, referenced)
+    torn = sweep.torn(listing)
+    orphans = sweep.orphans(referenced, unsure or bool(listing.newer))
+    unfinished = sweep.unfinished()
     if not dry_run:
-        store.delete([manifest_key(session, i) for i in report.removed])
+        store.delete([manifest_key(session, i) for i in sweep.report.removed])
         store.delete(stale + torn)
         store.delete(orphans)
         uploads.abort(store, unfinished)
+    report = sweep.report
     if pool:
-        swept = sweep_pool(catalog, grace=grace, dry_run=dry_run, now=now)
+        swept = sweep_pool(catalog, grace=grace, dry_run=dry_run, now=sweep.now)
         report.items += swept.items
         report.blobs_removed += swept.blobs_removed
         report.bytes_freed += swept.bytes_freed
     return report
+
+
+@dataclass
+class _Sweep:
+    """One session's collection: what it finds, each step adding to ``report``."""
+
+    store: Store
+    session: str
+    report: GcReport
+    now: float
+    grace: float
+
+    def age(self, mtime: float | None) -> float | None:
+        return None if mtime is None else max(0.0, self.now - mtime)
+
+    def old(self, mtime: float | None) -> bool:
+        return mtime is not None and self.now - mtime > self.grace
+
+    def retain(self, listing: Listing, keep: int | None, older_than: float | None) -> list[Manifest]:
+        """The committed checkpoints kept; those retention drops are named in the report."""
+        lineages: dict[str, list[Manifest]] = {}
+        for manifest in listing.checkpoints:
+            lineages.setdefault(manifest.lineage, []).append(manifest)
+        dropped = {m.id for group in lineages.values() for m in _expired(group, keep, older_than, self.now)}
+        kept = [m for m in listing.checkpoints if m.id not in dropped]
+        self.report.kept = [m.id for m in kept]
+        self.report.removed = sorted(dropped)
+        manifests = self.store.list(manifest_prefix(self.session))
+        for checkpoint_id in self.report.removed:
+            key = manifest_key(self.session, checkpoint_id)
+            entry = manifests.get(key)
+            size, mtime = (entry.size, entry.mtime) if entry else (0, None)
+            self.report.items.append(Item(str(Kind.CHECKPOINT), key, size, self.age(mtime)))
+        return kept
+
+    def pending(self, listing: Listing, referenced: set[str]) -> tuple[list[str], bool]:
+        """Notes of abandoned writes (stale), the blobs of those in flight added to ``referenced``,
+        and whether a note could not be read (its blobs unknown: no blob is removed this time)."""
+        notes = self.store.list(pending_prefix(self.session))
+        stale: list[str] = []
+        unsure = False
+        for checkpoint_id, mtime in listing.pending.items():
+            key = pending_key(self.session, checkpoint_id)
+            if self.old(mtime):
+                stale.append(key)
+                self.report.abandoned.append(checkpoint_id)
+                note = notes.get(key)
+                self.report.items.append(Item(str(Kind.PENDING), key, note.size if note else 0, self.age(mtime)))
+                continue
+            try:
+                note = json.loads(bytes(self.store.read(key)))
+                referenced.update(note.get("blobs", []))
+            except FileNotFoundError:
+                continue  # committed or abandoned meanwhile
+            except ValueError:  # being rewritten this very moment: delete no blob this time
+                unsure = True
+        return stale, unsure
+
+    def torn(self, listing: Listing) -> list[str]:
+        """Manifests torn or damaged long enough ago (never one of a newer format)."""
+        self.report.newer = sorted(listing.newer)
+        manifests = self.store.list(manifest_prefix(self.session))
+        torn = []
+        for checkpoint_id in {**listing.unreadable, **listing.damaged}:
+            if checkpoint_id in listing.newer:
+                continue
+            entry = manifests.get(manifest_key(self.session, checkpoint_id))
+            if entry is not None and self.old(entry.mtime):
+                torn.append(entry.key)
+                self.report.abandoned.append(checkpoint_id)
+                self.report.items.append(Item(str(Kind.TORN), entry.key, entry.size, self.age(entry.mtime)))
+        return torn
+
+    def orphans(self, referenced: set[str], unsure: bool) -> list[str]:
+        """The session folder's blobs nothing references, old enough (none when ``unsure``)."""
+        orphans = []
+        for key, entry in self.store.list(blob_prefix(self.session)).items():
+            digest = blob_digest(key)
+            young = entry.mtime is not None and not self.old(entry.mtime)  # of unknown age: old
+            if digest is not None and digest not in referenced and not young and not unsure:
+                orphans.append(key)
+                self.report.bytes_freed += entry.size
+                self.report.items.append(Item(str(Kind.BLOB), key, entry.size, self.age(entry.mtime)))
+        self.report.blobs_removed = len(orphans)
+        return orphans
+
+    def unfinished(self) -> list[uploads.Upload]:
+        """Multipart uploads begun under the session and abandoned long enough ago."""
+        found = [u for u in uploads.incomplete(self.store, session_prefix(self.session)) if self.old(u.initiated)]
+        for upload in found:
+            self.report.bytes_freed += upload.size
+            self.report.items.append(Item(str(Kind.UPLOAD), upload.key, upload.size, self.age(upload.initiated)))
+        return found
 
 
 @dataclass
