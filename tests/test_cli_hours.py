@@ -227,3 +227,25 @@ def test_records_of_another_user_and_replayed_copies_never_change_a_users_hours(
 def _gpu_figures(report: dict) -> list[dict]:
     """A report's rows without the store's size (the forged records take room in the store)."""
     return [{k: v for k, v in r.items() if k not in ("store_bytes", "storage_gb_months")} for r in report["sessions"]]
+
+
+def test_a_blob_two_sessions_share_in_the_pool_is_split_between_them(tmp_path, capsys, new_process):
+    """Two notebooks holding the same weights store them once; each session is shown half of
+    them, so the sessions' bytes add up to what the store holds."""
+    import numpy as np
+
+    import jupyter_pause as jp
+    from tests.processes import another_process
+
+    store = tmp_path / "store"
+    write(Store(str(store)), week())
+    weights = np.arange(250_000, dtype=np.float32)  # 1 MB, written once into the pool
+    for session in ("ana-eval", "ana-train"):
+        another_process()
+        jp.checkpoint(store=str(store), session=session, namespace={"w": weights, "tag": session})
+    code, out, _ = _run(capsys, "hours", "--store", str(store), *WINDOW, "--json")
+    rows = {r["session"]: r for r in json.loads(out)["sessions"]}
+    held = rows["ana-eval"]["store_bytes"] + rows["ana-train"]["store_bytes"]
+    everything = sum(p.stat().st_size for p in store.rglob("*") if p.is_file() and "ledger" not in p.parts)
+    assert abs(held - everything) <= 2  # rounding of the two halves
+    assert min(rows["ana-eval"]["store_bytes"], rows["ana-train"]["store_bytes"]) > weights.nbytes // 2

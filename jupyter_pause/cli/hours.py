@@ -6,6 +6,7 @@ import argparse
 import calendar
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from ..config import PauseConfig
 from ..errors import PauseError
 from ..hours import records, text, timeline, totals, whatif
 from ..store import signing
+from ..store.catalog import Catalog
 from ..store.layout import SESSIONS, check_session
 from ..store.storage import Store
 
@@ -65,12 +67,32 @@ def price(value: str) -> float:
     return number
 
 
-def store_bytes(store: Store, session: str) -> int | None:
-    """Bytes the store holds for ``session`` now (checkpoints, blobs, reports), None if unknown."""
+def store_bytes(store: Store, sessions: list[str]) -> dict[str, int | None]:
+    """Bytes the store holds for each of ``sessions`` now (None where unknown): what its own folder
+    holds (checkpoints, blobs from before the pool, reports), and its share of the pool's blobs its
+    checkpoints name. A blob the checkpoints of several sessions name (the same base model in two
+    notebooks) is split evenly among them, so the shares add up to what the pool holds."""
+    catalog = Catalog(store)
+    named: dict[str, dict[str, int]] = {}  # session -> pool digest -> size
     try:
-        return sum(entry.size for entry in store.list(f"{SESSIONS}{check_session(session)}/").values())
+        for session in catalog.sessions():
+            for manifest in catalog.checkpoints(session):
+                if manifest.pool:
+                    own = set(manifest.session_blobs)
+                    named.setdefault(session, {}).update((d, n) for d, n in manifest.blobs.items() if d not in own)
     except PauseError:
-        return None
+        named = {}
+    holders = Counter(digest for blobs in named.values() for digest in blobs)
+    found: dict[str, int | None] = {}
+    for session in sessions:
+        try:
+            folder = sum(entry.size for entry in store.list(f"{SESSIONS}{check_session(session)}/").values())
+        except PauseError:
+            found[session] = None
+            continue
+        share = sum(size / holders[digest] for digest, size in named.get(session, {}).items())
+        found[session] = folder + round(share)
+    return found
 
 
 def build(
@@ -86,9 +108,10 @@ def build(
     window = totals.Window(args.since, args.until if args.until is not None else time.time())
     hours = totals.compute(lines, window, malformed=malformed + bad, price=args.price, storage_price=args.storage_price)
     if store is not None:
-        for row in hours.sessions:
-            if row.kind == "kernel":
-                row.store_bytes = store_bytes(store, row.key)
+        kernels = [row for row in hours.sessions if row.kind == "kernel"]
+        held = store_bytes(store, [row.key for row in kernels])
+        for row in kernels:
+            row.store_bytes = held[row.key]
     return hours, lines
 
 
