@@ -197,8 +197,8 @@ USERS = Path({str(users)!r})
 c.SimpleLocalProcessSpawner.home_dir_template = str(USERS / "{{username}}" / "home")
 c.Spawner.cmd = [{str(VENV_BIN / "jupyterhub-singleuser")!r}]
 c.Spawner.args = {args!r}
-c.Spawner.start_timeout = 60
-c.Spawner.http_timeout = 60
+c.Spawner.start_timeout = 240  # several servers may start at once beside other tests' kernels
+c.Spawner.http_timeout = 240
 
 
 def _dirs(kind):
@@ -435,10 +435,16 @@ c.Spawner.pre_spawn_hook = _per_user
     def wait_ready(self, user: str, server_name: str = "", timeout: float = 60) -> dict[str, Any]:
         """Wait until the Hub says the server is ready and it answers through the proxy; its model."""
 
+        started = False
+
         def read() -> dict[str, Any] | None:
+            nonlocal started
             model = self.server_model(user, server_name)
             if model and not model.get("ready") and not model.get("pending"):
                 raise AssertionError(f"{user}'s server stopped while starting:\n{self.log_tail()}")
+            if model is None and started:
+                raise AssertionError(f"the Hub gave up starting {user}'s server:\n{self.log_tail()}")
+            started = started or model is not None
             return model
 
         model = wait_for(read, lambda m: bool(m and m.get("ready")), timeout, f"{user}'s server ready")

@@ -87,7 +87,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
             hub.create_user(user, extension=user != "dan")
             hub.request_server(user, options=QUICK)
         for user in users:
-            hub.wait_ready(user, timeout=180)  # seven servers start at once on two cores
+            hub.wait_ready(user, timeout=240)  # seven servers start at once, beside other tests
         kernels: dict[str, str] = {}
         for user in users:  # one kernel after the other: kernels starting together can race for ports
             kernels[user] = hub.open_notebook(user, f"{user}.ipynb")
