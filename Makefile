@@ -61,9 +61,10 @@ $(BROWSER):
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
-# shared by a file's tests): one more than the CPU cores, since most of a test is waiting on a
-# kernel, a server or a Hub to start. TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# shared by a file's tests): `auto` is one per CPU core. Most of a test waits on a kernel, a server
+# or a Hub to start, so one more (TEST_WORKERS=3 on two cores) is faster, at the price of slower
+# starts beside each other. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= auto
 
 # Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
 # then the summary, are the last thing printed).
