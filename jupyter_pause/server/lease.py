@@ -104,6 +104,13 @@ def _place(session: str) -> dict[str, str | None]:
 IGNORED: dict[str, str] = {}
 
 
+def _ignore(session: str, what: str) -> None:
+    """Name an ignored record in ``IGNORED``; the log says it once, not at every read of it."""
+    if IGNORED.get(session) != what:
+        log.warning("lease of session %r: ignored %s", session, what)
+    IGNORED[session] = what
+
+
 def protocol(store: Store) -> str:
     """How leases are taken in ``store``: ``"create-if-absent"`` or ``"settle"`` (may probe it once)."""
     return CREATE_IF_ABSENT if store.atomic_create else SETTLE
@@ -122,9 +129,7 @@ def _parse(data: bytes, epoch: int = 0, session: str = "", keys: Keys = None) ->
         return None
     why = seals.opened_json(fields, seals.LEASE, _place(session), keys)
     if why is not None:
-        if IGNORED.get(session) != why:
-            log.warning("lease of session %r: a record held by %r ignored: %s", session, fields["holder"], why)
-        IGNORED[session] = f"a lease record naming {fields['holder']} on {fields['node']}: {why}"
+        _ignore(session, f"a lease record naming {fields['holder']} on {fields['node']}: {why}")
         return None
     return Lease(**{name: fields[name] for name in _FIELDS}, epoch=epoch)
 
@@ -189,8 +194,7 @@ def _released(store: Store, session: str, record: Lease | None, keys: Keys) -> b
             None if mark.get("token") == record.token else "it releases another lease"
         )
     if why is not None:
-        IGNORED[session] = f"a release mark of the lease held by {record.holder} on {record.node}: {why}"
-        log.warning("lease of session %r: a release mark ignored: %s", session, why)
+        _ignore(session, f"a release mark of the lease held by {record.holder} on {record.node}: {why}")
     return why is None
 
 
