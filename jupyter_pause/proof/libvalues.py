@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from . import estimators, frames
+from . import estimators, fingerprint, frames
 
 #: The format of the records; a record of another is not compared.
 VERSION = 1
@@ -90,8 +90,8 @@ def family_of(value: Any) -> Family | None:
         try:
             if family.accepts(value):
                 return family
-        except Exception:  # an object that raises on attribute access has no family
-            return None
+        except Exception:  # an object that raises when this family looks at it: the next family's
+            continue
     return None
 
 
@@ -113,13 +113,8 @@ def distribution(module: str) -> str | None:
     return found[0] if found else None
 
 
-@functools.lru_cache(maxsize=None)
-def version(name: str) -> str | None:
-    """The installed version of distribution ``name`` (read once per process)."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+#: The installed version of a distribution (read once per process).
+version = fingerprint.version
 
 
 def libraries(family: Family, value: Any, extra: Iterable[str] = ()) -> dict[str, str]:
