@@ -74,17 +74,23 @@ def store_bytes(store: Store, sessions: list[str]) -> dict[str, int | None]:
     notebooks) is split evenly among them, so the shares add up to what the pool holds."""
     catalog = Catalog(store)
     named: dict[str, dict[str, int]] = {}  # session -> pool digest -> size
-    try:
-        for session in catalog.sessions():
-            for manifest in catalog.checkpoints(session):
-                if manifest.pool:
-                    own = set(manifest.session_blobs)
-                    named.setdefault(session, {}).update((d, n) for d, n in manifest.blobs.items() if d not in own)
-    except PauseError:
-        named = {}
+    unread: set[str] = set()  # sessions whose checkpoints cannot be read: their bytes are unknown
+    for session in catalog.sessions():
+        try:
+            manifests = catalog.checkpoints(session)
+        except PauseError:
+            unread.add(session)
+            continue
+        for manifest in manifests:
+            if manifest.pool:
+                own = set(manifest.session_blobs)
+                named.setdefault(session, {}).update((d, n) for d, n in manifest.blobs.items() if d not in own)
     holders = Counter(digest for blobs in named.values() for digest in blobs)
     found: dict[str, int | None] = {}
     for session in sessions:
+        if session in unread:
+            found[session] = None
+            continue
         try:
             folder = sum(entry.size for entry in store.list(f"{SESSIONS}{check_session(session)}/").values())
         except PauseError:
