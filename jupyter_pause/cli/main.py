@@ -53,19 +53,22 @@ def _sessions(catalog: Catalog, session: str | None) -> list[str]:
     return [check_session(session)] if session else catalog.sessions()
 
 
-def _named(catalog: Catalog, session: str | None, ref: str | None) -> tuple[str | None, str | None]:
+def _named(sessions: list[str], session: str | None, ref: str | None) -> tuple[str | None, str | None]:
     """(session, checkpoint) for what a command was given: a session name as ``jupyter pause
-    list`` prints it, without ``--session``, means that session's newest checkpoint."""
-    if not session and ref and ref != "latest" and ref in catalog.sessions():
+    list`` prints it (one of ``sessions``), without ``--session``, means its newest checkpoint."""
+    if not session and ref and ref != "latest" and ref in sessions:
         return ref, "latest"
     return session, ref
 
 
 def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
-    session, ref = _named(catalog, session, ref)  # type: ignore[assignment]
     if session:
         return catalog.resolve(session, ref, _key())
-    for name in catalog.sessions():
+    sessions = catalog.sessions()
+    named, ref = _named(sessions, None, ref)
+    if named:
+        return catalog.resolve(named, ref, _key())  # type: ignore[arg-type]
+    for name in sessions:
         try:  # a damaged one (CheckpointDamaged) is named, not passed over
             return catalog.resolve(name, ref, _key())
         except CheckpointNotFound:
@@ -154,9 +157,10 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     key = _key()
-    args.session, args.checkpoint = _named(catalog, args.session, args.checkpoint)
+    sessions = _sessions(catalog, args.session)
+    args.session, args.checkpoint = _named(sessions, args.session, args.checkpoint)
     results = []
-    for session in _sessions(catalog, args.session):
+    for session in [args.session] if args.session else sessions:
         listing = catalog.listing(session, key)
         chosen = listing.checkpoints
         if args.checkpoint:

@@ -47,7 +47,7 @@ def process_identity() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
-def _version(package: str) -> str | None:
+def version(package: str) -> str | None:
     """The installed version of ``package`` (looked up once per process: reading package
     metadata takes milliseconds, and every checkpoint records it)."""
     try:
@@ -64,7 +64,7 @@ def environment(node: str) -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "platform": f"{platform.system()}-{platform.machine()}",
         "node": node,
-        "packages": {p: v for p in PACKAGES if (v := _version(p)) is not None},
+        "packages": {p: v for p in PACKAGES if (v := version(p)) is not None},
     }
     if "torch" in sys.modules:
         import torch
@@ -91,8 +91,6 @@ def differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     for name in sorted(set(old) | set(new)):
         if old.get(name) != new.get(name):
             notes.append(f"{name}: {old.get(name) or 'absent'} at checkpoint, {new.get(name) or 'absent'} now")
-    if "hardware" in saved and "hardware" in current:
-        where = hardware.where(saved["hardware"], current["hardware"])
-        if not where.startswith("on the same processor") or ", with" in where or "another GPU" in where:
-            notes.append(f"hardware: resumed {where}")
+    if "hardware" in saved and "hardware" in current and hardware.moved(saved["hardware"], current["hardware"]):
+        notes.append(f"hardware: resumed {hardware.where(saved['hardware'], current['hardware'])}")
     return notes

@@ -35,8 +35,13 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+_cublas: list[str] = []  # the version once found: a loaded library does not change
+
+
 def _cublas_version() -> str | None:
     """cuBLAS's version, asked of the library this process already loaded (None if it did not)."""
+    if _cublas:
+        return _cublas[0]
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
             path = next((p for line in f if "libcublas.so" in (p := line.split()[-1])), None)
@@ -49,7 +54,8 @@ def _cublas_version() -> str | None:
             if lib.cublasGetProperty(prop, ctypes.byref(value)) != 0:
                 return None
             parts.append(str(value.value))
-        return ".".join(parts)
+        _cublas.append(".".join(parts))
+        return _cublas[0]
     except (OSError, AttributeError, StopIteration):
         return None
 
@@ -128,19 +134,19 @@ def _gpus(found: dict[str, Any]) -> str:
     return ", ".join(found.get("gpus", [])) or "none"
 
 
-def where(then: dict[str, Any] | None, now: dict[str, Any]) -> str:
-    """Where this resume runs, relative to where the checkpoint was taken: ``on the same
-    processor``, ``on another processor (AVX512 -> DEFAULT)``, ``on another GPU (...)``..."""
-    if not then:
-        return "on a node the checkpoint did not describe (taken by an older release)"
+def _changes(then: dict[str, Any], now: dict[str, Any]) -> tuple[list[str], list[str], bool]:
+    """What differs between two descriptions: the places (processor, GPU), the extras (library
+    versions, threads), and whether anything does."""
     a, b = then.get("cpu_capability"), now.get("cpu_capability")
+    moved = a != b or then.get("cpu") != now.get("cpu")
     if a != b:
         places = [f"another processor ({a} -> {b})"]
-    elif then.get("cpu") != now.get("cpu"):
+    elif moved:
         places = [f"another processor ({then.get('cpu')} -> {now.get('cpu')})"]
     else:
         places = ["the same processor"]
     if then.get("gpus") != now.get("gpus"):
+        moved = True
         places.append(f"another GPU ({_gpus(then)} -> {_gpus(now)})")
     elif "gpus" in now:
         places.append("the same GPU")
@@ -151,4 +157,18 @@ def where(then: dict[str, Any] | None, now: dict[str, Any]) -> str:
     ]
     if then.get("threads") != now.get("threads"):
         extras.append(f"{then.get('threads')} -> {now.get('threads')} threads")
+    return places, extras, moved or bool(extras)
+
+
+def where(then: dict[str, Any] | None, now: dict[str, Any]) -> str:
+    """Where this resume runs, relative to where the checkpoint was taken: ``on the same
+    processor``, ``on another processor (AVX512 -> DEFAULT)``, ``on another GPU (...)``..."""
+    if not then:
+        return "on a node the checkpoint did not describe (taken by an older release)"
+    places, extras, _ = _changes(then, now)
     return "on " + " and ".join(places) + (f", with {', '.join(extras)}" if extras else "")
+
+
+def moved(then: dict[str, Any], now: dict[str, Any]) -> bool:
+    """Whether a resume on ``now`` runs on other hardware, libraries or threads than ``then``."""
+    return _changes(then, now)[2]

@@ -223,9 +223,8 @@ def close(now: dict[str, Any], then: dict[str, Any], limit: Tolerance) -> tuple[
     if not b.numel():  # no values kept (past KEPT_TENSORS): shape, dtype and structure matched
         return True, 0.0
     finite = torch.isfinite(b)
-    same_specials = bool(torch.equal(torch.isnan(a), torch.isnan(b))) and bool(
-        torch.equal(a[~finite & ~torch.isnan(b)], b[~finite & ~torch.isnan(b)])
-    )
+    # NaN and infinities stand where they stood (a NaN where a number stood fails below)
+    same_specials = bool(torch.allclose(a[~finite], b[~finite], rtol=0, atol=0, equal_nan=True))
     a, b = a[finite], b[finite]
     if not b.numel():
         return same_specials, 0.0

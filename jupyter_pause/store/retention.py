@@ -86,7 +86,7 @@ class GcReport:
 
     def counts(self) -> dict[str, int]:
         """Items removed, by kind (every kind named, 0 where none)."""
-        return {str(kind): sum(item.kind == kind for item in self.items) for kind in Kind}
+        return _counts(self.items)
 
     def summary(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
@@ -185,10 +185,10 @@ class _Sweep:
     grace: float
 
     def age(self, mtime: float | None) -> float | None:
-        return None if mtime is None else max(0.0, self.now - mtime)
+        return _age(mtime, self.now)
 
     def old(self, mtime: float | None) -> bool:
-        return mtime is not None and self.now - mtime > self.grace
+        return _past(mtime, self.now, self.grace)
 
     def retain(self, listing: Listing, keep: int | None, older_than: float | None) -> list[Manifest]:
         """The committed checkpoints kept; those retention drops are named in the report."""
@@ -280,7 +280,7 @@ class PoolReport:
 
     def counts(self) -> dict[str, int]:
         """Items removed, by kind (every kind named, 0 where none)."""
-        return {str(kind): sum(item.kind == kind for item in self.items) for kind in Kind}
+        return _counts(self.items)
 
     def summary(self) -> str:
         verb = "would remove" if self.dry_run else "removed"
@@ -339,6 +339,11 @@ def sweep_pool(
         store.delete(orphans)
         uploads.abort(store, unfinished)
     return report
+
+
+def _counts(items: list[Item]) -> dict[str, int]:
+    """Items by kind (every kind named, 0 where none)."""
+    return {str(kind): sum(item.kind == kind for item in items) for kind in Kind}
 
 
 def _past(mtime: float | None, now: float, grace: float) -> bool:

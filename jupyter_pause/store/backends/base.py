@@ -70,6 +70,8 @@ class Backend:
         """The size of the object at each of ``paths``, None where there is none: one request a
         path, ``SMALL_PARALLELISM`` at once (on the backend's event loop where it has one)."""
         if not self.asynchronous:
+            if len(paths) <= 1:  # a writer's look-up of one blob: no pool of threads for it
+                return [self._size_of(path) for path in paths]
             with ThreadPoolExecutor(SMALL_PARALLELISM) as pool:
                 return list(pool.map(self._size_of, paths))
 
