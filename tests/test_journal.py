@@ -466,6 +466,7 @@ def test_a_failure_record_another_user_planted_does_not_skip_the_item(store_url:
     it is named and not counted; her own failures still are."""
     mallory = Journal(Store(store_url), SESSION, "ocr", "1", "mallory-node", MALLORY_KEY)
     mallory.failed("doc-2", "made up")
+    [forged] = Store(store_url).list(layout.journal_failed_prefix(SESSION, "ocr", "1"))
     alice = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
     alice.failed("doc-3", "a real failure")
     again = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
@@ -473,3 +474,9 @@ def test_a_failure_record_another_user_planted_does_not_skip_the_item(store_url:
         offered = list(again.pending(["doc-1", "doc-2", "doc-3"], retry_failed=False))
     assert offered == ["doc-1", "doc-2"]
     assert list(Journal(Store(store_url), SESSION, "ocr", "1", "node").pending(["doc-2"], retry_failed=False)) == []
+
+    # bytes that are no record under a failure's name: named too, and the item offered again
+    Store(store_url).write(forged, b"not json")
+    again = Journal(Store(store_url), SESSION, "ocr", "1", "node", ALICE_KEY)
+    with pytest.warns(UserWarning, match="refused, never loaded: not a failure record"):
+        assert list(again.pending(["doc-2"], retry_failed=False)) == ["doc-2"]

@@ -132,8 +132,11 @@ class Journal:
                 record = json.loads(bytes(data)) if not isinstance(data, BaseException) else None
             except ValueError:
                 record = None
-            if not isinstance(record, dict):
-                continue  # gone since the listing, or not a record: no failure of this journal's
+            if isinstance(data, FileNotFoundError):
+                continue  # gone since the listing
+            if not isinstance(record, dict):  # unreadable, or bytes that are no record: named, not counted
+                self._refuse(key, f"unreadable: {data}" if isinstance(data, BaseException) else "not a failure record")
+                continue
             why = seals.opened_json(record, seals.JOURNAL, {**self._place(item), "run": run}, self.keys)
             if why is not None:
                 self._refuse(key, why)
