@@ -9,8 +9,10 @@ Layout, bottom to top (``layers.py`` is the rule of who imports whom, checked by
 - ``ledger/``: the GPU-hours ledger's records, kept in the store;
 - ``serialize/``: values to bytes and back (pickler, arrays outside pickle, digests);
 - ``proof/``: the restore test's evidence (probe, model checks, hardware) and its verdict;
-- ``session/``: capturing a namespace into a checkpoint and restoring it, replay of what cannot be saved;
-- ``loops/``: ``steps`` loops, their safe points and positions;
+- ``process/``: what the kernel process holds beside its variables (RNG, settings, its own modules);
+- ``replay/``: the cell history, and rebuilding by replay what cannot be saved;
+- ``session/``: capturing a namespace into a checkpoint and restoring it;
+- ``loops/``: ``steps`` loops, their positions and safe points;
 - ``journal/``: the work journal of a queue of items;
 - ``kernel/``: the IPython layer (magics, status widget, periodic checkpoints, the server's entry points);
 - ``protocol/``: what the server and a kernel say to each other;

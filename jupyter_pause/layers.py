@@ -29,17 +29,47 @@ ALLOWED: dict[str, frozenset[str]] = {
     "serialize": frozenset({"errors", "store"}),
     # The restore test's evidence and verdict.
     "proof": frozenset({"errors", "config", "serialize", "store"}),
-    # Capturing and restoring a session.
+    # What the kernel process holds beside its variables: which names are the user's, RNG streams,
+    # settings, working folders, the notebook's own modules.
+    "process": frozenset({"errors", "notebook", "store", "serialize"}),
+    # The cell history, and rebuilding by replay what cannot be saved.
+    "replay": frozenset({"errors", "units", "store", "proof", "process"}),
+    # Capturing and restoring a session (loop positions plug in through ``session.running``).
     "session": frozenset(
-        {"ledger", "errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "serialize", "proof"}
+        {
+            "ledger",
+            "errors",
+            "units",
+            "config",
+            "gpus",
+            "notebook",
+            "vocabulary",
+            "store",
+            "serialize",
+            "proof",
+            "process",
+            "replay",
+        }
     ),
-    # steps loops, their safe points, in-loop checkpoints.
-    "loops": frozenset({"errors", "units", "config", "vocabulary", "protocol", "session"}),
+    # steps loops, their positions and safe points, in-loop checkpoints.
+    "loops": frozenset({"errors", "units", "config", "vocabulary", "protocol", "serialize", "process", "session"}),
     # The work journal.
     "journal": frozenset({"errors", "config", "notebook", "store"}),
     # Inside IPython: magics, widget, periodic checkpoints, the server's entry points.
     "kernel": frozenset(
-        {"errors", "units", "config", "vocabulary", "store", "protocol", "serialize", "proof", "session", "loops"}
+        {
+            "errors",
+            "units",
+            "config",
+            "vocabulary",
+            "store",
+            "protocol",
+            "serialize",
+            "proof",
+            "replay",
+            "session",
+            "loops",
+        }
     ),
     # The Jupyter server extension: it talks to kernels only through the protocol.
     "server": frozenset({"ledger", "errors", "units", "config", "gpus", "notebook", "vocabulary", "store", "protocol"}),

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import secrets
 
+from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash
-from jupyter_pause.session import lineage, positions
+from jupyter_pause.session import lineage
 from jupyter_pause.store import pool
 
 

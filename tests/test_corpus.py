@@ -42,7 +42,7 @@ NOT_COMPARED = {
 DIGEST_ALL = """\
 print("__digests__", __import__("json").dumps({
     name: __import__("jupyter_pause.serialize.digests", fromlist=["x"]).value_digest(value)
-    for name, value in __import__("jupyter_pause.session.selection", fromlist=["x"]).select(
+    for name, value in __import__("jupyter_pause.process.selection", fromlist=["x"]).select(
         get_ipython().user_ns, hidden=get_ipython().user_ns_hidden
     ).values.items()
 }))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_pause.session.history import FORMAT, History, analyse, failed_line
+from jupyter_pause.replay.history import FORMAT, History, analyse, failed_line
 
 
 def _one(source: str):

@@ -13,9 +13,9 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.errors import StoreError
-from jupyter_pause.loops import inloop
+from jupyter_pause.loops import inloop, positions
 from jupyter_pause.loops import steps as loops
-from jupyter_pause.session import background, checkpoint, positions
+from jupyter_pause.session import background, checkpoint
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.cells import run_cell

@@ -36,7 +36,7 @@ import json, os, sys, warnings
 warnings.filterwarnings("ignore")
 import jupyter_pause as jp
 from jupyter_pause.serialize.digests import value_digest
-from jupyter_pause.session.selection import select
+from jupyter_pause.process.selection import select
 from tests.libraries import BATCHES, probe
 
 def type_name(value):

@@ -1,4 +1,4 @@
-"""jupyter_pause.session.localmodules: the notebook's own .py files come back with a resume on a node
+"""jupyter_pause.process.localmodules: the notebook's own .py files come back with a resume on a node
 that lacks them; a different file there is named, and replaced only with ``--overwrite``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import jupyter_pause as jp
 from jupyter_pause.cli.drill import load_notebook
-from jupyter_pause.session import localmodules, places
+from jupyter_pause.process import localmodules, places
 from jupyter_pause.store.manifest import BlobRef, LocalModuleRecord, Manifest
 from jupyter_pause.store.storage import Store
 

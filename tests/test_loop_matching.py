@@ -10,8 +10,9 @@ import random
 
 import pytest
 
+from jupyter_pause.loops import positions
 from jupyter_pause.loops import steps as loops
-from jupyter_pause.session import positions, rng
+from jupyter_pause.process import rng
 from tests.cells import Stop, run_cell
 
 CELL = """

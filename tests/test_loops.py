@@ -21,8 +21,9 @@ from torch.utils.data import DataLoader, TensorDataset
 import jupyter_pause as jp
 from jupyter_pause.errors import PauseError
 from jupyter_pause.kernel.autocheckpoint import Periodic
+from jupyter_pause.loops import positions, resumable
 from jupyter_pause.loops import steps as loops
-from jupyter_pause.session import positions, resumable, rng
+from jupyter_pause.process import rng
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store

@@ -1,4 +1,4 @@
-"""jupyter_pause.session.places: the working directory and the user's ``sys.path`` entries come
+"""jupyter_pause.process.places: the working directory and the user's ``sys.path`` entries come
 back with a resume, relative to the notebook's folder or, without a notebook, to the kernel's
 start folder; what a library added while being imported is not kept."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_pause.session import places
+from jupyter_pause.process import places
 
 #: A library that, like setuptools, puts a folder of its own on ``sys.path`` when imported.
 VENDORING = """\

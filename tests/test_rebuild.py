@@ -7,9 +7,9 @@ import hashlib
 import random
 import sqlite3
 
-from jupyter_pause.session import rebuild
-from jupyter_pause.session.history import History
-from jupyter_pause.session.reach import reach
+from jupyter_pause.replay import rebuild
+from jupyter_pause.replay.history import History
+from jupyter_pause.replay.reach import reach
 
 
 def _ran(*cells: str) -> tuple[History, dict]:

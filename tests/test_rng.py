@@ -1,4 +1,4 @@
-"""jupyter_pause.session.rng: a checkpoint does not change what the session draws next; resume restores it."""
+"""jupyter_pause.process.rng: a checkpoint does not change what the session draws next; resume restores it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from jupyter_pause.session import rng
+from jupyter_pause.process import rng
 
 torch = pytest.importorskip("torch")
 

@@ -1,4 +1,4 @@
-"""jupyter_pause.session.selection: which variables a checkpoint saves, and what it says about the rest."""
+"""jupyter_pause.process.selection: which variables a checkpoint saves, and what it says about the rest."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy.linalg
 import pytest
 
 from jupyter_pause.errors import SelectionError
-from jupyter_pause.session.selection import looks_secret, select, shadowing
+from jupyter_pause.process.selection import looks_secret, select, shadowing
 
 SECRET_NAMES = ["api_token", "db_password", "MY_SECRET", "aws_credentials", "openai_api_key"]
 

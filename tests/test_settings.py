@@ -1,4 +1,4 @@
-"""jupyter_pause.session.settings: process settings that change results come back with a resume, in
+"""jupyter_pause.process.settings: process settings that change results come back with a resume, in
 another kernel and another folder; what cannot be applied there is named, never an error."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.session import settings
+from jupyter_pause.process import settings
 from jupyter_pause.store.manifest import Manifest
 
 RELEASES = Path(__file__).parent / "data"

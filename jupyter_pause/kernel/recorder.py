@@ -1,4 +1,4 @@
-"""Recording the cells a kernel runs into the cell history (``session.history``), for rebuild by replay.
+"""Recording the cells a kernel runs into the cell history (``replay.history``), for rebuild by replay.
 
 Installed by ``%load_ext jupyter_pause`` and by the server's resume, on IPython's ``post_run_cell``
 event, as ``%checkpoint --every`` hooks it. Cells that ran before the extension loaded are taken
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..session import history
+from ..replay import history
 
 #: The attribute that marks a shell whose cells are being recorded.
 MARK = "_jupyter_pause_recorder"

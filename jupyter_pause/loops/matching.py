@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from ..session import positions
-from ..session.positions import Armed
+from . import positions
 from .identity import Call, Found, differences
+from .positions import Armed
 
 __all__ = ["take"]
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..protocol import ErrorReply, PauseReply, SafePointRequest, channel
-from ..session import background, capture, hooks, positions
+from ..session import background, capture, hooks
+from . import positions
 from .points import SafePoint, on_safe_point
 
 

@@ -22,10 +22,10 @@ from typing import Any
 
 from .. import units
 from ..errors import PauseError
-from ..session import activity, positions, resumable
-from ..session.positions import Loop
-from . import identity, inloop, matching, safepoints
+from ..session import activity
+from . import identity, inloop, matching, positions, resumable, safepoints
 from .points import SafePoint, callbacks, on_safe_point, remove
+from .positions import Loop
 
 __all__ = ["SafePoint", "Steps", "on_safe_point", "remove", "steps"]
 

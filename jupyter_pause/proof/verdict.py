@@ -57,7 +57,7 @@ class Verdict:
     changed: dict[str, str] = field(default_factory=dict)
     probe: bool = False
     #: Variables the resume rebuilt by replay ("") or could not (why): never digest-verified, as
-    #: they were never saved (see ``session.rebuild``).
+    #: they were never saved (see ``replay.rebuild``).
     rebuilt: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:

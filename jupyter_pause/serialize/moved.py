@@ -2,8 +2,9 @@
 
 A pickle stream names the module of every class and function it references by value's reference
 (``jupyter_pause.engine.arrays.load_array``). Release 0.1.0 kept some modules at the top of the
-package, and later checkpoints wrote them under ``engine/`` until it was split by concern; those
-names must keep resolving, so every unpickler of the package reads through ``find_moved``.
+package, later checkpoints wrote them under ``engine/`` until it was split by concern, and
+``session/`` was split again later; those names must keep resolving, so every unpickler of the
+package reads through ``find_moved``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from typing import Any
 _ENGINE = {
     "serialize": "arrays classes devicehash digests kinds openfiles packing parametrized pickler reducers segments "
     "weakrefs",
-    "session": "activity background capture checkpoint context cycle ledger lineage localmodules positions restore "
-    "resumable rng selection settings staging",
+    "session": "activity background capture checkpoint context cycle ledger lineage restore staging",
+    "process": "localmodules rng selection settings",
+    "loops": "positions resumable",
     "proof": "fingerprint modelcheck probe verdict",
+}
+
+#: Modules that ``session/`` held until it was split by concern.
+_SESSION = {
+    "process": "localmodules places rng selection settings",
+    "replay": "history reach rebuild",
+    "loops": "positions resumable",
 }
 
 #: Old module path -> the module that holds its contents now.
@@ -32,6 +41,11 @@ MOVED_MODULES: dict[str, str] = {
     "jupyter_pause.engine.notebook": "jupyter_pause.notebook",
     **{
         f"jupyter_pause.engine.{m}": f"jupyter_pause.{folder}.{m}" for folder, ms in _ENGINE.items() for m in ms.split()
+    },
+    **{
+        f"jupyter_pause.session.{m}": f"jupyter_pause.{folder}.{m}"
+        for folder, ms in _SESSION.items()
+        for m in ms.split()
     },
 }
 

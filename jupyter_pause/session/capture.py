@@ -15,8 +15,14 @@ from typing import Any
 
 from ..errors import SerializationError
 from ..notebook import read_notebook, relative_path
+from ..process import rng, settings
+from ..process.localmodules import folder_words, notebook_folder
+from ..process.selection import select, shadowing, type_name
 from ..proof import fingerprint, libvalues, modelcheck, probe
 from ..proof.rehearsal import Rehearsal, rehearse
+from ..replay import history
+from ..replay.reach import OUTSIDE, reach
+from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
 from ..serialize.packing import plan_arrays
@@ -25,13 +31,9 @@ from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import ArrayRecord, BlobRef, RecipeRecord, SkippedRecord, VariableRecord
 from ..vocabulary import Trigger
-from . import history, lineage, positions, rng, settings, travel
+from . import lineage, running, travel
 from .context import Context
-from .localmodules import folder_words, notebook_folder
 from .options import CheckpointOptions
-from .reach import OUTSIDE, reach
-from .rebuild import plan as plan_recipes
-from .selection import select, shadowing, type_name
 
 _mid_cell = False  # a checkpoint being captured now is outside any safe point of a running cell
 
@@ -200,7 +202,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     rng_state = rng.to_bytes(rng.capture())
-    running = positions.capture()
+    positions = running.capture()
     modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
     dump = dump_variables(chosen.values)
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
@@ -221,7 +223,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
             futures.wait([models])  # the modules are back in their own mode before this returns
         raise
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
-    loop_ref = None if running.state is None else _payload(plan.payloads, running.state, algorithm)
+    loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
     plan.payloads.update(kept.local_modules.payloads)
     history_ref = _payload(plan.payloads, history.current.to_bytes(), algorithm)
@@ -256,10 +258,10 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         models=models,
         unread=plan.unread,
         unhashed=plan.unhashed,
-        loops=running.records,
+        loops=positions.records,
         loop_state=loop_ref,
-        loop_notes=running.notes,
-        notes=running.notes + kept.notes + _graph_notes(dump) + shadowing(dump.segments, ctx.hidden, "saved"),
+        loop_notes=positions.notes,
+        notes=positions.notes + kept.notes + _graph_notes(dump) + shadowing(dump.segments, ctx.hidden, "saved"),
         mid_cell=mid_cell(),
         kept=kept,
         device=seen,

@@ -19,6 +19,7 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import SerializationError
 from ..proof import probe
+from ..replay.rebuild import skipped_line
 from ..serialize import devicehash
 from ..serialize.packing import HASH_THREADS
 from ..store import pool as blob_pool
@@ -32,7 +33,6 @@ from .background import BackgroundCheckpoint
 from .capture import Prepared, capture, describe, describe_surroundings, take_keys
 from .context import Context, make_context
 from .options import CheckpointOptions, with_overrides
-from .rebuild import skipped_line
 
 __all__ = ["BackgroundCheckpoint", "CheckpointResult", "checkpoint", "checkpoint_async"]
 

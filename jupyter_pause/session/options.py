@@ -168,7 +168,7 @@ class ResumeOptions:
         than list and verify the store again. ``None``: the kernel lists and chooses itself.
     rebuild
         Rebuild what the checkpoint could not save by replaying the statements that made it
-        (``session.rebuild``); False (``%resume --no-rebuild``) leaves it out. ``PauseConfig.rebuild``
+        (``replay.rebuild``); False (``%resume --no-rebuild``) leaves it out. ``PauseConfig.rebuild``
         (``JUPYTER_PAUSE_REBUILD``) switches it off as well.
     """
 

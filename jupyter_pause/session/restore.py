@@ -13,7 +13,10 @@ from typing import Any
 from .. import units
 from ..config import PauseConfig
 from ..errors import CheckpointDamaged, RestoreError, SelectionError
+from ..process import rng, settings
+from ..process.selection import shadowing, type_name
 from ..proof import fingerprint, libvalues, probe
+from ..replay import rebuild
 from ..serialize import moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
@@ -24,10 +27,9 @@ from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
-from . import activity, hooks, lineage, positions, rebuild, rng, settings
+from . import activity, hooks, lineage, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
-from .selection import shadowing, type_name
 
 
 @dataclass
@@ -204,13 +206,13 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
 def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> list[str]:
     """Arm the checkpoint's loop positions: the same cell, run again, continues there."""
     if not everything or not manifest.loops:
-        positions.arm([], None)
+        running.arm([], None)
         return []
     ref = manifest.loop_state
     if ref is not None and ref.key not in blobs:
-        positions.arm([], None)
+        running.arm([], None)
         return ["loop positions NOT restored: their blob is missing or damaged; loops start from their first item"]
-    return positions.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
+    return running.arm(manifest.loops, blobs[ref.key] if ref is not None else None)
 
 
 def _choose(catalog: Catalog, session: str, options: ResumeOptions, key: Keys, map_location: str) -> Chosen:

@@ -15,9 +15,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ..process.localmodules import relative_to
+from ..replay.reach import OUTSIDE
 from ..store.manifest import RecipeRecord, SkippedRecord
-from .localmodules import relative_to
-from .reach import OUTSIDE
 
 
 def lines(

@@ -89,7 +89,7 @@ class ReplayStep:
 
 @dataclass
 class RecipeRecord:
-    """How a variable that could not be saved is rebuilt on resume (see ``session.rebuild``).
+    """How a variable that could not be saved is rebuilt on resume (see ``replay.rebuild``).
 
     ``steps`` are the statements to replay, in the order they ran; variables rebuilt together
     (an iterator over a rebuilt generator) share the same steps. ``missing`` says why it cannot be
@@ -144,19 +144,19 @@ class Manifest:
     #: cell was changing may be halfway updated. False for older checkpoints, which lack the field.
     mid_cell: bool = False
     #: Process settings that change results (torch numerics and threads, scikit-learn's config,
-    #: matplotlib's rcParams, working directory, added ``sys.path`` entries): see ``session.settings``.
+    #: matplotlib's rcParams, working directory, added ``sys.path`` entries): see ``process.settings``.
     #: Empty for older checkpoints, which lack the field.
     settings: dict[str, Any] = field(default_factory=dict)
-    #: The notebook's own modules (see ``session.localmodules``); empty for older checkpoints.
+    #: The notebook's own modules (see ``process.localmodules``); empty for older checkpoints.
     local_modules: list[LocalModuleRecord] = field(default_factory=list)
     #: Fingerprints of device storages (see ``serialize.devicehash``): ``scheme``, ``seed`` (the
     #: lineage's key) and ``blobs`` (blob key -> fingerprint), so the next checkpoint keeps the
     #: unchanged ones without copying them. Empty for older checkpoints and those without any.
     fingerprints: dict[str, Any] = field(default_factory=dict)
-    #: How each variable that could not be saved is rebuilt on resume (``session.rebuild``); empty
+    #: How each variable that could not be saved is rebuilt on resume (``replay.rebuild``); empty
     #: for older checkpoints, which lack the field.
     recipes: list[RecipeRecord] = field(default_factory=list)
-    #: The cell history (``session.history``): the statements the kernel ran, what each assigned,
+    #: The cell history (``replay.history``): the statements the kernel ran, what each assigned,
     #: changed and read, never values. None for older checkpoints.
     history: BlobRef | None = None
     #: Saved variables a copy of which, loaded back at checkpoint time, did not match (see

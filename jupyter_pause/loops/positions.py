@@ -22,6 +22,7 @@ from types import FrameType
 from typing import Any
 
 from ..serialize import moved
+from ..session.running import Positions, armed_notes
 from . import resumable
 
 
@@ -134,15 +135,6 @@ def describe(loop: Loop) -> str:
     each enclosing loop's current item."""
     head = f"step {loop.done}" if loop.between else f"{loop.label} {loop.done}"
     return head + loop.suffix
-
-
-@dataclass
-class Positions:
-    """The running loops as a checkpoint records them."""
-
-    records: list[dict[str, Any]]
-    state: bytes | None
-    notes: list[str]
 
 
 def capture() -> Positions:
@@ -323,7 +315,4 @@ def arm(records: list[dict[str, Any]], state: bytes | bytearray | None) -> list[
         _armed[r["loop"]] = Armed(
             r["kind"], r["done"], r.get("length"), r["description"], r.get("finished", False), states.get(r["loop"]), r
         )
-    running = [r for r in records if not r.get("finished")]
-    if not running:
-        return []
-    return [f"loops were at {running[-1]['description']}: run that cell again to continue there"]
+    return armed_notes(records)

@@ -21,7 +21,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
-from . import rng
+from ..process import rng
 
 #: Where a DataLoader keeps ``torch.Generator`` objects that its shuffle may draw from.
 GENERATOR_PATHS = (("generator",), ("sampler", "generator"), ("batch_sampler", "sampler", "generator"))

@@ -43,12 +43,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import units
+from ..process import rng
+from ..process.selection import IPYTHON_NAMES, type_name
 from ..proof import observed, probe
 from ..store.manifest import Manifest, RecipeRecord, ReplayStep, SkippedRecord
-from . import history, rng
+from . import history
 from .history import BUILTINS, History, Statement
 from .reach import ITERATOR, OPENERS, OUTSIDE, destructive, reach
-from .selection import IPYTHON_NAMES, type_name
 
 
 def _short(source: str) -> str:

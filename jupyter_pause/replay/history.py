@@ -26,7 +26,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
 
-from .selection import looks_secret
+from ..process.selection import looks_secret
 
 #: Version of the history blob; a reader refuses newer ones.
 FORMAT = 1
