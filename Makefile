@@ -11,9 +11,9 @@ TORCH_SPEC ?= torch==2.13.0
 LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
 DOCS_STAMP := $(VENV)/.docs
-# JupyterHub's proxy, for the Hub tests: installed beside the venv, found there by tests/hub.py.
+# JupyterHub's proxy, for the Hub tests: installed beside the venv, found there by tests/support/hub.py.
 PROXY_VERSION ?= 5
-# Azurite, the Azure Blob emulator of the Azure store tests: installed beside the venv, found there by tests/emulators.py.
+# Azurite, the Azure Blob emulator of the Azure store tests: installed beside the venv, found there by tests/support/emulators.py.
 AZURITE_VERSION ?= 3
 # The JupyterLab front end: `pip install -e` builds it (npm) when any of these is newer.
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
@@ -34,7 +34,7 @@ $(STAMP): $(LAB_STAMP)
 	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
 	touch $(STAMP)
 
-# The older image of tests/test_upgrade.py: the releases a session is checkpointed with before the
+# The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
 # notebook image was upgraded. Only these (and what they need that the project venv lacks) are
 # installed here; everything else (jupyter_pause, torch, dill ...) comes from the project venv, whose
 # site-packages a .pth file adds after this venv's own, so the older releases come first.

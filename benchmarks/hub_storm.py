@@ -3,8 +3,8 @@
 
     .venv/bin/python benchmarks/hub_storm.py [--users N] [--no-sequential] [--json FILE]
 
-A real JupyterHub (simple local-process spawner, configurable-http-proxy, ``tests/hub.py``), a
-real S3 store (SeaweedFS on 127.0.0.1, ``tests/s3_server.py``) holding every user's prefix
+A real JupyterHub (simple local-process spawner, configurable-http-proxy, ``tests/support/hub.py``), a
+real S3 store (SeaweedFS on 127.0.0.1, ``tests/support/s3_server.py``) holding every user's prefix
 (``s3://pause-test/<run>/{user}``, per-user signing keys from one Hub secret), and ``--users``
 users (default 6), each with a notebook holding a torch model, its optimizer and some values.
 
@@ -24,7 +24,7 @@ sequential round's total, and a storm user's median over a user alone. The ledge
 and resume exactly once, as must the raw ``pause_requested`` / ``resume_requested`` records.
 
 Results: stdout and benchmarks/results/hub_storm.json. ``run_storm(users=3)`` is what the test
-suite runs (tests/test_hub_storm.py).
+suite runs (tests/hub/test_storm.py).
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from jupyter_pause import ledger  # noqa: E402
 from jupyter_pause.store.layout import release_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
 from jupyter_pause.vocabulary import LedgerEvent  # noqa: E402
-from tests.hub import Hub, run_hub, wait_for  # noqa: E402
-from tests.s3_server import S3Server, start_server  # noqa: E402
+from tests.support.hub import Hub, run_hub, wait_for  # noqa: E402
+from tests.support.s3_server import S3Server, start_server  # noqa: E402
 
 NOTEBOOK = "model.ipynb"
 #: The notebook's state: a torch model after one optimizer step, and plain values.

@@ -6,7 +6,7 @@
 
 For each events-per-user-day figure, a synthetic ledger (``--users`` users, each with one GPU
 kernel that starts, writes activity records, is paused and resumed every day, over ``--days``
-settled days) is written to SeaweedFS on 127.0.0.1 (``tests/s3_server.py``), all at once
+settled days) is written to SeaweedFS on 127.0.0.1 (``tests/support/s3_server.py``), all at once
 (``Store.write_many(small=True)``), then the report ``jupyter pause hours --since <days> --json``
 is built three ways, side by side in one run:
 
@@ -51,7 +51,7 @@ from jupyter_pause.ledger import rollup  # noqa: E402
 from jupyter_pause.store import signing  # noqa: E402
 from jupyter_pause.store.layout import ledger_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
-from tests.s3_server import start_server  # noqa: E402
+from tests.support.s3_server import start_server  # noqa: E402
 
 DAY = 86400.0
 #: The key records are signed with under ``--signed``.

@@ -5,8 +5,8 @@
 
 The state is a model of bias-free ``nn.Linear`` layers and its AdamW optimizer after one step,
 ``--gb`` GB in all (the parameters and the two moments of each). Each store is started here on
-127.0.0.1 and stopped afterwards: a local folder, SeaweedFS for S3 (``tests/s3_server.py``), the
-GCS emulator and Azurite (``tests/emulators.py``; each is skipped, and said so, where it is not
+127.0.0.1 and stopped afterwards: a local folder, SeaweedFS for S3 (``tests/support/s3_server.py``), the
+GCS emulator and Azurite (``tests/support/emulators.py``; each is skipped, and said so, where it is not
 installed).
 
 Per store, each pair times, side by side and in alternating order:
@@ -121,7 +121,7 @@ def _rmtree(path: Path) -> None:
 
 
 def _s3(base: Path) -> Place:
-    from tests.s3_server import start_server
+    from tests.support.s3_server import start_server
 
     server = start_server()
     options = {"key": server.key, "secret": server.secret, "endpoint_url": server.endpoint}
@@ -134,8 +134,8 @@ def _s3(base: Path) -> Place:
 
 
 def _gcs(base: Path) -> Place:
-    from tests import emulators
-    from tests.hub import free_port
+    from tests.support import emulators
+    from tests.support.hub import free_port
 
     os.environ[emulators.GCSFS_GRPC_PROBE] = "false"  # before gcsfs is imported
     import gcsfs  # noqa: F401  (fails here, with its name, where it is not installed)
@@ -152,8 +152,8 @@ def _gcs(base: Path) -> Place:
 def _azure(base: Path) -> Place:
     import adlfs
 
-    from tests import emulators
-    from tests.hub import free_port
+    from tests.support import emulators
+    from tests.support.hub import free_port
 
     port = free_port()
     directory = Path(tempfile.mkdtemp(prefix="pause-stores-azure-", dir=base))

@@ -1,5 +1,5 @@
-"""Shared fixtures: real kernels (tests/kernels.py), a real S3 server (tests/s3_server.py), a store
-URL on every backend (tests/stores.py), and a clean slate of this process's session state
+"""Shared fixtures: real kernels (tests/support/kernels.py), a real S3 server (tests/support/s3_server.py), a store
+URL on every backend (tests/support/stores.py), and a clean slate of this process's session state
 (``new_process``); tests that start processes must be marked ``integration``."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from jupyter_pause.proof import fingerprint
-from tests.faults.tally import TALLY
-from tests.kernels import jupyter_dirs, start_kernel  # noqa: F401
-from tests.processes import forget_session_state
-from tests.s3_server import s3_env, s3_server  # noqa: F401
-from tests.stores import no_pause_env, store_url  # noqa: F401
+from tests.support.kernels import jupyter_dirs, start_kernel  # noqa: F401
+from tests.support.processes import forget_session_state
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401
+from tests.support.stores import no_pause_env, store_url  # noqa: F401
+from tests.support.tally import TALLY
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -31,7 +31,7 @@ STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server", "gcs_
 @pytest.fixture
 def new_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The test runs as a fresh kernel would: no lineage position, no probe value held; the process
-    token that ``tests.processes.another_process`` replaces is this process's again afterwards."""
+    token that ``tests.support.processes.another_process`` replaces is this process's again afterwards."""
     monkeypatch.setattr(fingerprint, "PROCESS_TOKEN", fingerprint.PROCESS_TOKEN)  # restored at teardown
     forget_session_state()
     yield

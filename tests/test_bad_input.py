@@ -10,8 +10,8 @@ from tornado.httpclient import HTTPClientError
 import jupyter_pause as jp
 from jupyter_pause.cli import main
 from jupyter_pause.errors import PauseError
-from tests.processes import another_process
-from tests.server_helpers import call, write_notebook
+from tests.support.processes import another_process
+from tests.support.server_helpers import call, write_notebook
 
 pytestmark = pytest.mark.usefixtures("new_process")
 

@@ -69,8 +69,8 @@ def _block(text: str, heading: str) -> str:
     [("jupyterhub.md", "## The Hub's configuration"), ("spot.md", "# Spot and preemptible VMs")],
 )
 def test_the_docs_configuration_blocks_are_the_ones_the_readme_tests_run(page, heading):
-    """The README's Hub block starts a real Hub in ``tests/hub.py`` and its spot block configures a
-    real watcher in ``tests/test_preemption.py``; the manual shows the same lines."""
+    """The README's Hub block starts a real Hub in ``tests/support/hub.py`` and its spot block configures a
+    real watcher in ``tests/server/test_preemption.py``; the manual shows the same lines."""
     readme = (ROOT / "README.md").read_text()
     readme_heading = "### The Hub's configuration" if page == "jupyterhub.md" else "## Spot and preemptible VMs"
     assert _block((DOCS / page).read_text(), heading) == _block(readme, readme_heading)

@@ -1,4 +1,4 @@
-"""Write the checkpoint that ``tests/test_old_checkpoints.py`` resumes: run as a script, so the
+"""Write the checkpoint that ``tests/serialize/test_moved.py`` resumes: run as a script, so the
 function and class below are notebook-defined (``__main__``) and pickled by value, as in a kernel.
 
 Usage: ``python tests/data/make_release_checkpoint.py STORE_DIR [TAG]``. Each committed store

@@ -5,7 +5,7 @@ checkpoint as a checkpoint (only as "incomplete", or as a manifest torn while it
 no damaged committed one; every 5th kill a new kernel
 resumes and must get exactly the newest committed checkpoint, never a mix of two.
 
-(Two resumes at once from two servers is covered in tests/test_server_nodes.py.)
+(Two resumes at once from two servers is covered in tests/server/test_nodes.py.)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
-from tests.faults.conftest import check_verify_rows, cli_verify
+from tests.support.verifying import check_verify_rows, cli_verify
 
 pytestmark = pytest.mark.integration
 

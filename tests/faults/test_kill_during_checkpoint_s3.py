@@ -23,7 +23,7 @@ from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import any_blob_digest, blob_prefix, pool_prefix
 from jupyter_pause.store.storage import REMOTE_BLOCK, Store
 from jupyter_pause.store.uploads import incomplete
-from tests.faults.conftest import check_verify_rows, cli_verify
+from tests.support.verifying import check_verify_rows, cli_verify
 
 pytestmark = [pytest.mark.integration, pytest.mark.s3, pytest.mark.timeout(600)]
 

@@ -17,7 +17,7 @@ from jupyter_pause.session import lineage
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.storage import Store
-from tests.faults.conftest import check_verify_rows, cli_verify
+from tests.support.verifying import check_verify_rows, cli_verify
 
 pytestmark = pytest.mark.integration
 

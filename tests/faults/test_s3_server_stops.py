@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-import tests.s3_server as s3
+import tests.support.s3_server as s3
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
-from tests.faults.conftest import check_verify_rows, cli_verify, wait_cell
+from tests.support.verifying import check_verify_rows, cli_verify, wait_cell
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,104 @@
+"""benchmarks/run.py: every case but the kernel one runs end to end at toy sizes, so the script cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TOY = {
+    "dicts": 2_000,
+    "array_bytes": 400_000,
+    "arrays": 2,
+    "state_bytes": 3_000_000,
+    "layers": 3,
+    "pairs": dict.fromkeys("12345679", 1),
+    "budget_s": dict.fromkeys("12345679", 60),
+    "frozen_bytes": 8 << 20,
+    "frozen_layers": 2,
+    "detect_bytes": 1 << 20,
+}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """benchmarks/run.py as a module, at toy sizes, leaving the machine's page cache alone."""
+    spec = importlib.util.spec_from_file_location("benchmark_run", ROOT / "benchmarks/run.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(module.CONFIGS, "quick", TOY)
+    monkeypatch.setattr(module, "drop_page_cache", lambda: False)  # never the machine's page cache
+    # collections and syncs only steady the timings; in a test process full of objects they are slow
+    monkeypatch.setattr(module, "settle", lambda: None)
+    monkeypatch.setattr(module, "gc", SimpleNamespace(collect=lambda: 0))
+    return module
+
+
+@pytest.mark.usefixtures("new_process")
+def test_the_benchmark_cases_run_at_toy_sizes_and_report_every_ratio(bench, tmp_path, capsys):
+    results = tmp_path / "latest.json"
+    argv = ["--quick", "--only", "1,2,3,4,5", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    assert bench.main(argv) == 0
+    report = json.loads(results.read_text())["results"]
+    assert sorted(report) == ["1", "2a", "2b", "3", "3b", "4", "5"]
+    assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
+    table = capsys.readouterr().out
+    assert all(r["name"] in table for r in report.values())
+
+
+@pytest.mark.usefixtures("new_process")
+def test_the_frozen_backbone_and_detection_cases_run_at_toy_sizes(bench, tmp_path):
+    results = tmp_path / "latest.json"
+    argv = ["--quick", "--only", "7,9", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    assert bench.main(argv) == 0
+    report = json.loads(results.read_text())["results"]
+    assert sorted(report) == ["7", "9"] and report["9"]["verdict"] == "info"
+    periodic = report["7"]["pairs"][0]["second"]
+    assert 0 < periodic["bytes_written"] < report["7"]["pairs"][0]["first"]["bytes_written"]
+
+
+@pytest.mark.parametrize("script", ["loops.py", pytest.param("journal.py", marks=pytest.mark.integration)])
+def test_side_benchmarks_run_at_toy_sizes(script, tmp_path):
+    """benchmarks/loops.py and benchmarks/journal.py run end to end and write their figures."""
+    import subprocess
+    import sys
+
+    toy_loop = "--period 0.2 --state-mb 8 --periods 1 --runs 1".split()  # one tiny training loop
+    args = {
+        "loops.py": ["--items", "2000", "--pairs", "1", *toy_loop],
+        "journal.py": ["--quick", "--dir", str(tmp_path)],
+    }
+    out = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args[script], "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text()), f"{script} wrote no figures"
+
+
+@pytest.mark.integration
+def test_the_store_benchmark_measures_each_store_it_starts(tmp_path):
+    """benchmarks/stores.py starts each store, times both directions against raw, and stops them."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "stores.json"
+    args = ["--stores", "local,s3,azure", "--gb", "0.01", "--pairs", "1", "--dir", str(tmp_path), "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "stores.py"), *args], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(out.read_text())
+    assert [r["store"] for r in figures["results"]] == ["local", "s3", "azure"], figures["skipped"]
+    for result in figures["results"]:
+        assert result["checkpoint_ratio"]["median"] > 0 and result["resume_ratio"]["median"] > 0
+        assert result["bytes"] > 0.009e9 and result["checkpoint_memory"] >= 0 and result["resume_memory"] >= 0

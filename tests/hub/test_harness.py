@@ -1,0 +1,58 @@
+"""tests/support/hub.py starts a real JupyterHub whose users' servers run jupyter_pause, each in its own
+folders, and stops all of it afterwards."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import psutil
+import pytest
+
+from tests.support.hub import Hub, Service, run_hub
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_user_server_runs_jupyter_pause_behind_the_hub_and_everything_stops(tmp_path):
+    www = tmp_path / "www" / "services" / "files"
+    www.mkdir(parents=True)
+    (www / "index.html").write_text("served by the service")
+    command = [sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", str(tmp_path / "www"), "{port}"]
+    service = Service("files", scopes=["read:hub"], command=command)
+    with run_hub(tmp_path / "hub", services=[service]) as hub:
+        hub.create_user("ann")
+        model = hub.start_server("ann", options={"profile": "quick"})
+        assert model["user_options"] == {"profile": "quick"}
+
+        status = hub.server_fetch("ann", "jupyter-pause/api/status")
+        assert status.code == 200, status
+        assert status.body["hub"] == {"user": "ann", "server_name": ""}
+        assert status.body["store"] == str(hub.store("ann"))
+
+        served = hub.fetch(f"{hub.url}/services/files/")  # the managed service, through the proxy
+        assert (served.code, served.body) == (200, "served by the service")
+        started = psutil.Process(hub.process.pid).children(recursive=True)
+        assert len(started) >= 3  # the proxy, ann's server, the service
+
+        kernel = hub.open_notebook("ann", "a.ipynb", "x = 41")
+        assert hub.execute("ann", kernel, "x = 41\nprint(x + 1)") == "42\n"
+        assert (hub.home("ann") / "a.ipynb").exists()
+
+        hub.stop_server("ann")
+        assert hub.server_model("ann") is None
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_hub_whose_port_another_process_took_meanwhile_starts_on_new_ports(tmp_path):
+    """Ports are picked free, then bound by the Hub seconds later: tests side by side may take one."""
+    hub = Hub(tmp_path / "hub")
+    taken = hub.hub_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))  # bound: the Hub cannot bind it (and nothing answers there)
+        try:
+            hub.start()
+            assert hub.hub_port != taken
+            assert hub.api("GET", "users") == []
+        finally:
+            hub.stop()

@@ -1,0 +1,89 @@
+"""A team on a real JupyterHub sharing one store, a ``{user}`` prefix each: its configuration, and
+what a test does in a user's server (pause and stop, resume, read what the store holds)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+from jupyter_pause.store.layout import manifest_id, manifest_key, manifest_prefix, report_prefix
+from jupyter_pause.store.storage import Store
+from tests.support.hub import wait_for
+
+NOTEBOOK = "train.ipynb"
+SESSION = "train"
+SHARED_KEY = secrets.token_hex(32)
+
+
+def hub_config(team: Path, secret: str | None, old: list[str] | None = None) -> str:
+    """jupyterhub_config.py lines: every server's store a ``{user}`` folder of ``team``, each
+    user's signing keys derived from ``secret`` (and ``old``, former secrets), servers that may
+    stop themselves."""
+    lines = [
+        f"c.Spawner.environment.update({{'JUPYTER_PAUSE_STORE': {str(team / '{user}')!r}}})",
+        'c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server", "delete:servers!server"]',
+    ]
+    if secret is not None:
+        lines.append(f"c.PauseHubKeys.secret = {secret!r}")
+        if old:
+            lines.append(f"c.PauseHubKeys.old_secrets = {old!r}")
+        lines += [
+            "from jupyter_pause.hub.keys import signing_environment",
+            "c.Spawner.environment.update(signing_environment(c))",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def planted(target_store: Path, canary: Path, pose_as: str | None = None) -> str:
+    """The cell mallory runs: a gift whose unpickling touches ``canary``, checkpointed into alice's
+    session (``pose_as``: the Hub user her checkpoint claims to be written by)."""
+    pose = f"os.environ['JUPYTERHUB_USER'] = {pose_as!r}\n" if pose_as else ""
+    return (
+        f"import os\n{pose}"
+        "class Gift:\n"
+        "    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {canary}',))\n"
+        "gift = Gift()\n"
+        "marker = 666\n"
+        "get_ipython().run_line_magic('load_ext', 'jupyter_pause')\n"
+        f"get_ipython().run_line_magic('checkpoint', '--store {target_store} --session {SESSION}')\n"
+    )
+
+
+def pause_and_stop(hub, user: str) -> None:
+    """Pause All and Stop Server, as the button does; wait until the Hub shows the server stopped."""
+    answer = hub.server_fetch(user, "jupyter-pause/api/release", "POST", {})
+    assert answer.code == 202, answer
+    wait_for(lambda: hub.server_model(user), lambda m: m is None, 120, f"{user}'s server stopped")
+
+
+def resume(hub, user: str) -> dict:
+    """The server's resume of the notebook's ``latest`` (the Resume button); its final status."""
+    answer = hub.server_fetch(user, "jupyter-pause/api/resume", "POST", {"path": NOTEBOOK})
+    assert answer.code == 202, answer
+    return wait_for(
+        lambda: hub.server_fetch(user, f"jupyter-pause/api/status?path={NOTEBOOK}").body,
+        lambda s: s["state"] in ("ready", "failed"),
+        120,
+        f"{user}'s resume",
+    )
+
+
+def marker_of(hub, user: str) -> int:
+    (session,) = hub.server_fetch(user, "api/sessions").body
+    return json.loads(hub.execute(user, session["kernel"]["id"], "import json; print(json.dumps(marker))"))
+
+
+def checkpoint_ids(team: Path, user: str, session: str = SESSION) -> list[str]:
+    return sorted(i for key in Store(str(team / user)).list(manifest_prefix(session)) if (i := manifest_id(key)))
+
+
+def written_manifest(team: Path, user: str, checkpoint: str) -> dict:
+    return json.loads(bytes(Store(str(team / user)).read(manifest_key(SESSION, checkpoint))))
+
+
+def run_report(team: Path, user: str, checkpoint: str) -> dict:
+    store = Store(str(team / user))
+    keys = sorted(k for k in store.list(report_prefix(SESSION)) if k.split("/")[-1].startswith(checkpoint))
+    return json.loads(bytes(store.read(keys[-1])))  # the newest resume's
