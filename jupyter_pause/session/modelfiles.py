@@ -1,11 +1,12 @@
 """Which model files the kernel loaded, offered to the store at each checkpoint (see ``store.modelfiles``).
 
 Two cheap looks, no hook into any library: the ``safetensors`` files mapped into this process
-that the saved tensors are views of (``transformers`` keeps a loaded model's weights as views of
-its mapped files; the mappings are read from ``/proc/self/maps``), and the files of the folder
-each saved model says it came from (``name_or_path``, or its config's ``_name_or_path``: a local folder, or a model id found in the
-Hugging Face cache, whose files are named by their sha256 already). A file is offered once per
-process and store; it is read (indexed) once, and uploaded in the background.
+that the saved tensors are views of (``transformers`` keeps a loaded model's weights as views
+of its mapped files; the mappings are read from ``/proc/self/maps``), and the files of the
+folder each saved model says it came from (``name_or_path``, or its config's
+``_name_or_path``: a local folder, or a model id found in the Hugging Face cache, whose files
+are named by their sha256 already). A file is offered once per process and store; it is read
+(indexed) once, and uploaded in the background.
 """
 
 from __future__ import annotations
