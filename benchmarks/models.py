@@ -124,7 +124,10 @@ def raw(place: Place, data: list[bytes], i: int) -> float:
 
 
 def one_pair(place: Place, folder: Path, data: list[bytes], i: int) -> dict[str, Any]:
-    """First checkpoint, pause after the upload, second session: each beside a raw put."""
+    """First checkpoint, pause after the upload, second session: each beside a raw put, on an
+    empty store (what an earlier pair wrote is removed first, outside the timed region)."""
+    store = place.store()
+    store.delete(list(store.list("")))
     another_process()
     state = session_state(folder)
     out: dict[str, Any] = {}
