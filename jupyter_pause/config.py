@@ -26,6 +26,7 @@ ENV_VARS = {
     "sigterm_grace": "JUPYTER_PAUSE_SIGTERM_GRACE",
     "hook_time_limit": "JUPYTER_PAUSE_HOOK_TIME_LIMIT",
     "rebuild": "JUPYTER_PAUSE_REBUILD",
+    "model_files": "JUPYTER_PAUSE_MODEL_FILES",
 }
 
 #: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
@@ -97,6 +98,13 @@ class PauseConfig(Configurable):
         "switches it off). %resume --no-rebuild and the server's PauseServer.rebuild switch it off too.",
     ).tag(config=True)
 
+    model_files = Bool(
+        True,
+        help="Reference the tensors a kernel loaded from safetensors model files instead of copying them "
+        "into every checkpoint: each file goes into the store once, uploaded in the background from the "
+        "first checkpoint that sees it (env JUPYTER_PAUSE_MODEL_FILES: 0 or off switches it off).",
+    ).tag(config=True)
+
     hook_time_limit = Float(
         5.0,
         help="Seconds the @jupyter_pause.before_checkpoint hooks of one checkpoint may take together under "
@@ -138,7 +146,7 @@ def _from_env(name: str, var: str, raw: str) -> Any:
         return parse_storage_options(raw)
     if name == "verify_keys":
         return [key.strip() for key in raw.split(",") if key.strip()]
-    if name == "rebuild":
+    if name in ("rebuild", "model_files"):
         if raw.strip().lower() not in SWITCH_WORDS:
             raise PauseError(f"{var} is on or off (1, true, yes, on / 0, false, no, off), not {raw!r}")
         return SWITCH_WORDS[raw.strip().lower()]

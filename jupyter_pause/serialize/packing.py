@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..store import mapping, signing
-from ..store.manifest import ArrayRecord
+from ..store.manifest import ArrayRecord, FileRange
 from ..store.storage import ALIGNMENT
 from ..store.writer import Stored
 from .digests import Known, remember
+from .filerefs import Matcher
 from .pickler import DumpResult
 
 #: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
@@ -37,6 +38,8 @@ class ArrayPlan:
     known: Known  # xxh3 digests of whole storages, reused by the value digests
     unread: int  # bytes known unchanged since a resume, without reading them
     unhashed: dict[str, Any]  # array key -> data left for the writer to hash as it writes it
+    #: Blobs that are ranges of model files, not written (see ``filerefs``): digest -> ranges.
+    references: dict[str, list[FileRange]]
 
 
 def _unwritten_blob(found: Any, algorithm: str) -> str | None:
@@ -46,8 +49,9 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
     return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
 
 
-def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayPlan:
-    """Give every collected array a blob: its own when large, a shared pack when small.
+def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Matcher | None = None) -> ArrayPlan:
+    """Give every collected array a blob: its own when large, a shared pack when small, or,
+    when ``files`` finds it is a model file's tensor(s), a reference to them.
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
     still exactly as a resume mapped them from their blob, and, with ``defer``, those left for
@@ -59,7 +63,9 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
     known: Known = {}
     pack: list[tuple[str, memoryview]] = []
     pack_size = 0
-    large = [(k, f) for k, f in dump.collector.found.items() if f.size >= OWN_BLOB_BYTES]
+    matched = files.match(dump.collector.found) if files is not None else None
+    referenced = matched.references if matched is not None else {}
+    large = [(k, f) for k, f in dump.collector.found.items() if f.size >= OWN_BLOB_BYTES and k not in referenced]
     # Cheapest first: storages whose fingerprint on their device matched the previous
     # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
     # that nothing wrote since.
@@ -67,8 +73,10 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
     for k, f in large:
         if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
             keys[k] = unread_key
-    unknown = [(k, f) for k, f in large if k not in keys]
     unread = sum(f.size for k, f in large if k in keys and f.reused is None)
+    if matched is not None:  # hashed already, looking for model files' tensors
+        keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
+    unknown = [(k, f) for k, f in large if k not in keys]
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
@@ -102,6 +110,10 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
             order=found.order,
         )
         records[array_key] = record
+        if array_key in referenced:
+            record.blob = referenced[array_key][0]
+            remember(known, found.origin, record.blob, algorithm)
+            continue
         if array_key in deferred:
             continue  # hashed while it is written: see ``capture.take_keys``
         if array_key in keys:
@@ -115,4 +127,11 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False) -> ArrayP
         if pack_size >= PACK_BYTES:
             close_pack()
     close_pack()
-    return ArrayPlan(arrays=records, payloads=payloads, known=known, unread=unread, unhashed=deferred)
+    return ArrayPlan(
+        arrays=records,
+        payloads=payloads,
+        known=known,
+        unread=unread,
+        unhashed=deferred,
+        references=dict(referenced.values()),
+    )

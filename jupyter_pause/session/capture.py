@@ -29,9 +29,17 @@ from ..serialize.packing import plan_arrays
 from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
-from ..store.manifest import ArrayRecord, BlobRef, RecipeRecord, SkippedRecord, VariableRecord
+from ..store.manifest import (
+    ArrayRecord,
+    BlobRef,
+    FileRange,
+    ModelFileRecord,
+    RecipeRecord,
+    SkippedRecord,
+    VariableRecord,
+)
 from ..vocabulary import Trigger
-from . import lineage, running, travel
+from . import lineage, modelfiles, running, travel
 from .context import Context
 from .options import CheckpointOptions
 
@@ -87,6 +95,10 @@ class Prepared:
     models: Future[dict[str, Any]]
     unread: int
     unhashed: dict[str, Any]
+    #: Array blobs that are ranges of model files (not written), the files, and their uploads.
+    references: dict[str, list[FileRange]] = field(default_factory=dict)
+    model_files: dict[str, ModelFileRecord] = field(default_factory=dict)
+    uploads: dict[str, Future[None]] = field(default_factory=dict)
     loops: list[dict[str, Any]] = field(default_factory=list)
     loop_state: BlobRef | None = None
     loop_notes: list[str] = field(default_factory=list)  # where the loops are, for the manifest and its readers
@@ -201,6 +213,8 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     started = time.perf_counter()
     ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
+    algorithm = signing.hash_for(ctx.config.keyring)
+    offered = modelfiles.offer(ctx.store, chosen.values.values(), algorithm) if ctx.config.model_files else None
     rng_state = rng.to_bytes(rng.capture())
     positions = running.capture()
     modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
@@ -212,12 +226,12 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     position = lineage.position(ctx.store.url, ctx.session)
     models: Future[dict[str, Any]] | None = None
     try:
-        algorithm = signing.hash_for(ctx.config.keyring)
         before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
         seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
         models = _start_model_checks(chosen.values, dump.segments, _known_storages(dump.collector, seen))
         dump.collector.gather()  # only what changed on its device since the last checkpoint
-        plan = plan_arrays(dump, algorithm, defer=defer_hashing)
+        files = offered.ready() if offered is not None else []
+        plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, None))
     except BaseException:
         if models is not None:
             futures.wait([models])  # the modules are back in their own mode before this returns
@@ -258,10 +272,17 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         models=models,
         unread=plan.unread,
         unhashed=plan.unhashed,
+        references=plan.references,
+        model_files=modelfiles.records(files, plan.references),
+        uploads=modelfiles.uploads(files, plan.references),
         loops=positions.records,
         loop_state=loop_ref,
         loop_notes=positions.notes,
-        notes=positions.notes + kept.notes + _graph_notes(dump) + shadowing(dump.segments, ctx.hidden, "saved"),
+        notes=(offered.notes if offered else [])
+        + positions.notes
+        + kept.notes
+        + _graph_notes(dump)
+        + shadowing(dump.segments, ctx.hidden, "saved"),
         mid_cell=mid_cell(),
         kept=kept,
         device=seen,

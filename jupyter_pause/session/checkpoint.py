@@ -25,7 +25,7 @@ from ..serialize.packing import HASH_THREADS
 from ..store import pool as blob_pool
 from ..store import seals
 from ..store.catalog import Catalog
-from ..store.manifest import Manifest, SkippedRecord
+from ..store.manifest import FORMAT, POOL_FORMAT, Manifest, SkippedRecord
 from ..store.writer import BlobWriter
 from ..vocabulary import Trigger
 from . import activity, background, hooks, kernel_events, lineage, staging, travel
@@ -64,6 +64,8 @@ class CheckpointResult:
                 f"  {units.size(s['bytes_kept_on_device'])} unchanged on its device since the last "
                 "checkpoint: not copied"
             )
+        if s.get("bytes_referenced"):
+            lines.append(f"  {units.size(s['bytes_referenced'])} as loaded from model files: referenced, not copied")
         if s.get("bytes_unread"):
             lines.append(
                 f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it"
@@ -124,6 +126,7 @@ def checkpoint(
             # The array data goes to the store, hashed on the way, while the rest is described;
             # leaving the block waits for every blob (an error abandons the writing instead).
             with _writer(prepared, step, reused_data_stays=True) as writer:
+                writer.reference(prepared.uploads, prepared.algorithm)
                 writer.send(prepared.payloads)
                 take_keys(prepared, writer.hash_and_send(prepared.unhashed, prepared.algorithm))
                 describe(prepared)
@@ -157,6 +160,7 @@ def checkpoint_async(
             prepared = capture(request, ctx, defer_hashing=False)
             prepared.notes += said
             with _writer(prepared, step).abandoned_on_error() as writer:
+                writer.reference(prepared.uploads, prepared.algorithm)
                 _copy_what_is_new(prepared, writer)
                 writer.send(prepared.payloads)
                 describe(prepared, surroundings=False)
@@ -277,6 +281,9 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         user=seals.this_user(),
         pool=True,
         session_blobs=writer.session_blobs,
+        references=p.references,
+        model_files=p.model_files,
+        format=FORMAT if p.references else POOL_FORMAT,
     )
     notes = list(p.notes)
     if p.position.new:
@@ -289,6 +296,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
     total = sum(blobs.values())
     manifest.stats = {
         "bytes_total": total,
+        "bytes_referenced": sum(manifest.referenced_size(d) for d in manifest.references),  # in model files
         "bytes_written": written,
         "bytes_reused": total - written,
         "bytes_unread": p.unread,  # known unchanged from page flags, without hashing them

@@ -181,7 +181,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     on this thread: importing torch from two threads at once is not safe.)
     """
     keys = list(dict.fromkeys(_needed_blobs(manifest)))
-    total = sum(manifest.blobs.get(k, 0) for k in keys)
+    total = sum(manifest.blobs.get(k, 0) or manifest.referenced_size(k) for k in keys)
     activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
     places = _placements(manifest, map_location)
 

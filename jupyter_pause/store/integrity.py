@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import IntegrityError
-from . import mapping, seals, signing
+from . import mapping, references, seals, signing
 from .manifest import FORMAT, Manifest, canonical_body, checksum
 from .signing import HASHES, digest
 from .storage import Buffer, Progress, Store
@@ -134,8 +134,15 @@ def fetch(
 
     Each blob is verified by the thread that read it, while the others are still arriving.
     ``then(key, data)``, when given, runs next in that thread, on verified bytes only; what it
-    returns is kept instead of the bytes (a tensor already moved to its GPU, say).
+    returns is kept instead of the bytes (a tensor already moved to its GPU, say). Blobs that
+    are ranges of model files (``Manifest.references``) are read by ``references``, first.
     """
+    keys = list(dict.fromkeys(keys))
+    good, bad = references.read(store, manifest, keys, progress, then)
+    keys = [k for k in keys if k not in manifest.references]
+    if good and progress is not None:
+        base, report = sum(manifest.referenced_size(k) for k in good), progress
+        progress = lambda n: report(base + n)  # noqa: E731
     paths = manifest.blob_keys(keys)  # in the store's pool, or (older checkpoints) the session's folder
 
     def verify(path: str, data: Buffer) -> Any:
@@ -148,8 +155,6 @@ def fetch(
 
     sizes = {path: manifest.blobs[key] for path, key in paths.items() if key in manifest.blobs}
     raw = store.read_many(paths, progress=progress, then=verify, mapped=True, sizes=sizes)
-    good: dict[str, Any] = {}
-    bad: dict[str, str] = {}
     for path, key in paths.items():
         data = raw[path]
         if isinstance(data, _Mismatch):
@@ -166,7 +171,8 @@ def check(store: Store, manifest: Manifest) -> dict[str, str]:
     problems: dict[str, str] = {}
     batch: list[str] = []
     batch_bytes = 0
-    for key, size in manifest.blobs.items():
+    sizes = {**manifest.blobs, **{k: manifest.referenced_size(k) for k in manifest.references}}
+    for key, size in sizes.items():
         batch.append(key)
         batch_bytes += size
         if batch_bytes >= CHECK_BATCH_BYTES:

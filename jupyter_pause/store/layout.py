@@ -26,6 +26,10 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
             failed/<xx>/<item>/<run>-<n>  the n-th failed attempt at an item during run <run>
             runs/<run>.json               one pass over the items: when, where, newest checkpoint
             runs/<run>.keys               the items that pass found pending, one <item> a line
+    <root>/files/<xx>/<file>.<hash>.json   the index of a model file (``store.modelfiles``) whose
+                                     bytes are the pool's blob <file> (its sha256): each tensor's
+                                     name, byte range and <hash> digest; written once the file is
+                                     whole in the pool, so it says the file is there
     <root>/releases/<id>.json        one release of a server: every session it paused, and whether
                                      the Hub stopped the server after
     <root>/probes/<hex>              written and removed at once by a server finding out whether the
@@ -67,6 +71,8 @@ _DIGEST = r"[0-9a-f]{32,128}"
 SESSIONS = "sessions/"
 #: Prefix of the store's blob pool, shared by every session.
 POOL = "blobs/"
+#: Prefix of the indexes of model files held in the pool.
+FILES = "files/"
 #: Prefix of the records of server releases.
 RELEASES = "releases/"
 #: Prefix of the keys a server writes to find out what the store can do, removed at once.
@@ -81,6 +87,7 @@ _MANIFEST_KEY = re.compile(rf"{SESSIONS}{_SESSION}/checkpoints/({_ID})\.json")
 _PENDING_KEY = re.compile(rf"{SESSIONS}{_SESSION}/pending/({_ID})\.json")
 _BLOB_KEY = re.compile(rf"{SESSIONS}{_SESSION}/blobs/([0-9a-f]{{2}})/({_DIGEST})")
 _POOL_KEY = re.compile(rf"{POOL}([0-9a-f]{{2}})/({_DIGEST})")
+_FILE_KEY = re.compile(rf"{FILES}([0-9a-f]{{2}})/([0-9a-f]{{64}})\.(xxh3_128|sha256)\.json")
 _ITEM = r"[0-9a-f]{32}"
 _RUN = r"[0-9]{8}-[0-9]{6}-[0-9]{6}-[0-9a-f]{4}"
 _JOURNAL = rf"{SESSIONS}{_SESSION}/journals/{_SESSION}/{_SESSION}"
@@ -177,6 +184,26 @@ def pool_key(digest: str) -> str:
 def blob_place(session: str, digest: str, pooled: bool) -> str:
     """Key of blob ``digest`` of a checkpoint of ``session``: in the pool, else in the session's folder."""
     return pool_key(digest) if pooled else blob_key(session, digest)
+
+
+def file_index_prefix() -> str:
+    """Prefix of the indexes of model files held in the pool."""
+    return FILES
+
+
+def file_index_key(sha256: str, algorithm: str) -> str:
+    """Key of the index of the model file whose sha256 is ``sha256``, its tensors digested with ``algorithm``."""
+    _valid(r"[0-9a-f]{64}", sha256, "model file digest", "a model file is named by the sha256 of its bytes")
+    _valid(r"xxh3_128|sha256", algorithm, "digest algorithm", "use xxh3_128 or sha256")
+    return f"{FILES}{sha256[:2]}/{sha256}.{algorithm}.json"
+
+
+def file_index_of(key: str) -> str | None:
+    """The model file (its sha256) of an index key, or None when ``key`` is not one."""
+    found = _FILE_KEY.fullmatch(key)
+    if found is None or found.group(2)[:2] != found.group(1):
+        return None
+    return found.group(2)
 
 
 def report_prefix(session: str) -> str:

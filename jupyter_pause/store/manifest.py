@@ -15,7 +15,11 @@ from .signing import MANIFEST, Keys, manifest_place, seal
 
 #: Version of the manifest layout; readers refuse layouts newer than they know. 2: blobs may live
 #: in the store's pool (``pool``, ``session_blobs``), where a format-1 reader would not look.
-FORMAT = 2
+#: 3: some array blobs are byte ranges of model files (``references``), which a format-2 reader
+#: would take for missing blobs; a checkpoint without references is still written as format 2.
+FORMAT = 3
+#: The format of a checkpoint that references no model file.
+POOL_FORMAT = 2
 
 #: Fields of ``Manifest`` known only once it is read, never written into its body.
 NOT_IN_BODY = frozenset({"signature", "canonical"})
@@ -44,6 +48,25 @@ class ArrayRecord:
     offset: int
     nbytes: int
     order: str = "C"
+
+
+@dataclass
+class FileRange:
+    """Bytes ``[start, stop)`` of model file ``file`` (the sha256 of its bytes): tensor ``tensor``'s data."""
+
+    file: str
+    tensor: str
+    start: int
+    stop: int
+
+
+@dataclass
+class ModelFileRecord:
+    """A model file a checkpoint references: its size, and where the kernel that took it read
+    it (a resume on that node may read it there instead of from the store's pool)."""
+
+    size: int
+    path: str = ""
 
 
 @dataclass
@@ -120,7 +143,7 @@ class Manifest:
     trigger: str
     node: str
     tag: str | None = None
-    format: int = FORMAT
+    format: int = POOL_FORMAT
     hash: str = "xxh3_128"
     notebook: dict[str, Any] | None = None
     variables: list[VariableRecord] = field(default_factory=list)
@@ -175,6 +198,16 @@ class Manifest:
     pool: bool = False
     #: Blobs of a pooled checkpoint kept from before the store had a pool, in the session's own folder.
     session_blobs: list[str] = field(default_factory=list)
+    #: Array blobs that are not in the store as blobs of their own: each is the bytes of these
+    #: ranges of model files, one after the other (``store.references`` reads and verifies them
+    #: by the digest that names them). Empty for older checkpoints and those without any.
+    references: dict[str, list[FileRange]] = field(default_factory=dict)
+    #: The model files ``references`` names, by sha256: each is a blob of the store's pool.
+    model_files: dict[str, ModelFileRecord] = field(default_factory=dict)
+
+    def referenced_size(self, digest: str) -> int:
+        """Bytes of the referenced blob ``digest`` (0 when it is not one)."""
+        return sum(r.stop - r.start for r in self.references.get(digest, []))
 
     def devices(self) -> set[str]:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
@@ -253,6 +286,8 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     data["local_modules"] = [
         LocalModuleRecord(**{**m, "blob": BlobRef(**m["blob"])}) for m in data.get("local_modules", [])
     ]
+    data["references"] = {k: [FileRange(**r) for r in v] for k, v in data.get("references", {}).items()}
+    data["model_files"] = {k: ModelFileRecord(**f) for k, f in data.get("model_files", {}).items()}
     data["recipes"] = [
         RecipeRecord(**{**r, "steps": [ReplayStep(**step) for step in r.get("steps", [])]})
         for r in data.get("recipes", [])

@@ -21,6 +21,8 @@ from .catalog import Catalog, Listing
 from .layout import (
     blob_digest,
     blob_prefix,
+    file_index_of,
+    file_index_prefix,
     manifest_key,
     manifest_prefix,
     pending_id,
@@ -311,18 +313,20 @@ def sweep_pool(
     referenced, unsure = _noted(catalog, sessions, now, grace)
     for session in sessions:
         listing = catalog.listing(session)
-        referenced.update(key for m in listing.checkpoints for key in m.blobs)
+        referenced.update(key for m in listing.checkpoints for key in [*m.blobs, *m.model_files])
         unreadable = sorted(listing.newer) + sorted(listing.unreadable)
         if unreadable and not unsure:
             unsure = f"session {session!r} holds checkpoints this release cannot read ({', '.join(unreadable)})"
     # A blob of unknown age counts as old; a temporary file is a local write cut off before its
     # file was moved into place.
+    # An index of a model file goes with its file (it says the file is whole in the pool), first.
+    blobs = {**store.list(file_index_prefix()), **blobs}
     old = {key: e for key, e in blobs.items() if e.mtime is None or _past(e.mtime, now, grace)}
     parts = [key for key in old if key.rsplit("/", 1)[-1].startswith(PART_PREFIX) and key.endswith(".part")]
-    orphans = [key for key in old if (digest := pool_digest(key)) is not None and digest not in referenced]
+    orphans = [key for key in old if (digest := _digest(key)) is not None and digest not in referenced]
     if orphans and not unsure and not dry_run:
         again, unsure = _noted(catalog, catalog.sessions(), now, grace)  # a checkpoint begun meanwhile
-        orphans = [key for key in orphans if pool_digest(key) not in again]
+        orphans = [key for key in orphans if _digest(key) not in again]
     if unsure:
         report.kept_all = unsure
         orphans = []
@@ -339,6 +343,11 @@ def sweep_pool(
         store.delete(orphans)
         uploads.abort(store, unfinished)
     return report
+
+
+def _digest(key: str) -> str | None:
+    """The blob (or model file, for its index) a key of the pool's sweep stands for; None for any other key."""
+    return pool_digest(key) or file_index_of(key)
 
 
 def _counts(items: list[Item]) -> dict[str, int]:

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ..errors import StoreError
 from . import pool, signing
 from .catalog import Catalog
-from .layout import blob_digest, blob_prefix, pool_key
+from .layout import blob_digest, blob_prefix, file_index_key, pool_key
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -96,6 +96,9 @@ class BlobWriter:
         self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
         self._batches: list[Future[Any]] = []
         self._failed = False
+        #: Model files this checkpoint references (sha256 -> their upload): in the pool before it commits.
+        self._files: dict[str, Future[None]] = {}
+        self._algorithm = ""
 
     def __enter__(self) -> BlobWriter:
         return self
@@ -190,13 +193,21 @@ class BlobWriter:
             self.written += size
             self._held.update((key, (pool_key(key), len(data))) for key, data in items.items())
 
+    def reference(self, files: dict[str, Future[None]], algorithm: str) -> None:
+        """Note that this checkpoint references model files ``files`` (sha256 -> their upload,
+        indexed in ``algorithm``): named in the pending note from the next ``send``, and in the
+        store, with their indexes, before ``finish`` returns."""
+        self._files.update(files)
+        self._algorithm = algorithm
+
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` (and every key so far) in the pending note, then start writing
         those the store lacks, as one batch."""
         self.look_up(payloads)
         batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
         try:
-            self.catalog.write_pending(self.session, self.checkpoint_id, self.created, sorted(self.sizes))
+            named = sorted(self.sizes) + sorted(self._files)
+            self.catalog.write_pending(self.session, self.checkpoint_id, self.created, named)
         except BaseException:
             self.close()
             raise
@@ -234,6 +245,7 @@ class BlobWriter:
             for batch in self._batches:
                 batch.result()
             self._put_back_missing()
+            self._files_in_store()
         finally:
             self.close()
         return self.written
@@ -257,6 +269,26 @@ class BlobWriter:
         with self._lock:
             self.queued += sum(len(d) for d in missing.values())
         self._write(missing)  # into the pool, where the manifest then names them
+
+    def _files_in_store(self) -> None:
+        """Wait for the uploads of the model files this checkpoint references, then make sure
+        each file and its index are in the store (a cleanup may have removed an older upload)."""
+        for file, upload in self._files.items():
+            try:
+                upload.result()
+            except BaseException as e:
+                raise StoreError(
+                    f"model file {file[:12]} could not be put into the store ({e}); nothing was committed: take "
+                    "the checkpoint again, or set JUPYTER_PAUSE_MODEL_FILES=off to copy its tensors instead"
+                ) from e
+        keys = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
+        gone = [key for key, size in self.catalog.store.sizes(keys).items() if size is None]
+        if gone:
+            raise StoreError(
+                f"{len(gone)} model file record(s) this checkpoint references left the store while it was taken "
+                f"(`jupyter pause gc` with a short --grace?): {', '.join(gone[:2])}; nothing was committed, "
+                "take the checkpoint again (the files are uploaded again)"
+            )
 
     def close(self) -> None:
         """Stop taking work and wait for what already started (after an error, say)."""

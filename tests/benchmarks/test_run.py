@@ -102,3 +102,24 @@ def test_the_store_benchmark_measures_each_store_it_starts(tmp_path):
     for result in figures["results"]:
         assert result["checkpoint_ratio"]["median"] > 0 and result["resume_ratio"]["median"] > 0
         assert result["bytes"] > 0.009e9 and result["checkpoint_memory"] >= 0 and result["resume_memory"] >= 0
+
+
+@pytest.mark.s3
+@pytest.mark.integration
+def test_the_model_file_benchmark_runs_at_a_tiny_size_and_resumes_bit_exact(tmp_path):
+    """benchmarks/models.py: a LoRA-style session on a loaded model file, on a local folder and S3."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "models.json"
+    args = ["--mb", "8", "--pairs", "1", "--dir", str(tmp_path), "--json", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "models.py"), *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert [r["store"] for r in results] == ["local", "s3"]
+    for r in results:
+        assert r["resume_bit_exact"], r
+        assert r["pause"]["grew_share_of_model"] < 0.1 and r["second"]["grew_share_of_model"] < 0.1, r
+        assert r["first"]["grew_share_of_model"] >= 1.0, r  # the model file went into the pool, once

@@ -9,7 +9,7 @@ from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash
 from jupyter_pause.session import lineage
-from jupyter_pause.store import pool
+from jupyter_pause.store import modelfiles, pool
 
 
 def forget_session_state() -> None:
@@ -19,6 +19,7 @@ def forget_session_state() -> None:
     devicehash.forget()
     positions.forget()
     pool.forget()
+    modelfiles.forget()
 
 
 def another_process() -> None:

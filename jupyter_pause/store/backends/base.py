@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -65,6 +66,15 @@ class Backend:
         """Put ``view`` at ``path`` so that no reader ever sees it part-written, even while
         another writer puts the same bytes there: an object store's put is whole already."""
         self.write(path, view)
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], keep: Callable[[], bool]) -> None:
+        """Put the bytes of ``chunks`` at ``path``, a part at a time, for a file too large to
+        hold in memory; when ``keep()`` then answers False, the object is removed again."""
+        with self.fs.open(path, "wb", block_size=REMOTE_BLOCK) as f:
+            for chunk in chunks:
+                f.write(chunk)
+        if not keep():
+            self.fs.rm(path)
 
     def sizes(self, paths: list[str]) -> list[int | None]:
         """The size of the object at each of ``paths``, None where there is none: one request a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .. import mapping
 from ..buffers import Buffer, read_local
@@ -38,6 +38,24 @@ class LocalBackend(Backend):
         """Write a temporary name, fsync, then move it onto ``path``: a reader sees the old file
         or the new one, whole, never a file being written over (``os.replace`` is atomic)."""
         _through_temporary(path, view, os.replace)
+
+    def write_stream(self, path: str, chunks: Iterable[bytes], keep: Callable[[], bool]) -> None:
+        """Write ``chunks`` to a temporary name and fsync; move it onto ``path`` only when
+        ``keep()`` then answers True (else it is removed): a reader never sees it part-written."""
+        folder, name = os.path.split(path)
+        os.makedirs(folder, exist_ok=True)
+        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+        try:
+            with open(temporary, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            if keep():
+                os.replace(temporary, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
 
     def sizes(self, paths: list[str]) -> list[int | None]:
         """The size of each file, None where there is none (a stat each: no threads needed)."""

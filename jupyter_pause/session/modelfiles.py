@@ -1,0 +1,179 @@
+"""Which model files the kernel loaded, offered to the store at each checkpoint (see ``store.modelfiles``).
+
+Two cheap looks, no hook into any library: the ``safetensors`` files mapped into this process
+that the saved tensors are views of (``transformers`` keeps a loaded model's weights as views
+of its mapped files; the mappings are read from ``/proc/self/maps``), and the files of the
+folder each saved model says it came from (``name_or_path``, or its config's
+``_name_or_path``: a local folder, or a model id found in the Hugging Face cache, whose files
+are named by their sha256 already). A file is offered once per process and store; it is read
+(indexed) once, and uploaded in the background.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from collections.abc import Iterable
+from concurrent.futures import Future, TimeoutError, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..proof import modelcheck
+from ..serialize.filerefs import Matcher
+from ..store import modelfiles
+from ..store.manifest import FileRange, ModelFileRecord
+from ..store.modelfiles import SUFFIX, ModelFile
+from ..store.storage import Store
+
+#: Seconds a checkpoint waits for the indexes of the files it saw (reading a file once); past
+#: that, it copies their tensors as before.
+INDEX_WAIT = 600.0
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def mapped() -> list[tuple[int, int, str]]:
+    """Where ``safetensors`` files are mapped into this process now: (start, end, path); none
+    where ``/proc`` is absent."""
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].endswith(SUFFIX) and os.path.isfile(parts[5]):
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            found.append((lo, hi, parts[5]))
+    return found
+
+
+def _tensors(value: Any) -> Iterable[Any]:
+    """The tensors of a module (parameters and buffers), a tensor, or a dict of tensors (a state dict)."""
+    if modelcheck.is_module(value):
+        return [*value.parameters(), *value.buffers()]
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return []
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _mapped_files(values: Iterable[Any]) -> set[str]:
+    """The mapped model files whose bytes tensors of ``values`` are views of."""
+    regions = mapped()
+    if not regions:
+        return set()
+    found = set()
+    for value in values:
+        for tensor in _tensors(value):
+            address = tensor.data_ptr()
+            found.update(path for lo, hi, path in regions if lo <= address < hi)
+    return found
+
+
+def _hub_cache() -> str:
+    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
+
+
+def folder_files(name: str) -> list[str]:
+    """The ``safetensors`` files of model ``name``: a local folder, or a model id in the Hugging Face cache."""
+    if os.path.isdir(name):
+        return sorted(glob.glob(os.path.join(name, f"*{SUFFIX}")))
+    if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
+        return []
+    repo = os.path.join(_hub_cache(), "models--" + name.replace("/", "--"))
+    try:
+        with open(os.path.join(repo, "refs", "main")) as ref:
+            snapshots = [os.path.join(repo, "snapshots", ref.read().strip())]
+    except OSError:
+        snapshots = sorted(glob.glob(os.path.join(repo, "snapshots", "*")), key=os.path.getmtime)[-1:]
+    return sorted(p for s in snapshots for p in glob.glob(os.path.join(s, f"*{SUFFIX}")))
+
+
+def _names(values: Iterable[Any]) -> set[str]:
+    """The ``name_or_path`` of each model among ``values`` (and of the modules inside them)."""
+    names: set[str] = set()
+    for value in values:
+        if not modelcheck.is_module(value):
+            continue
+        for module in value.modules():
+            own = vars(module)
+            for name in (own.get("name_or_path"), getattr(own.get("config"), "_name_or_path", None)):
+                if isinstance(name, str) and name:
+                    names.add(name)
+    return names
+
+
+def loaded(values: Iterable[Any]) -> dict[str, str | None]:
+    """The model files this kernel loaded, each with the sha256 its name claims (a Hugging Face
+    cache blob), or None."""
+    values = list(values)
+    paths = _mapped_files(values)
+    for name in _names(values):
+        paths.update(folder_files(name))
+    found: dict[str, str | None] = {}
+    seen: set[str] = set()
+    for path in sorted(paths):
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            base = os.path.basename(real)
+            found[path] = base if _SHA256.fullmatch(base) else None
+    return found
+
+
+@dataclass
+class Offered:
+    """The model files one checkpoint saw, on their way into the store (see ``store.modelfiles``)."""
+
+    files: list[Future[ModelFile]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def ready(self, timeout: float = INDEX_WAIT) -> list[ModelFile]:
+        """The files indexed within ``timeout`` (a note names each that could not be)."""
+        done, _ = wait(self.files, timeout=timeout)
+        ready = []
+        for future in self.files:
+            try:
+                if future not in done:
+                    raise TimeoutError(f"not indexed within {timeout:.0f} s")
+                ready.append(future.result())
+            except Exception as e:
+                self.notes.append(f"a model file could not be indexed ({e}): its tensors are copied")
+        return ready
+
+
+def offer(store: Store, values: Iterable[Any], algorithm: str) -> Offered:
+    """Offer every model file the kernel loaded to ``store`` (index, then upload, in the background)."""
+    offered = Offered()
+    for path, claimed in loaded(values).items():
+        try:
+            offered.files.append(modelfiles.offer(store, path, algorithm, claimed))
+        except OSError as e:
+            offered.notes.append(f"model file {path} cannot be read ({e}): its tensors are copied")
+    return offered
+
+
+def matcher(files: list[ModelFile], algorithm: str, known: dict[str, list[FileRange]] | None) -> Matcher | None:
+    """What finds the tensors of ``files`` among a capture's arrays; None without files."""
+    return Matcher(files, algorithm, known) if files else None
+
+
+def records(files: list[ModelFile], references: dict[str, list[FileRange]]) -> dict[str, ModelFileRecord]:
+    """The manifest's ``model_files``: each file ``references`` names, with where it was read."""
+    named = {r.file for ranges in references.values() for r in ranges}
+    return {f.index.file: ModelFileRecord(f.index.size, f.path) for f in files if f.index.file in named}
+
+
+def uploads(files: list[ModelFile], references: dict[str, list[FileRange]]) -> dict[str, Future[None]]:
+    """The uploads a checkpoint with ``references`` must see finished before it commits, by file."""
+    named = {r.file for ranges in references.values() for r in ranges}
+    return {f.index.file: f.uploaded for f in files if f.index.file in named}

@@ -1,0 +1,266 @@
+"""Weights loaded from model files are verified references, not copies (``store.modelfiles``,
+``store.references``, ``serialize.filerefs``, ``session.modelfiles``).
+
+Real tiny models of four families are saved with ``save_pretrained`` and loaded back with
+``from_pretrained``, as a notebook would; a checkpoint then names every loaded byte as a range
+of the model file, which goes into the store's pool once, in the background; a tensor changed
+after load is copied; a resume in a new process reads the ranges back, verified, and is
+``restored``; a damaged pool file is refused; cleanup keeps what is referenced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+import xxhash
+
+import jupyter_pause as jp
+from jupyter_pause.config import PauseConfig
+from jupyter_pause.errors import CheckpointDamaged
+from jupyter_pause.store import modelfiles
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.integrity import check
+from jupyter_pause.store.layout import file_index_key, pool_key
+from jupyter_pause.store.manifest import Manifest
+from jupyter_pause.store.retention import collect
+from jupyter_pause.store.storage import Store
+from tests.support.processes import another_process
+
+transformers = pytest.importorskip("transformers")
+transformers.logging.set_verbosity_error()
+
+pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
+
+
+def _tiny(family: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    t = transformers
+    if family == "gpt2":
+        return t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=300, n_positions=32))
+    if family == "bert":
+        config = t.BertConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=300
+        )
+        return t.BertModel(config)
+    if family == "llama":
+        config = t.LlamaConfig(
+            num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=300
+        )
+        return t.LlamaForCausalLM(config)
+    config = t.T5Config(num_layers=2, d_model=32, d_ff=64, num_heads=2, d_kv=16, vocab_size=300)
+    return t.T5ForConditionalGeneration(config)
+
+
+def _saved(tmp_path: Path, family: str) -> str:
+    folder = tmp_path / f"model-{family}"
+    _tiny(family).save_pretrained(folder)
+    return str(folder)
+
+
+def _load(folder: str) -> torch.nn.Module:
+    auto = transformers.AutoModel if "bert" in folder else transformers.AutoModelForCausalLM
+    if "t5" in folder:
+        auto = transformers.AutoModelForSeq2SeqLM
+    return auto.from_pretrained(folder).eval()
+
+
+def _take(url: str, session: str, **namespace: object) -> Manifest:
+    return jp.checkpoint(store=url, session=session, namespace=namespace, config=PauseConfig()).manifest
+
+
+def _referenced(manifest: Manifest) -> int:
+    return sum(manifest.arrays[k].nbytes for k in manifest.arrays if manifest.arrays[k].blob in manifest.references)
+
+
+def _loaded_bytes(model: torch.nn.Module) -> int:
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in model.state_dict().values()}
+    return sum(storages.values())
+
+
+_RESUME = """
+import json, sys, torch
+import jupyter_pause as jp
+ns = {}
+cycle = jp.resume_and_verify(store=sys.argv[1], session=sys.argv[2], namespace=ns)
+model = ns["model"]
+sums = {k: float(v.double().sum()) for k, v in model.state_dict().items()}
+print(json.dumps({"kind": cycle.verdict.kind, "summary": cycle.verdict.summary(), "sums": sums}))
+"""
+
+
+def _resume_elsewhere(url: str, session: str) -> dict:
+    """Resume in a new Python process; what its restore test says, and the model's weights' sums."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    done = subprocess.run(
+        [sys.executable, "-c", _RESUME, url, session], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert", "llama", "t5"])
+def test_every_loaded_byte_is_referenced_and_the_file_goes_into_the_pool_once(tmp_path, family):
+    folder = _saved(tmp_path, family)
+    model = _load(folder)
+    url = str(tmp_path / "store")
+    manifest = _take(url, "tune", model=model)
+
+    assert _referenced(manifest) >= _loaded_bytes(model) > 0  # a buffer equal to a file's tensor too
+    assert manifest.format == 3 and manifest.stats["bytes_written"] < _loaded_bytes(model) / 2
+    (file,) = manifest.model_files
+    store = Store(url)
+    size = os.path.getsize(os.path.join(folder, "model.safetensors"))
+    assert store.sizes([pool_key(file)])[pool_key(file)] == size
+    assert store.exists(file_index_key(file, manifest.hash))
+    assert check(store, manifest) == {}
+
+
+def test_a_tensor_changed_after_load_is_copied_and_the_rest_referenced(tmp_path):
+    folder = _saved(tmp_path, "llama")
+    unchanged = _take(str(tmp_path / "store"), "tune", model=_load(folder))
+    model = _load(folder)
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] += 1.0  # written once: no longer the file's bytes
+    manifest = _take(str(tmp_path / "store"), "tune", model=model)
+
+    changed = xxhash.xxh3_128_hexdigest(model.lm_head.weight.detach().numpy().tobytes())
+    assert changed not in manifest.references  # copied (into a pack of small arrays), not referenced
+    assert _referenced(manifest) == _referenced(unchanged) - model.lm_head.weight.nbytes
+
+
+def test_a_resume_in_a_new_process_reads_the_references_and_is_restored(tmp_path, store_url):
+    model = _load(_saved(tmp_path, "gpt2"))
+    with torch.no_grad():
+        model.transformer.ln_f.bias.add_(0.5)  # one changed tensor travels as a copy
+    manifest = _take(store_url, "tune", model=model)
+    assert manifest.references and _referenced(manifest) < _loaded_bytes(model)
+    if store_url.startswith("memory://"):
+        return  # a memory store lives in this process only
+    shutil.rmtree(tmp_path / "model-gpt2")  # no local copy: the pool gives the bytes
+
+    found = _resume_elsewhere(store_url, "tune")
+    assert found["kind"] == "restored", found["summary"]
+    assert found["sums"] == pytest.approx({k: float(v.double().sum()) for k, v in model.state_dict().items()}, abs=0)
+
+
+def test_a_damaged_pool_file_is_refused_by_digest(tmp_path):
+    folder = _saved(tmp_path, "bert")
+    url = str(tmp_path / "store")
+    manifest = _take(url, "tune", model=_load(folder))
+    shutil.rmtree(folder)
+    (file,) = manifest.model_files
+    path = Path(Store(url).path(pool_key(file)))
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF  # a byte of the last tensor
+    path.write_bytes(bytes(data))
+
+    another_process()
+    with pytest.raises(CheckpointDamaged, match="checksum mismatch"):
+        jp.resume(store=url, session="tune", namespace={})
+    assert check(Store(url), manifest)
+
+
+def test_a_local_copy_of_the_file_stands_in_for_a_damaged_pool(tmp_path):
+    folder = _saved(tmp_path, "bert")
+    url = str(tmp_path / "store")
+    model = _load(folder)
+    manifest = _take(url, "tune", model=model)
+    (file,) = manifest.model_files
+    Path(Store(url).path(pool_key(file))).write_bytes(b"\0" * manifest.model_files[file].size)
+
+    another_process()
+    namespace: dict = {}
+    jp.resume(store=url, session="tune", namespace=namespace)
+    restored, original = namespace["model"].state_dict(), model.state_dict()
+    assert restored.keys() == original.keys() and all(torch.equal(restored[k], original[k]) for k in original)
+
+
+def test_a_pause_after_the_upload_writes_only_what_changed(tmp_path):
+    model = _load(_saved(tmp_path, "llama"))
+    url = str(tmp_path / "store")
+    first = _take(url, "tune", model=model, step=1)
+    second = _take(url, "tune", model=model, step=2)
+    assert second.stats["bytes_written"] < 0.2 * first.stats["bytes_total"] + 64 * 1024
+    assert set(second.references) == set(first.references)
+
+
+def test_a_pause_racing_the_upload_waits_for_the_rest_of_it(tmp_path, monkeypatch):
+    model = _load(_saved(tmp_path, "gpt2"))
+    url = str(tmp_path / "store")
+    release = threading.Event()
+    started = threading.Event()
+    real = modelfiles.upload
+
+    def slow(store, path, index):
+        started.set()
+        assert release.wait(30)
+        real(store, path, index)
+
+    monkeypatch.setattr(modelfiles, "upload", slow)
+    taking = {}
+    thread = threading.Thread(target=lambda: taking.setdefault("m", _take(url, "tune", model=model)))
+    thread.start()
+    assert started.wait(30)
+    thread.join(1.0)
+    assert thread.is_alive() and not Catalog(Store(url)).checkpoints("tune")  # nothing committed before the file
+    release.set()
+    thread.join(60)
+    manifest = taking["m"]
+    assert check(Store(url), manifest) == {}
+
+
+def test_a_failed_upload_commits_nothing_and_says_what_to_do(tmp_path, monkeypatch):
+    model = _load(_saved(tmp_path, "gpt2"))
+    url = str(tmp_path / "store")
+
+    def broken(store, path, index):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(modelfiles, "upload", broken)
+    with pytest.raises(jp.PauseError, match="JUPYTER_PAUSE_MODEL_FILES=off"):
+        _take(url, "tune", model=model)
+    assert not Catalog(Store(url)).checkpoints("tune")
+    monkeypatch.setenv("JUPYTER_PAUSE_MODEL_FILES", "off")
+    manifest = _take(url, "tune", model=model)
+    assert not manifest.references and manifest.format == 2
+
+
+def test_a_second_session_with_the_same_base_model_grows_the_store_little(tmp_path):
+    folder = _saved(tmp_path, "llama")
+    url = str(tmp_path / "store")
+    _take(url, "a", model=_load(folder))
+    store = Store(url)
+    before = sum(e.size for e in store.list("").values())
+    another_process()
+    modelfiles.forget()
+    second = _take(url, "b", model=_load(folder))
+    grown = sum(e.size for e in store.list("").values()) - before
+    assert second.references and grown < 0.5 * os.path.getsize(os.path.join(folder, "model.safetensors"))
+
+
+def test_gc_keeps_referenced_files_and_drops_unreferenced_ones(tmp_path):
+    url = str(tmp_path / "store")
+    kept = _take(url, "a", model=_load(_saved(tmp_path, "gpt2")))
+    gone = _take(url, "b", model=_load(_saved(tmp_path, "bert")))
+    store = Store(url)
+    store.delete([f"sessions/b/checkpoints/{gone.id}.json"])
+    collect(Catalog(store), "a", grace=0.0)
+
+    (keep,) = kept.model_files
+    (drop,) = set(gone.model_files) - {keep}  # the first model is still mapped: its file is offered too
+    held = store.sizes(
+        [pool_key(keep), file_index_key(keep, "xxh3_128"), pool_key(drop), file_index_key(drop, "xxh3_128")]
+    )
+    assert [size is not None for size in held.values()] == [True, True, False, False]
+    another_process()
+    namespace: dict = {}
+    jp.resume(store=url, session="a", namespace=namespace)
+    assert check(store, kept) == {}
