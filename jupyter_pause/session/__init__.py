@@ -1,5 +1,6 @@
 """Capturing a session into a checkpoint and bringing it back: capture, the write, restore, the
-restore test's cycle, lineage, the kernel's activity and its ledger events (``kernel_events``), and
+restore test's cycle, lineage, the kernel's activity and its ledger events (``kernel_events``),
+the model files whose tensors a checkpoint references instead of copying (``modelfiles``), and
 what will not travel to another node (``travel``).
 
 ``checkpoint`` and ``restore`` are the two operations; ``cycle`` ties a resume to its restore
