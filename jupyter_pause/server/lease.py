@@ -92,12 +92,7 @@ class Lease:
         """The lease as stored: the fields every version reads, the epoch being in the key; sealed
         for ``session`` with ``keys`` when given."""
         fields = {name: getattr(self, name) for name in _FIELDS}
-        return seals.sealed_json(fields, seals.LEASE, _place(session), keys)
-
-
-def _place(session: str) -> dict[str, str | None]:
-    """Where a lease record belongs, as its seal covers it: the session and the Hub user."""
-    return {"user": seals.this_user(), "session": session}
+        return seals.sealed_json(fields, seals.LEASE, seals.session_place(session), keys)
 
 
 #: Lease records found and ignored by this process (session: why), for the session's status.
@@ -127,7 +122,7 @@ def _parse(data: bytes, epoch: int = 0, session: str = "", keys: Keys = None) ->
         return None
     if not all(isinstance(fields.get(name), kind) for name, kind in _FIELDS.items()):
         return None
-    why = seals.opened_json(fields, seals.LEASE, _place(session), keys)
+    why = seals.opened_json(fields, seals.LEASE, seals.session_place(session), keys)
     if why is not None:
         _ignore(session, f"a lease record naming {fields['holder']} on {fields['node']}: {why}")
         return None
@@ -200,7 +195,7 @@ def _released(store: Store, session: str, record: Lease | None, keys: Keys) -> b
 
 def _mark_place(session: str, epoch: int) -> dict[str, str | None]:
     """Where a release mark belongs: its lease's place and epoch."""
-    return {**_place(session), "epoch": str(epoch)}
+    return {**seals.session_place(session), "epoch": str(epoch)}
 
 
 def _look(store: Store, session: str, keys: Keys = None) -> tuple[int, Lease | None] | None:

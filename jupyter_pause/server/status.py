@@ -86,9 +86,8 @@ class StatusBoard:
         """Write ``status`` to the store so other servers see it."""
         try:
             record = {k: v for k, v in asdict(status).items() if k != "ignored"}
-            self.store.write(
-                status_key(status.session), seals.sealed_json(record, seals.STATUS, _place(status.session), self.keys)
-            )
+            sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(status.session), self.keys)
+            self.store.write(status_key(status.session), sealed)
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.
@@ -137,16 +136,10 @@ class StatusBoard:
             data = json.loads(bytes(self.store.read(status_key(session))))
         except (FileNotFoundError, StoreError, ValueError):
             return None
-        why = (
-            seals.opened_json(data, seals.STATUS, _place(session), self.keys) if isinstance(data, dict) else "not JSON"
-        )
+        place = seals.session_place(session)
+        why = seals.opened_json(data, seals.STATUS, place, self.keys) if isinstance(data, dict) else "not JSON"
         if why is not None:
             why += "; so which checkpoint this session was paused from is not known here"
             self.ignore(session, "status.json", why)  # said until this server pauses the session again
             return None
         return Status(**{k: v for k, v in data.items() if k in Status.__dataclass_fields__ and k != "ignored"})
-
-
-def _place(session: str) -> dict[str, str | None]:
-    """Where a session's status belongs, as its seal covers it: the session and the Hub user."""
-    return {"user": seals.this_user(), "session": session}

@@ -48,3 +48,9 @@ def opened_json(record: Mapping[str, Any], label: str, place: Place, keys: Keys)
 def this_user() -> str | None:
     """The JupyterHub user this process works for (whose records it writes and reads); None off a Hub."""
     return os.environ.get("JUPYTERHUB_USER") or None
+
+
+def session_place(session: str) -> dict[str, str | None]:
+    """Where a record of one of this user's sessions belongs (its status, its lease), as its seal
+    covers it: the session and the Hub user."""
+    return {"user": this_user(), "session": session}
