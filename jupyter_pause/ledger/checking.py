@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..store import signing
+from ..store import seals, signing
 from . import rollup
 from .events import ID, SIGNATURE, Event
 from .spans import json_default
@@ -50,8 +50,7 @@ def _place(record: dict[str, Any]) -> dict[str, str | None]:
 def _canonical(record: dict[str, Any]) -> bytes:
     """The bytes a record's signature covers: the rest of it as sorted, compact JSON (packed spans
     as their string, as a roll-up holds them)."""
-    body = {k: v for k, v in record.items() if k != SIGNATURE}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=json_default).encode()
+    return seals.canonical(record, SIGNATURE, default=json_default)
 
 
 def encode(event: Event) -> bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .signing import JOURNAL, KINDS, LEASE, LEDGER, MANIFEST, STATUS, Keys, Place, keyring, problem, seal
@@ -27,9 +27,11 @@ __all__ = ["JOURNAL", "KINDS", "LEASE", "LEDGER", "MANIFEST", "STATUS", "Place",
 FIELD = "seal"
 
 
-def canonical(record: Mapping[str, Any]) -> bytes:
-    """The bytes a JSON record's seal covers: the record without its seal, sorted and compact."""
-    return json.dumps({k: v for k, v in record.items() if k != FIELD}, sort_keys=True, separators=(",", ":")).encode()
+def canonical(record: Mapping[str, Any], field: str = FIELD, default: Callable[[Any], Any] | None = None) -> bytes:
+    """The bytes a JSON record's seal covers: the record without its seal (``field``), sorted and
+    compact; ``default`` writes what JSON has no type for (as ``json.dumps`` takes it)."""
+    body = {k: v for k, v in record.items() if k != field}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=default).encode()
 
 
 def sealed_json(record: Mapping[str, Any], label: str, place: Place, keys: Keys) -> bytes:
