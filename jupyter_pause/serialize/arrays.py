@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import RestoreError
 from ..store.storage import Buffer
-from . import devicehash
+from . import byteorder, devicehash
 from .digests import Known, remember
 
 #: NumPy arrays smaller than this stay inside the pickle stream (no blob of their own).
@@ -139,9 +139,10 @@ class ArrayCollector:
                 torch.cuda.synchronize(device)
 
     def reduce_ndarray(self, array: np.ndarray) -> tuple[Any, ...] | Any:
-        """Reduce a large plain-data NumPy array to a reference; small ones pickle as usual."""
+        """Reduce a large plain-data NumPy array to a reference; small ones pickle as usual, in their
+        byte order (``byteorder``)."""
         if array.dtype.hasobject or array.nbytes < NUMPY_OUT_OF_BAND_BYTES or array.dtype.itemsize == 0:
-            return NotImplemented
+            return NotImplemented if array.dtype.isnative else byteorder.reduce_in_byte_order(array)
         key, new = self._key_for(id(array))
         if new:
             private = False

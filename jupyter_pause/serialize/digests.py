@@ -18,7 +18,8 @@ What a digest covers, kind by kind:
   ``requires_grad`` of a tensor; object arrays element by element; a masked array's mask and
   fill value too;
 - functions and classes of the notebook: code, defaults, closure values, attributes; a class by
-  its name and everything its body defines; an importable class by its name only;
+  its name and everything its body defines; an importable class by its name only; a notebook
+  ``lru_cache`` function also by its cache's counts once it has any (the cache is not saved);
 - exceptions and warnings: the exception's type, ``args`` and attributes (``__notes__``
   included); a ``warnings.WarningMessage`` by its attributes (message, category, filename,
   line number...). Not the traceback, ``__cause__`` or ``__context__``: pickle does not carry
@@ -49,6 +50,7 @@ are compared like with like (``like``).
 from __future__ import annotations
 
 import copyreg
+import functools
 import math
 import struct
 import sys
@@ -204,7 +206,20 @@ class _Digester:
             return self._class(obj)
         if isinstance(obj, types.ModuleType):
             return self._leaf(f"module:{obj.__name__}".encode())
+        if kind is _LRU_CACHE and self.version >= 2:
+            return self._cached_function(obj, name)
         return self._reduced(obj, name)
+
+    def _cached_function(self, wrapper: Any, name: str) -> bytes:
+        """A notebook ``lru_cache`` function as any object, and its cache's counts once it has
+        any: functools keeps the cache's entries out of reach, so a restored function starts with
+        an empty cache (``cache_info()`` differs, a function with side effects runs again), and
+        the checkpoint's rehearsal names it."""
+        plain = self._reduced(wrapper, name)
+        info = wrapper.cache_info()
+        if not (info.hits or info.misses or info.currsize) or not _is_dynamic(wrapper):
+            return plain  # nothing cached yet (or a module's function, saved by its name)
+        return self._combine("cached", (plain, self.digest(tuple(info))))
 
     def _tensor(self, t: Any, name: str) -> bytes:
         torch = sys.modules["torch"]
@@ -377,11 +392,14 @@ _ARCHIVES: dict[type, Any] = {tarfile.TarFile: openfiles.reduce_tarfile, zipfile
 #: ``Py_TPFLAGS_HEAPTYPE``: set on classes made by Python code.
 _HEAPTYPE = 1 << 9
 
+#: The type of a function wrapped by ``functools.lru_cache`` (or ``functools.cache``).
+_LRU_CACHE = functools._lru_cache_wrapper  # type: ignore[attr-defined]
 
-def _is_dynamic(cls: type) -> bool:
+
+def _is_dynamic(obj: Any) -> bool:
     from .reducers import is_dynamic
 
-    return is_dynamic(cls)
+    return is_dynamic(obj)
 
 
 def value_digest(

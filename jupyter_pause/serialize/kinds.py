@@ -23,7 +23,7 @@ import types
 import zipfile
 from typing import Any, Callable
 
-from . import containers, openfiles, plotting, thirdparty, weakrefs
+from . import astronomy, byteorder, containers, openfiles, plotting, thirdparty, weakrefs
 
 Reducer = Callable[[Any], Any]
 
@@ -236,8 +236,10 @@ def reduce_dataloader(loader: Any) -> tuple[Any, ...]:
 #: every checkpoint that holds none), for the class and its subclasses.
 _BY_NAME: dict[str, Reducer] = {
     "torch.utils.data.dataloader.DataLoader": reduce_dataloader,
+    "numpy.ndarray": byteorder.reduce_in_byte_order,  # its subclasses; plain arrays go through ``arrays``
     **plotting.BY_NAME,
     **thirdparty.BY_NAME,
+    **astronomy.BY_NAME,
 }
 
 

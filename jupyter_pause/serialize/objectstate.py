@@ -33,6 +33,8 @@ NOT_STATE = {
     # a dask task's token, repr and whether its function is a coroutine: worked out on first use
     # (hashing the task, printing it, running it), and pickled as they are by then
     "dask._task_spec.Task": frozenset({"_token", "_repr", "_is_coro"}),
+    # an open FITS file's memory map: this process's mapping of the file, made again at the next read
+    "astropy.io.fits.file._File": frozenset({"_mmap"}),
 }
 
 #: The libraries ``NOT_STATE`` names classes of: without one of them imported, nothing is skipped.

@@ -70,12 +70,15 @@ def make_function(
     """A function skeleton: code, globals and closure cells; the rest comes with its state.
 
     ``globals_from`` is ``"__main__"`` (the restoring namespace), a module name (that module's
-    globals), or a dict of the few globals a generated function had of its own.
+    globals), or a dict of the few globals a generated function had of its own. A restoring
+    namespace without ``__builtins__`` gets them, as ``exec`` gives a cell's globals: without
+    them, C code a function calls that imports (``ndarray.sum``) raises ``KeyError``.
     """
     if isinstance(globals_from, dict):
         globals_ = {"__builtins__": builtins, **globals_from}
     elif globals_from == "__main__":
         globals_ = namespace
+        globals_.setdefault("__builtins__", builtins)
     else:
         globals_ = vars(importlib.import_module(globals_from))
     return types.FunctionType(code, globals_, name, None, closure)

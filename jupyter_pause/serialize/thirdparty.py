@@ -8,10 +8,9 @@
 - An optuna storage in an in-memory SQLite database (``sqlite:///:memory:``): optuna pickles the
   database's URL and connects again on load, to a new, empty database; the study comes back
   without its trials and fails on first use. It is refused, with what to use instead.
-- An astropy ``Table`` with indices (``table.add_index("id")``): astropy pickles each index with
-  references into columns that the load does not join again, and ``table.loc[...]`` then raises.
-  It is saved without its indices and the names, engines and uniqueness of each, and they are
-  built again on load with ``add_index``, as the notebook built them.
+- An astropy ``Table`` with indices, in checkpoints written before ``astronomy`` saved tables by
+  their attributes: those name ``make_indexed_table``, which builds each index again with
+  ``add_index`` (``astronomy`` has astropy's objects now).
 
 Reducers are named by class (these libraries are imported only where a notebook uses them).
 """
@@ -74,23 +73,8 @@ def make_indexed_table(table: Any, indices: list[tuple[list[str], Any, bool]]) -
     return table
 
 
-def reduce_indexed_table(table: Any) -> Any:
-    """An astropy table with indices: a copy without them, and how to build each again."""
-    if not table.indices:
-        return NotImplemented  # astropy's own pickling is exact for a table without indices
-    indices = [
-        ([c.info.name for c in index.columns], type(index.index.data), bool(getattr(index.index.data, "unique", False)))
-        for index in table.indices
-    ]
-    plain = table.copy(copy_data=False)
-    for index in list(plain.indices):
-        plain.remove_indices(index.columns[0].info.name)
-    return (make_indexed_table, (plain, indices))
-
-
 #: Reducers by the qualified name of the class they handle (and its subclasses).
 BY_NAME: dict[str, Callable[[Any], Any]] = {
     "PIL.ImageFont.FreeTypeFont": reduce_font,
     "optuna.storages._rdb.storage.RDBStorage": refuse_memory_storage,
-    "astropy.table.table.Table": reduce_indexed_table,
 }

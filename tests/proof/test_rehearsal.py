@@ -193,3 +193,24 @@ plain = [1, 2, 3]
     found = _rehearse({"acting": ns["acting"], "plain": ns["plain"]})
     assert found.rehearsed == ["plain"] and found.inexact == {}
     assert not marker.exists(), "rehearsing it ran its reduction in the live kernel"
+
+
+def test_a_notebook_lru_cache_function_that_cached_results_is_named(tmp_path: Path) -> None:
+    """functools keeps a cache's entries out of reach: the function comes back with an empty
+    cache, so ``cache_info()`` (and a function with side effects) differs in the next cell."""
+    ns = notebook(
+        """
+        import functools
+        @functools.lru_cache(maxsize=None)
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+        fib(20)
+        @functools.cache
+        def unused(x):
+            return x
+        """
+    )
+    result = jp.checkpoint(["fib", "unused"], store=str(tmp_path), session="r", namespace=ns)
+    assert sorted(result.manifest.inexact) == ["fib"]
+    assert result.manifest.inexact["fib"].startswith(rehearsal.INEXACT)
+    assert {v.name for v in result.manifest.variables} == {"fib", "unused"}  # saved all the same

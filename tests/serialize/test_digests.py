@@ -22,7 +22,7 @@ import jupyter_pause as jp
 from jupyter_pause.serialize.arrays import ArrayLoader
 from jupyter_pause.serialize.digests import format_of, value_digest
 from jupyter_pause.serialize.pickler import load_variables
-from tests.support.dumping import dump
+from tests.support.dumping import dump, roundtrip
 from tests.support.processes import another_process
 from tests.support.valuekinds import kinds, notebook
 
@@ -235,6 +235,21 @@ def test_notebook_functions_digest_by_code() -> None:
     assert value_digest(_define(FUNCTION.replace("+ 1", "+ 2"), "scale")) != value_digest(one)
     assert value_digest(_define(FUNCTION.replace("factor=2", "factor=3"), "scale")) != value_digest(one)
     assert value_digest(_define(FUNCTION.replace("x * factor", "x - factor"), "scale")) != value_digest(one)
+
+
+def test_a_notebook_lru_cache_function_digests_its_cache_counts_once_it_has_any() -> None:
+    """Its cache is not saved (functools keeps the entries out of reach): once it holds results,
+    a restored function, with an empty cache, has another digest; before, the same one."""
+    square = _define(
+        "import functools\n@functools.lru_cache(maxsize=None)\ndef square(x):\n    return x * x\n", "square"
+    )
+    fresh = value_digest(square)
+    _, loaded, failed = roundtrip({"square": square})
+    assert failed == {} and value_digest(loaded["square"]) == fresh
+    square(3)
+    assert value_digest(square) != fresh
+    _, loaded, _ = roundtrip({"square": square})
+    assert value_digest(loaded["square"]) == fresh != value_digest(square)
 
 
 def test_notebook_classes_digest_by_their_methods() -> None:

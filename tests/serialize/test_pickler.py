@@ -335,6 +335,23 @@ def test_notebook_lru_cached_function_restores(tmp_path: Path, monkeypatch: pyte
     assert out == [8, 8, 1]
 
 
+def test_a_function_rebuilt_into_a_namespace_without_builtins_runs_code_that_imports() -> None:
+    """A restoring namespace gets ``__builtins__`` as exec gives a cell's globals: NumPy's C code
+    imports from the calling frame's globals (``ndarray.sum``), which raised ``KeyError``."""
+    ns = notebook(
+        """
+        import functools
+        import numpy as np
+        weighted = functools.partial(lambda x, w: (x * w).sum(), w=np.arange(3.0))
+        """
+    )
+    import numpy as np
+
+    _, loaded, failed = roundtrip(pick(ns, "weighted"))
+    assert failed == {}
+    assert loaded["weighted"](np.ones(3)) == 3.0
+
+
 def test_notebook_enum_restores(tmp_path: Path) -> None:
     ns = notebook(
         """

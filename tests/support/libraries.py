@@ -370,6 +370,61 @@ loaded = Image.open(io.BytesIO(png_bytes()))
     },
 )
 
+# -- astronomy: astropy's objects as a notebook reads them from FITS files ----------------------
+
+ASTRONOMY = Batch(
+    libraries=("astropy",),
+    build=r"""
+import warnings
+import numpy as np
+import astropy.units as u
+from astropy.coordinates import SkyCoord
+from astropy.io import fits
+from astropy.table import QTable, Table
+from astropy.time import Time
+from astropy.wcs import WCS
+
+warnings.simplefilter("ignore")  # astropy notes the DATE-OBS it turns into MJD-OBS
+header = fits.Header({
+    "CTYPE1": "RA---TAN-SIP", "CTYPE2": "DEC--TAN-SIP", "CRPIX1": 50.0, "CRPIX2": 25.0, "CRVAL1": 150.0,
+    "CRVAL2": 2.0, "CD1_1": -0.0002, "CD1_2": 0.0, "CD2_1": 0.0, "CD2_2": 0.0002, "A_ORDER": 2, "B_ORDER": 2,
+    "A_2_0": 1e-5, "B_0_2": 2e-5, "DATE-OBS": "2024-01-01T00:00:00", "RADESYS": "ICRS",
+})
+fits.PrimaryHDU(np.arange(5000, dtype=np.float32).reshape(50, 100), header=header).writeto("image.fits")
+hdul = fits.open("image.fits")
+image = hdul[0].data
+wcs = WCS(hdul[0].header, hdul)
+cutout = wcs[10:20, 5:15]
+rotated = WCS(fits.Header({"CTYPE1": "RA---TAN", "CTYPE2": "DEC--TAN", "CRVAL1": 10.0, "CRVAL2": 20.0,
+                           "CDELT1": -0.001, "CDELT2": 0.001, "CROTA2": 30.0}))
+
+catalog = Table({"id": [1, 2, 3, 4], "band": ["g", "r", "g", "r"], "mag": [10.5, 11.0, 12.25, 9.0]})
+catalog["flux"] = [1.0, 2.0, 3.0, 4.0] * u.Jy
+catalog.write("catalog.fits")
+from_fits = Table.read("catalog.fits")
+by_band = from_fits.group_by("band")
+flagged = Table({"x": [1, 2, 3]}, masked=True)
+flagged["x"].mask = [True, False, False]
+mag = catalog["mag"]
+sources = QTable({"pos": SkyCoord([1, 2] * u.deg, [3, 4] * u.deg), "when": Time([60000, 60001], format="mjd"),
+                  "dist": [1.0, 2.0] * u.pc})
+""",
+    probes={
+        "hdul": "[hdul.info(output=False), hdul[0].header.tostring(), str(hdul[0].data.dtype)]",
+        "image": "[str(image.dtype), image[:2, :3], fingerprint(image)]",
+        "wcs": "[wcs.wcs.cd, str(wcs), wcs.all_pix2world([[1, 2], [60, 30]], 0), wcs.has_distortion]",
+        "cutout": "[cutout.wcs.cd, str(cutout), cutout.all_pix2world([[1, 2]], 0)]",
+        "rotated": "[rotated.wcs.crota, rotated.wcs.has_pc(), str(rotated), "
+        "fingerprint(rotated.wcs_pix2world([[3.0, 4.0]], 0))]",
+        "catalog": "catalog.pformat()",
+        "mag": "[mag.__setitem__(0, 99.0), catalog['mag'].tolist()]",
+        "from_fits": "[from_fits.pformat(), [str(from_fits[c].dtype) for c in from_fits.colnames]]",
+        "by_band": "[by_band.groups.indices, by_band.groups.aggregate(np.mean).pformat()]",
+        "flagged": "[flagged.masked, flagged.pformat()]",
+        "sources": "[sources.pformat(), sources.write('sources.ecsv', overwrite=True), open('sources.ecsv').read()]",
+    },
+)
+
 # -- text: a Hugging Face tokenizer, nltk, wordcloud -------------------------------------------
 
 TEXT = Batch(
@@ -431,4 +486,4 @@ masked_cloud = WordCloud(mask=mask, random_state=2, contour_width=1, colormap="v
     },
 )
 
-BATCHES = {"plotting": PLOTTING, "data": DATA, "science": SCIENCE, "text": TEXT}
+BATCHES = {"plotting": PLOTTING, "data": DATA, "science": SCIENCE, "astronomy": ASTRONOMY, "text": TEXT}
