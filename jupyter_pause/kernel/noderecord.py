@@ -28,14 +28,21 @@ Observer = Callable[[NodeState | None], None]
 
 def lines(state: NodeState | None) -> list[str]:
     """What in the server's record needs the user's attention, one line each: a watcher that
-    cannot read its notice (cloud, state, last error), and a pause that would not fit the notice."""
+    cannot read its notice (cloud, state, last error), ``preemption_notices = "auto"`` that has
+    found no cloud yet (what each probe got), and a pause that would not fit the notice."""
     if state is None:
         return []
-    said = [
-        f"{(w.cloud or 'cloud').upper()} preemption notice: {w.state}, a preemption would go unseen: {w.error}"
-        for w in state.watchers
-        if w.state == WatcherState.BLIND
-    ]
+    said = []
+    for w in state.watchers:
+        if w.state == WatcherState.BLIND:
+            said.append(
+                f"{(w.cloud or 'cloud').upper()} preemption notice: {w.state}, a preemption would go unseen: {w.error}"
+            )
+        elif w.state == WatcherState.SEARCHING and w.error:
+            said.append(
+                "preemption notices: no cloud metadata service answered yet, a preemption would go unseen "
+                f"until one does ({w.error})"
+            )
     if state.fit is not None and not state.fit.fits:
         said.append(f"preemption: {state.fit.advice}")
     return said

@@ -71,6 +71,20 @@ def test_the_text_status_says_what_the_servers_record_needs_attention_for(jp_env
     assert lines(nodestate.read()) == []
 
 
+def test_auto_that_found_no_cloud_is_said_with_what_each_probe_got(jp_environ, monkeypatch):
+    monkeypatch.setenv(SERVER_PID, str(os.getpid()))
+    path = nodestate.record_path(os.getpid())
+    probes = "aws: http://127.0.0.1:9/latest/api/token answered connection refused; gce: timed out"
+    nodestate.write(NodeState(os.getpid(), (WatcherRecord("", "searching", probes),), None), path)
+    assert repr(status(widget=False)).splitlines()[1:] == [
+        "preemption notices: no cloud metadata service answered yet, a preemption would go unseen until one "
+        f"does ({probes})"
+    ]
+    nodestate.write(NodeState(os.getpid(), (WatcherRecord("", "searching", ""),), None), path)
+    assert lines(nodestate.read()) == []  # the first search has not ended: nothing to say yet
+    nodestate.remove(path)
+
+
 def test_a_change_of_the_record_reaches_its_followers_within_the_refresh_period(jp_environ, monkeypatch):
     monkeypatch.setenv(SERVER_PID, str(os.getpid()))
     follower = Follower(period=0.05)
