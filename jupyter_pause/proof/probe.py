@@ -15,7 +15,7 @@ _probes: dict[str, str] = {}
 _as_restored: dict[str, dict[str, str | None]] = {}
 _restore_failures: dict[str, dict[str, str]] = {}
 _rebuilt: dict[str, dict[str, str]] = {}
-_rebuilt_checks: dict[str, dict[str, str]] = {}
+_rebuilt_checks: dict[str, dict[str, tuple[str, str]]] = {}
 
 
 def new_probe() -> str:
@@ -54,9 +54,11 @@ def restore_failures(checkpoint_id: str) -> dict[str, str]:
     return _restore_failures.get(checkpoint_id, {})
 
 
-def record_rebuilt(checkpoint_id: str, outcomes: dict[str, str], checks: dict[str, str] | None = None) -> None:
+def record_rebuilt(
+    checkpoint_id: str, outcomes: dict[str, str], checks: dict[str, tuple[str, str]] | None = None
+) -> None:
     """Remember what the resume of ``checkpoint_id`` rebuilt by replay: name -> "" when rebuilt, else
-    why not; and ``checks``: name -> how its rebuilt state compared (``proof.observed``)."""
+    why not; and ``checks``: name -> how its rebuilt state compared (``proof.observed.check``)."""
     _rebuilt[checkpoint_id] = dict(outcomes)
     _rebuilt_checks[checkpoint_id] = dict(checks or {})
 
@@ -66,9 +68,9 @@ def rebuilt(checkpoint_id: str) -> dict[str, str]:
     return _rebuilt.get(checkpoint_id, {})
 
 
-def rebuilt_checks(checkpoint_id: str) -> dict[str, str]:
+def rebuilt_checks(checkpoint_id: str) -> dict[str, tuple[str, str]]:
     """How each variable the resume of ``checkpoint_id`` rebuilt compared with the state it had:
-    ``rebuilt and checked``, ``rebuilt, not checkable`` or ``rebuilt, differs: ...``."""
+    (``rebuilt and checked``, ``rebuilt, not checkable`` or ``rebuilt, differs``; what differs)."""
     return _rebuilt_checks.get(checkpoint_id, {})
 
 

@@ -189,14 +189,16 @@ def _model_status(
     return results, f"resumed {where}: model outputs agree within {held} tolerance (largest difference {worst:.2g})"
 
 
-def _rebuilt_counts(matched: int, rebuilt: dict[str, str], namespace: dict[str, Any], checks: dict[str, str]) -> str:
+def _rebuilt_counts(
+    matched: int, rebuilt: dict[str, str], namespace: dict[str, Any], checks: dict[str, tuple[str, str]]
+) -> str:
     """``; 9 restored, 3 rebuilt by replay ...`` for a resume that rebuilt variables ("" when none),
     with how many of those were checked against the state they had (``proof.observed``)."""
     if not rebuilt:
         return ""
     done = [n for n, why in rebuilt.items() if not why and n in namespace]
     lost = [n for n in rebuilt if n not in done]
-    outcomes = Counter(checks.get(n, observed.NOT_CHECKABLE).split(":")[0] for n in done)
+    outcomes = Counter(checks[n][0] if n in checks else observed.NOT_CHECKABLE for n in done)
     how = "".join(f"; {count} {outcome}" for outcome, count in sorted(outcomes.items()))
     text = f"; {matched} restored, {len(done)} rebuilt by replay (not digest-verified: they were never saved{how})"
     return text + (f"; not rebuilt: {', '.join(lost)}" if lost else "")
@@ -238,7 +240,9 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
     matched = sum(s == "matches" for s in verdict.variables.values())
     verdict.rebuilt = {n: why for n, why in probe.rebuilt(manifest.id).items() if n not in verdict.variables}
     rebuilt_checks = probe.rebuilt_checks(manifest.id)
-    differs = {n: c for n, c in rebuilt_checks.items() if c.startswith(observed.DIFFERS) and n in verdict.rebuilt}
+    differs = {
+        n: what for n, (outcome, what) in rebuilt_checks.items() if outcome == observed.DIFFERS and n in verdict.rebuilt
+    }
     verdict.details.append(
         f"probe value of the paused kernel is back; {matched - by_value} of {len(manifest.variables)} variable(s) "
         "match their digests"
@@ -246,7 +250,7 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         + _rebuilt_counts(matched, verdict.rebuilt, ctx.namespace, rebuilt_checks)
     )
     verdict.details += upgrades  # "loaded from scikit-learn 1.7.2 into 1.9.1: clf; outputs agree"
-    verdict.details += [f"{n}: {c}" for n, c in differs.items()]  # rebuilt, but not to the state it had
+    verdict.details += [f"{n}: {observed.DIFFERS}: {what}" for n, what in differs.items()]  # not the state it had
     if hardware_line:
         verdict.details.append(hardware_line)
     verdict.details += manifest.loop_notes  # what running the cell again does with its loops

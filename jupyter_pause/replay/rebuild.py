@@ -267,10 +267,10 @@ class Report:
     def done(self) -> list[str]:
         return [r.name for r in self.rebuilt if not r.error]
 
-    def checks(self) -> dict[str, str]:
-        """Each variable rebuilt -> its check (``rebuilt and checked``, ``rebuilt, not checkable``,
-        or ``rebuilt, differs: was ..., now ...``)."""
-        return {r.name: r.check + (f": {r.differs}" if r.differs else "") for r in self.rebuilt if not r.error}
+    def checks(self) -> dict[str, tuple[str, str]]:
+        """Each variable rebuilt -> its check (``rebuilt and checked``, ``rebuilt, not checkable``
+        or ``rebuilt, differs``) and what differs (``was ..., now ...``; "" unless it differs)."""
+        return {r.name: (r.check, r.differs) for r in self.rebuilt if not r.error}
 
     def lines(self) -> list[str]:
         """The resume summary's lines about rebuilding."""
