@@ -1,11 +1,15 @@
-"""Shared fixtures: real kernels (tests/support/kernels.py), a real S3 server (tests/support/s3_server.py), a store
-URL on every backend (tests/support/stores.py), and a clean slate of this process's session state
-(``new_process``); tests that start processes must be marked ``integration``."""
+"""Shared fixtures: real kernels (tests/support/kernels.py), a real S3 server
+(tests/support/s3_server.py), a store URL on every backend (tests/support/stores.py), a real
+Jupyter server with the extension on a local store (``jp_server_config``: a module overrides
+``store`` or ``pause_server`` for another store or more settings), and a clean slate of this
+process's session state (``new_process``); tests that start processes must be marked
+``integration``."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from jupyter_pause.proof import fingerprint
 from tests.support.kernels import jupyter_dirs, start_kernel  # noqa: F401
 from tests.support.processes import forget_session_state
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401
+from tests.support.server_helpers import server_config
 from tests.support.stores import no_pause_env, store_url  # noqa: F401
 from tests.support.tally import TALLY
 
@@ -26,6 +31,31 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 #: Fixtures that start a kernel, a Jupyter server, the S3 server or an emulator (a test marked ``s3`` starts S3 too).
 STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server", "gcs_emulator", "azurite"})
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def pause_server() -> dict[str, Any]:
+    """Extra ``c.PauseServer`` settings of the test (a module or class overrides this)."""
+    return {}
+
+
+@pytest.fixture
+def jp_server_config(store: Path, pause_server: dict[str, Any]) -> dict[str, Any]:
+    return server_config(str(store), **pause_server)
+
+
+@pytest.fixture
+def manager(jp_serverapp: Any) -> Iterator[Any]:
+    """The extension's PauseManager; its watchers stop when the test ends."""
+    pause = jp_serverapp.web_app.settings["jupyter_pause"]
+    yield pause
+    for callback in getattr(pause, "watchers", []):
+        callback.stop()
 
 
 @pytest.fixture

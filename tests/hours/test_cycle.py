@@ -12,19 +12,14 @@ from jupyter_pause import ledger
 from jupyter_pause.cli import main
 from jupyter_pause.hours import records, timeline, totals, whatif
 from jupyter_pause.store.storage import Store
-from tests.support.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
+from tests.support.server_helpers import call, open_kernel, user_cell, wait_state, write_notebook
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def jp_server_config(store):
-    return server_config(str(store), cuda_devices=2)
+def pause_server():
+    return {"cuda_devices": 2}
 
 
 async def test_a_real_cycle_adds_up(jp_fetch, jp_serverapp, jp_root_dir, store, capsys):

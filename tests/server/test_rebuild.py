@@ -8,14 +8,14 @@ import hashlib
 
 import pytest
 
-from tests.support.server_helpers import call, open_kernel, run, server_config, user_cell, wait_state, write_notebook
+from tests.support.server_helpers import call, open_kernel, run, user_cell, wait_state, write_notebook
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def jp_server_config(tmp_path, rebuild):
-    return server_config(str(tmp_path / "store"), rebuild=rebuild)
+def pause_server(rebuild):
+    return {"rebuild": rebuild}
 
 
 @pytest.mark.parametrize("rebuild", [True, False])

@@ -17,7 +17,6 @@ from tests.support.server_helpers import (
     open_kernel,
     poll_state,
     run,
-    server_config,
     status,
     wait_state,
     write_notebook,
@@ -27,14 +26,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def jp_server_config(store):
-    # a cell still running after 3 s makes that session's pause fail
-    return server_config(str(store), busy_timeout=3.0)
+def pause_server():
+    return {"busy_timeout": 3.0}  # a cell still running after 3 s makes that session's pause fail
 
 
 async def overview(jp_fetch) -> dict:

@@ -22,7 +22,6 @@ from tests.support.server_helpers import (
     open_kernel,
     poll_state,
     run,
-    server_config,
     status,
     wait_state,
     write_notebook,
@@ -33,13 +32,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def jp_server_config(store):
-    return server_config(str(store), busy_timeout=120.0)
+def pause_server():
+    return {"busy_timeout": 120.0}
 
 
 async def wait_for(check: Any, timeout: float, what: str) -> Any:

@@ -22,13 +22,8 @@ from tests.support.server_process import running_server
 
 
 @pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def jp_server_config(store):
-    return server_config(str(store), cuda_devices=2)
+def pause_server():
+    return {"cuda_devices": 2}
 
 
 @pytest.mark.integration

@@ -10,14 +10,9 @@ import time
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tests.support.server_helpers import open_kernel, poll_state, run, server_config, user_cell, write_notebook
+from tests.support.server_helpers import open_kernel, poll_state, run, user_cell, write_notebook
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def jp_server_config(tmp_path):
-    return server_config(str(tmp_path / "store"))
 
 
 async def _warning(jp_fetch, method: str = "GET", body: dict | None = None):
