@@ -3,7 +3,8 @@
 A checkpoint names, while the kernel that could still fix it runs: a module variables need that is
 not kept (``localmodules``); a variable neither saved nor rebuildable; one rebuilt by replay whose
 state nothing can check (``proof.observed``: it may come back different, unproven); an open file,
-and the working directory, outside the notebook's folder (another node may not have them). The
+an optuna study's SQLite file and the working directory, outside the notebook's folder (another
+node may not have them). The
 lines go into the manifest (``Manifest.elsewhere``), so ``%checkpoint``, ``jupyter pause show`` and
 the status widget say the same.
 """
@@ -17,6 +18,7 @@ from typing import Any
 
 from ..process.localmodules import relative_to
 from ..replay.reach import OUTSIDE
+from ..serialize.thirdparty import storage_file
 from ..store.manifest import RecipeRecord, SkippedRecord
 
 
@@ -61,6 +63,12 @@ def lines(
         path = _outside_file(value, folder)
         if path:
             found.append(f"{name} (open file {path}): lies outside {words}; it comes back only where that path exists")
+        database = storage_file(value)
+        if database and relative_to(database, folder) is None:
+            found.append(
+                f"{name} (optuna study in {database}): its trials are in that file, outside {words}; it comes back "
+                "only where that file is"
+            )
     cwd = settings.get("cwd") or {}
     if cwd and not cwd.get("in_notebook_folder", True):
         found.append(f"working directory {cwd.get('path')}: lies outside {words}; another node may not have it")

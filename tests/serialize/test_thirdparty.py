@@ -4,11 +4,14 @@ as they were are saved the library's other way, or named with what to do instead
 from __future__ import annotations
 
 import io
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jupyter_pause.serialize.digests import value_digest
-from tests.support.dumping import roundtrip
+from jupyter_pause.serialize.thirdparty import storage_file
+from tests.support.dumping import restore_elsewhere, resume_elsewhere, roundtrip
 
 
 def test_a_font_read_from_a_file_object_comes_back() -> None:
@@ -35,6 +38,47 @@ def test_a_study_in_an_in_memory_sqlite_database_is_refused_with_what_to_use() -
     assert "in-memory SQLite database" in result.failed["in_memory"]
     assert "storage=None" in result.failed["in_memory"]
     assert len(loaded["default"].trials) == 1
+
+
+def _file_study(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A seeded study with three trials in ``study.db`` of ``folder``, made from there (a relative URL)."""
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    study = optuna.create_study(storage="sqlite:///study.db", sampler=optuna.samplers.TPESampler(seed=0))
+    study.optimize(lambda trial: trial.suggest_float("x", -1, 1) ** 2, n_trials=3)
+    return study
+
+
+NEXT = "out = [len(study.trials), study.best_value, study.ask().suggest_float('x', -1, 1)]"
+
+
+def test_a_study_in_a_sqlite_file_resumed_from_another_folder_has_its_trials(tmp_path, monkeypatch) -> None:
+    study = _file_study(tmp_path / "notebook", monkeypatch)
+    twin = [len(study.trials), study.best_value]
+    out = resume_elsewhere({"study": study}, NEXT, tmp_path)  # runs in tmp_path, where no study.db is
+    assert out[:2] == twin and -1 <= out[2] <= 1
+    assert not (tmp_path / "study.db").exists(), "the resume made an empty database instead of opening the file"
+
+
+def test_a_study_whose_sqlite_file_is_gone_is_named_with_where_it_was(tmp_path, monkeypatch) -> None:
+    study = _file_study(tmp_path / "notebook", monkeypatch)
+    values = {"study": study}
+    (tmp_path / "notebook" / "study.db").rename(tmp_path / "moved.db")
+    report = restore_elsewhere(values, "out = None", tmp_path)
+    assert "is not on this node" in report["failed"]["study"]
+    assert str(tmp_path / "notebook" / "study.db") in report["failed"]["study"]
+
+
+def test_a_study_in_a_sqlite_file_digests_the_same_after_a_round_trip(tmp_path, monkeypatch) -> None:
+    study = _file_study(tmp_path / "notebook", monkeypatch)
+    monkeypatch.chdir(tmp_path)  # the digest does not depend on the folder it is taken from
+    _, loaded, failed = roundtrip({"study": study})
+    assert failed == {} and value_digest(loaded["study"]) == value_digest(study)
+    assert len(loaded["study"].trials) == 3
+    assert storage_file(loaded["study"]) == storage_file(study) == str(tmp_path / "notebook" / "study.db")
+    assert storage_file(object()) is None
 
 
 def test_an_indexed_table_of_an_older_checkpoint_gets_its_indices_built_again() -> None:

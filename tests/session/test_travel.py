@@ -61,3 +61,19 @@ def test_the_checkpoint_and_show_name_an_open_file_outside_the_folder(tmp_path, 
     assert "will not come back on another node, or not provably (1):\n    " + line in result.summary()
     assert main(["show", result.manifest.id, "--store", str(tmp_path / "store")]) in (0, None)
     assert f"not on another node: {line}" in capsys.readouterr().out
+
+
+def test_an_optuna_study_kept_in_a_sqlite_file_outside_the_folder_is_named(tmp_path, monkeypatch):
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    folder, scratch = tmp_path / "project", tmp_path / "scratch"
+    folder.mkdir()
+    scratch.mkdir()
+    monkeypatch.chdir(scratch)
+    away = optuna.create_study(storage="sqlite:///away.db")
+    near = optuna.create_study(storage=f"sqlite:///{folder / 'near.db'}")
+    found = travel.lines([], [], [], {"away": away, "near": near}, {}, str(folder), "the notebook's folder")
+    assert found == [
+        f"away (optuna study in {scratch / 'away.db'}): its trials are in that file, outside the notebook's "
+        "folder; it comes back only where that file is"
+    ]
