@@ -306,6 +306,8 @@ random_study = optuna.create_study(direction="maximize", sampler=optuna.samplers
 random_study.optimize(objective, n_trials=3)
 memory_study = optuna.create_study(storage="sqlite:///:memory:", sampler=optuna.samplers.TPESampler(seed=2))
 memory_study.optimize(objective, n_trials=2)
+file_study = optuna.create_study(storage="sqlite:///study.db", sampler=optuna.samplers.TPESampler(seed=3))
+file_study.optimize(objective, n_trials=3)
 
 labels_y = (X[:, 0] > 0).astype(int)
 train_set = lgb.Dataset(X, labels_y)
@@ -351,6 +353,7 @@ loaded = Image.open(io.BytesIO(png_bytes()))
         "study": "[study.best_params, [t.params for t in study.trials], next_params(study)]",
         "random_study": "[random_study.best_value, next_params(random_study)]",
         "memory_study": "[len(memory_study.trials), next_params(memory_study)]",
+        "file_study": "[[t.params for t in file_study.trials], file_study.best_value, next_params(file_study)]",
         "objective": "objective.__name__",
         "booster": "[booster.predict(X[:5]), booster.num_trees(), "
         "booster.model_to_string().split('feature_importances')[0]]",
