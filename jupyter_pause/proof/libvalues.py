@@ -259,12 +259,12 @@ def agreed_lines(checks: dict[str, Recheck]) -> list[str]:
     return lines
 
 
-def _warned_by(message: warnings.WarningMessage) -> str:
-    """The library a warning came from: its category's, else the one whose code issued it."""
+def _warned_by(message: warnings.WarningMessage, files: dict[str, str]) -> str:
+    """The library a warning came from: its category's, else the one whose code issued it
+    (``files``: module by file, of the modules loaded)."""
     module = message.category.__module__
     if module == "builtins":
-        found = [name for name, m in list(sys.modules.items()) if getattr(m, "__file__", None) == message.filename]
-        module = found[0] if found else "the notebook's code"
+        module = files.get(message.filename, "the notebook's code")
     return distribution(module) or module.partition(".")[0]
 
 
@@ -273,8 +273,14 @@ def warned(caught: list[warnings.WarningMessage]) -> list[str]:
     for none): per library, how many of which kind (a library pickled by another version of itself
     warns once per object; the restore test weighs what the values hold)."""
     counts: dict[str, Counter[str]] = {}
+    files: dict[str, str] = {}
+    if any(message.category.__module__ == "builtins" for message in caught):  # look the modules up once
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str):
+                files.setdefault(path, name)
     for message in caught:
-        counts.setdefault(_warned_by(message), Counter())[message.category.__name__] += 1
+        counts.setdefault(_warned_by(message, files), Counter())[message.category.__name__] += 1
     if not counts:
         return []
     parts = [
