@@ -82,6 +82,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(unmarked)} test(s) start a kernel, a Jupyter server or S3 but are not marked integration; "
             f"add pytestmark = pytest.mark.integration to the module, or the mark to each test:\n  {listed}"
         )
+    items.sort(key=_started_first)
+
+
+#: The folders whose test files take longest (a real Hub, a browser, servers and kernels killed on
+#: purpose), run first: the test workers take whole files in this order, and a long file taken
+#: last would leave the other workers idle while it runs.
+LONGEST_FIRST = ("hub", "labextension", "faults", "server", "loops", "benchmarks")
+
+
+def _started_first(item: pytest.Item) -> int:
+    folder = item.path.parent.name
+    return LONGEST_FIRST.index(folder) if folder in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 # -- the fault-injection counts, summed over the test workers (pytest-xdist) and printed last --
