@@ -138,8 +138,9 @@ async def test_aws_refused_forever_is_blind(aws: FakeAws, clock: Clock) -> None:
 async def test_a_notice_aws_does_not_write_is_blind(aws: FakeAws, clock: Clock) -> None:
     aws.interrupt()
     aws.body = "<html>captive portal</html>"
-    with pytest.raises(Blind, match="not JSON"):
+    with pytest.raises(Blind, match="not JSON") as info:
         await aws_reader(aws, clock).read()
+    assert str(info.value).startswith(aws.url(FakeAws.SPOT) + ": an answer that is not JSON")
 
 
 async def test_aws_rebalance_recommendation_is_an_early_warning(aws: FakeAws, clock: Clock) -> None:

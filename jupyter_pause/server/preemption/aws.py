@@ -104,10 +104,7 @@ class Aws(NoticeSource):
         if answer.code == 404:
             notice = None
         elif answer.code == 200:
-            try:
-                notice = _instance_action(answer)
-            except Blind as e:
-                raise Blind(f"{self.url}: {e}") from e
+            notice = _instance_action(answer)
         else:
             refused = "IMDSv2 refused the token: is this the instance's own metadata service?"
             raise self.blind(answer, hint=refused if answer.code == 401 else "")
@@ -124,7 +121,7 @@ class Aws(NoticeSource):
         try:
             data = answer.json()
         except Blind as e:
-            return None, f"the rebalance recommendation at {self.rebalance_url}: {e}"
+            return None, f"the rebalance recommendation: {e}"
         when = data.get("noticeTime") if isinstance(data, dict) else None
         if not isinstance(when, str) or not when:
             return None, f"the rebalance recommendation at {self.rebalance_url} has no noticeTime: {answer.describe()}"
@@ -146,5 +143,5 @@ def _instance_action(answer: Answer) -> str:
     data = answer.json()
     action = data.get("action") if isinstance(data, dict) else None
     if not isinstance(action, str) or not action:
-        raise Blind(f"the spot notice has no action: {answer.describe()}")
+        raise Blind(f"{answer.url}: the spot notice has no action: {answer.describe()}")
     return f"AWS spot interruption notice: {action} at {data.get('time', 'an unknown time')}"

@@ -48,10 +48,7 @@ class Azure(NoticeSource):
         if answer.code != 200:
             raise self.blind(answer)
         self._answered = True
-        try:
-            data = answer.json()
-        except Blind as e:
-            raise Blind(f"{self.url}: {e}") from e
+        data = answer.json()
         events = data.get("Events") if isinstance(data, dict) else None
         if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
             raise self.blind(answer, hint="expected Scheduled Events: {DocumentIncarnation, Events: [...]}")
@@ -91,7 +88,7 @@ class Azure(NoticeSource):
             try:
                 data = answer.json()
             except Blind as e:
-                return f"{self.url}: {e}"
+                return str(e)
             if isinstance(data, dict) and "Events" in data:
                 return ""
         return f"{self.url} answered {answer.describe()}"

@@ -39,6 +39,7 @@ class Answer:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     error: str = ""
+    url: str = ""  # what was asked
 
     def describe(self) -> str:
         """The answer as a log line says it: ``HTTP 401 (Unauthorized)`` or ``no answer: <why>``."""
@@ -52,7 +53,7 @@ class Answer:
         try:
             return json.loads(self.body)
         except ValueError as e:
-            raise Blind(f"an answer that is not JSON: {self.body[:120]!r}") from e
+            raise Blind(f"{self.url}: an answer that is not JSON: {self.body[:120]!r}") from e
 
 
 async def fetch(
@@ -71,12 +72,12 @@ async def fetch(
     try:
         response = await AsyncHTTPClient().fetch(request, raise_error=False)
     except HTTPClientError as e:  # a timeout (tornado's 599)
-        return Answer(599, error=str(e.message or e))
+        return Answer(599, error=str(e.message or e), url=url)
     except OSError as e:  # refused, unreachable, a name that does not resolve
-        return Answer(599, error=str(e) or type(e).__name__)
+        return Answer(599, error=str(e) or type(e).__name__, url=url)
     if response.code == 599:
-        return Answer(599, error=str(response.error or "no answer"))
-    return Answer(response.code, response.body or b"", dict(response.headers.get_all()))
+        return Answer(599, error=str(response.error or "no answer"), url=url)
+    return Answer(response.code, response.body or b"", dict(response.headers.get_all()), url=url)
 
 
 def origin(url: str) -> str:
