@@ -231,7 +231,11 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         models = _start_model_checks(chosen.values, dump.segments, _known_storages(dump.collector, seen))
         dump.collector.gather()  # only what changed on its device since the last checkpoint
         files = offered.ready() if offered is not None else []
-        plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, None))
+        indexed = {f.index.file for f in files if f.index.algorithm == algorithm}
+        if devicehash.release(dump.collector, seen, before, indexed):
+            dump.collector.gather()  # kept as references it can no longer make: copied after all
+        known = before.references if before is not None else None
+        plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, known))
     except BaseException:
         if models is not None:
             futures.wait([models])  # the modules are back in their own mode before this returns
