@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ..errors import StoreError
 from . import pool, signing
 from .catalog import Catalog
-from .layout import blob_digest, blob_prefix, file_index_key, pool_key
+from .layout import blob_prefix, file_index_key, pool_key
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -81,11 +81,7 @@ class BlobWriter:
         self.queued = 0
         self.done = 0
         #: Blobs the store holds as far as this writer knows: digest -> (key, size).
-        self._held: dict[str, tuple[str, int]] = {}
-        for key, entry in catalog.store.list(blob_prefix(session)).items():
-            digest = blob_digest(key)
-            if digest is not None:
-                self._held[digest] = (key, entry.size)
+        self._held: dict[str, tuple[str, int]] = pool.session_folder(catalog.store, session)
         if reused_data_stays:  # taken on trust until ``finish`` looks: one gone is written again
             self._held.update(pool.latest(catalog.store, session))
         self._looked: set[str] = set()
