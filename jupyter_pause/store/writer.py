@@ -240,19 +240,22 @@ class BlobWriter:
         try:
             for batch in self._batches:
                 batch.result()
-            self._put_back_missing()
-            self._files_in_store()
+            self._wait_for_files()
+            unsure = {self._held[k][0]: k for k in self._reused}
+            records = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
+            now = self.catalog.store.sizes([*unsure, *records])  # one look at both, at once
+            self._put_back_missing(unsure, now)
+            self._files_in_store(records, now)
         finally:
             self.close()
         return self.written
 
-    def _put_back_missing(self) -> None:
-        """Look again at each reused blob; write back those gone (to the pool) where their data
-        stayed, else fail."""
-        unsure = {self._held[k][0]: k for k in self._reused}
+    def _put_back_missing(self, unsure: dict[str, str], now: dict[str, int | None]) -> None:
+        """Of the reused blobs (``unsure``: key -> digest; ``now``: their sizes, looked at again),
+        write back those gone (to the pool) where their data stayed, else fail."""
         if not unsure:
             return
-        now = self.catalog.store.sizes(unsure)
+        now = {key: now[key] for key in unsure}
         missing = {unsure[p]: self._reused[unsure[p]] for p, size in now.items() if size is None}
         if any(isinstance(d, Stored) for d in missing.values()):
             raise _gone([k for k, d in missing.items() if isinstance(d, Stored)])
@@ -266,9 +269,8 @@ class BlobWriter:
             self.queued += sum(len(d) for d in missing.values())
         self._write(missing)  # into the pool, where the manifest then names them
 
-    def _files_in_store(self) -> None:
-        """Wait for the uploads of the model files this checkpoint references, then make sure
-        each file and its index are in the store (a cleanup may have removed an older upload)."""
+    def _wait_for_files(self) -> None:
+        """Wait for the uploads of the model files this checkpoint references."""
         for file, upload in self._files.items():
             try:
                 upload.result()
@@ -277,8 +279,12 @@ class BlobWriter:
                     f"model file {file[:12]} could not be put into the store ({e}); nothing was committed: take "
                     "the checkpoint again, or set JUPYTER_PAUSE_MODEL_FILES=off to copy its tensors instead"
                 ) from e
-        keys = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
-        gone = [key for key, size in self.catalog.store.sizes(keys).items() if size is None]
+
+    def _files_in_store(self, records: list[str], now: dict[str, int | None]) -> None:
+        """Make sure each model file this checkpoint references and its index are in the store
+        (``now``: the sizes of ``records``, looked at once the uploads ended; a cleanup may have
+        removed an older upload)."""
+        gone = [key for key in records if now[key] is None]
         if gone:
             raise StoreError(
                 f"{len(gone)} model file record(s) this checkpoint references left the store while it was taken "
