@@ -89,6 +89,7 @@ class BlobWriter:
         self._reused_data_stays = reused_data_stays
         self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-writer")
+        self._notes = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-note")
         self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
         self._batches: list[Future[Any]] = []
         self._failed = False
@@ -198,12 +199,18 @@ class BlobWriter:
 
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` (and every key so far) in the pending note, then start writing
-        those the store lacks, as one batch."""
-        self.look_up(payloads)
-        batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
+        those the store lacks, as one batch. The note names them all, held or not, so it is
+        written while the store is asked which it holds."""
+        with self._lock:
+            named = sorted(set(self.sizes) | set(payloads)) + sorted(self._files)
+        note = self._notes.submit(self.catalog.write_pending, self.session, self.checkpoint_id, self.created, named)
         try:
-            named = sorted(self.sizes) + sorted(self._files)
-            self.catalog.write_pending(self.session, self.checkpoint_id, self.created, named)
+            self.look_up(payloads)
+            batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
+        finally:
+            futures.wait([note])
+        try:
+            note.result()
         except BaseException:
             self.close()
             raise
@@ -298,6 +305,7 @@ class BlobWriter:
             batch.cancel()
         self._pool.shutdown(wait=True)
         self._thread.shutdown(wait=True)
+        self._notes.shutdown(wait=True)
 
 
 def _gone(keys: list[str]) -> StoreError:
