@@ -85,11 +85,14 @@ class BlobWriter:
         if reused_data_stays:  # taken on trust until ``finish`` looks: one gone is written again
             self._held.update(pool.latest(catalog.store, session))
         self._looked: set[str] = set()
+        self._asking: dict[str, Future[None]] = {}  # keys being asked about now, and when that ends
         self._reused: dict[str, Any] = {}
         self._reused_data_stays = reused_data_stays
         self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-writer")
         self._notes = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-note")
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-send")
+        self._sends: list[Future[None]] = []
         self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
         self._batches: list[Future[Any]] = []
         self._failed = False
@@ -120,17 +123,28 @@ class BlobWriter:
             raise
 
     def look_up(self, keys: Iterable[str]) -> None:
-        """Ask the store, all at once, about each blob of ``keys`` this writer knows nothing of yet."""
+        """Ask the store, all at once, about each blob of ``keys`` this writer knows nothing of
+        yet; for one another thread is asking about, wait for its answer."""
+        keys = list(dict.fromkeys(keys))
+        asked: Future[None] = Future()
         with self._lock:
-            todo = [k for k in dict.fromkeys(keys) if k not in self._held and k not in self._looked]
+            todo = [k for k in keys if k not in self._held and k not in self._looked]
+            others = {self._asking[k] for k in keys if k in self._asking and k not in todo}
             self._looked.update(todo)
-        if not todo:
-            return
-        found = self.catalog.store.sizes([pool_key(k) for k in todo])
-        with self._lock:
-            for key, size in zip(todo, found.values(), strict=True):
-                if size is not None:
-                    self._held.setdefault(key, (pool_key(key), size))
+            self._asking.update((k, asked) for k in todo)
+        try:
+            if todo:
+                found = self.catalog.store.sizes([pool_key(k) for k in todo])
+                with self._lock:
+                    for key, size in zip(todo, found.values(), strict=True):
+                        if size is not None:
+                            self._held.setdefault(key, (pool_key(key), size))
+        finally:
+            with self._lock:
+                for k in todo:
+                    del self._asking[k]
+            asked.set_result(None)
+        futures.wait(others)
 
     def has(self, key: str, size: int) -> bool:
         """Whether the store holds blob ``key`` (of ``size`` bytes), in its pool or (written
@@ -199,8 +213,20 @@ class BlobWriter:
 
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` (and every key so far) in the pending note, then start writing
-        those the store lacks, as one batch. The note names them all, held or not, so it is
-        written while the store is asked which it holds."""
+        those the store lacks, as one batch: in a thread of the writer's, one send after the
+        other, so the caller goes on describing the checkpoint meanwhile (``finish`` raises
+        what failed)."""
+        self._sends.append(self._sender.submit(self._send, payloads))
+
+    def wait_sent(self) -> None:
+        """Wait until every ``send`` so far has written its note and found which blobs the store
+        holds (its writes may still be under way); raises what failed."""
+        for sent in list(self._sends):
+            sent.result()
+
+    def _send(self, payloads: dict[str, Any]) -> None:
+        """``send``'s work. The note names every key, held or not, so it is written while the
+        store is asked which it holds."""
         with self._lock:
             named = sorted(set(self.sizes) | set(payloads)) + sorted(self._files)
         note = self._notes.submit(self.catalog.write_pending, self.session, self.checkpoint_id, self.created, named)
@@ -212,7 +238,7 @@ class BlobWriter:
         try:
             note.result()
         except BaseException:
-            self.close()
+            self._failed = True  # no blob of this checkpoint is written from now on
             raise
         if batch:
             before = list(self._batches)  # a batch starts once the work sent before it ended, so
@@ -245,6 +271,7 @@ class BlobWriter:
         """Wait until every blob is written and every reused one is still there; the bytes
         written. Raises the first failure."""
         try:
+            self.wait_sent()  # first: each queues its batch
             for batch in self._batches:
                 batch.result()
             self._wait_for_files()
@@ -301,6 +328,9 @@ class BlobWriter:
 
     def close(self) -> None:
         """Stop taking work and wait for what already started (after an error, say)."""
+        for sent in self._sends:
+            sent.cancel()
+        self._sender.shutdown(wait=True)
         for batch in self._batches:
             batch.cancel()
         self._pool.shutdown(wait=True)
