@@ -9,7 +9,7 @@ import pickle
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SerializationError
@@ -153,7 +153,7 @@ def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str,
     models: dict[str, Any] = {}
     for name, module in modules.items():
         check = modelcheck.record(module, known)
-        models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
+        models[name] = check.to_record() if isinstance(check, modelcheck.ModelCheck) else {"none": check}
     return models
 
 
