@@ -24,7 +24,7 @@ from ..replay.reach import OUTSIDE, reach
 from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
-from ..serialize.packing import plan_arrays
+from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
@@ -37,6 +37,7 @@ from ..store.manifest import (
     SkippedRecord,
     VariableRecord,
 )
+from ..store.modelfiles import ModelFile
 from ..vocabulary import Trigger
 from . import lineage, modelfiles, running, travel
 from .context import Context
@@ -215,6 +216,30 @@ def _payload(payloads: dict[str, Any], data: bytes, algorithm: str) -> BlobRef:
     return ref
 
 
+def _arrays(
+    ctx: Context,
+    position: lineage.Position,
+    dump: DumpResult,
+    offered: modelfiles.Offered | None,
+    algorithm: str,
+    defer_hashing: bool,
+) -> tuple[devicehash.Seen | None, modelcheck.Known, list[ModelFile], ArrayPlan]:
+    """Bring to host what changed on its device since the parent checkpoint, then plan every
+    array's blob (a model file's tensors as references): what the device fingerprints saw, the
+    fingerprints by storage (for the model checks), the model files, and the plan."""
+    before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
+    seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
+    device_known = _known_storages(dump.collector, seen)
+    dump.collector.gather()  # only what changed on its device since the last checkpoint
+    files = offered.ready() if offered is not None else []
+    indexed = {f.index.file for f in files if f.index.algorithm == algorithm}
+    if devicehash.release(dump.collector, seen, before, indexed):
+        dump.collector.gather()  # kept as references it can no longer make: copied after all
+    known = before.references if before is not None else None
+    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, known))
+    return seen, device_known, files, plan
+
+
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
@@ -234,16 +259,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
     if request.strict:
         _refuse_unsaveable(failed + uninspectable)
-    before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
-    seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
-    device_known = _known_storages(dump.collector, seen)
-    dump.collector.gather()  # only what changed on its device since the last checkpoint
-    files = offered.ready() if offered is not None else []
-    indexed = {f.index.file for f in files if f.index.algorithm == algorithm}
-    if devicehash.release(dump.collector, seen, before, indexed):
-        dump.collector.gather()  # kept as references it can no longer make: copied after all
-    known = before.references if before is not None else None
-    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, known))
+    seen, device_known, files, plan = _arrays(ctx, position, dump, offered, algorithm, defer_hashing)
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
