@@ -8,6 +8,7 @@ even when it lies inside the notebook's folder (a virtual environment there, an 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
@@ -15,8 +16,9 @@ import site
 import sys
 import sysconfig
 import tempfile
+import threading
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,12 +69,37 @@ def folder_words(notebook: str | None) -> str:
     return "the notebook's folder" if notebook else "the kernel's start folder"
 
 
+_resolved = threading.local()
+
+
+@contextlib.contextmanager
+def resolving_once() -> Iterator[None]:
+    """Within this block, this thread resolves each path's symbolic links once (a checkpoint
+    compares every module's file with every installation folder: each would be resolved again)."""
+    before = getattr(_resolved, "memo", None)
+    _resolved.memo = {} if before is None else before
+    try:
+        yield
+    finally:
+        _resolved.memo = before
+
+
+def _realpath(path: str) -> str:
+    memo = getattr(_resolved, "memo", None)
+    if memo is None:
+        return os.path.realpath(path)
+    found = memo.get(path)
+    if found is None:
+        found = memo[path] = os.path.realpath(path)
+    return found
+
+
 def relative_to(path: str, folder: str) -> str | None:
     """``path`` relative to ``folder`` (``/``-separated, ``.`` for the folder itself) when it lies
     inside it, else None. Symbolic links are looked through when the plain paths disagree."""
     for inner, outer in (
         (os.path.abspath(path), os.path.abspath(folder)),
-        (os.path.realpath(path), os.path.realpath(folder)),
+        (_realpath(path), _realpath(folder)),
     ):
         try:
             rel = os.path.relpath(inner, outer)

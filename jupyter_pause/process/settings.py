@@ -259,13 +259,14 @@ def keep(notebook: str | None, algorithm: str, values: Mapping[str, Any] | None 
     """Capture the settings and the local modules (the checkpoint's hook): those under the
     notebook's folder and the ``sys.path`` folders the user added; one that ``values`` need but
     that is not kept is named."""
-    settings, notes = capture(notebook)
-    try:
-        entries = places.added_folders()
-    except Exception as e:  # an odd sys.path: the modules under the notebook's folder are still kept
-        entries = []
-        notes.append(f"sys.path folders not searched for local modules: {type(e).__name__}: {e}")
-    modules = localmodules.capture(notebook, algorithm, entries, values)
+    with localmodules.resolving_once():
+        settings, notes = capture(notebook)
+        try:
+            entries = places.added_folders()
+        except Exception as e:  # an odd sys.path: the modules under the notebook's folder are still kept
+            entries = []
+            notes.append(f"sys.path folders not searched for local modules: {type(e).__name__}: {e}")
+        modules = localmodules.capture(notebook, algorithm, entries, values)
     return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import chain
 from typing import Any, Iterator
 
@@ -49,6 +49,14 @@ class ModelCheck:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     #: The dtype autocast ran the pass in ("" when it was off): the check runs under it again.
     autocast: str = ""
+
+    def to_record(self) -> dict[str, Any]:
+        """The check as a checkpoint records it (``asdict``), made once: a check recorded again,
+        its module unchanged, is not copied again (its outputs are thousands of values)."""
+        made = self.__dict__.get("_record")
+        if made is None:
+            made = self.__dict__["_record"] = asdict(self)
+        return made
 
 
 def is_module(value: Any) -> bool:

@@ -116,7 +116,7 @@ class ArrayCollector:
         at full bus speed and the kernel waits once per device rather than once per tensor.
         """
         waiting = [f for f in self.found.values() if f.data is None and f.reused is None]
-        self.copied = sum(f.keepalive.nbytes() for f in waiting)
+        self.copied += sum(f.keepalive.nbytes() for f in waiting)
         if not waiting:
             return
         import torch

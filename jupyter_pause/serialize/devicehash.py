@@ -6,7 +6,9 @@ frozen backbone that has not changed since the last one. Now each storage of at 
 ``MIN_BYTES`` on a device gets a 61-bit fingerprint computed on that device; when the previous
 checkpoint of the same lineage recorded a blob of the same size with the same fingerprint, that
 blob is kept: nothing is copied, nothing hashed. Otherwise the storage is copied and hashed as
-before, and its fingerprint recorded with its blob for the next checkpoint.
+before, and its fingerprint recorded with its blob for the next checkpoint. A blob the previous
+checkpoint referenced in a model file (``Manifest.references``) is kept the same way, as a
+reference again, while the file is in the store's pool and this checkpoint can reference it.
 
 The fingerprint
 ---------------
@@ -70,7 +72,7 @@ from typing import Any
 from ..errors import StoreError
 from ..store.integrity import read_manifest
 from ..store.layout import blob_key, manifest_key, pool_key
-from ..store.manifest import ArrayRecord, Manifest
+from ..store.manifest import ArrayRecord, FileRange, Manifest
 from ..store.signing import Keys
 from ..store.storage import Store
 
@@ -103,6 +105,10 @@ class Previous:
     #: Where each of those blobs lives (blob -> store key); one missing here is looked for in the
     #: store's pool and in the session's own folder.
     keys: dict[str, str] = field(default_factory=dict)
+    #: Those of the blobs that are ranges of model files (``Manifest.references``), and the size
+    #: of each file they name: such a blob is kept while its files are in the store's pool.
+    references: dict[str, list[FileRange]] = field(default_factory=dict)
+    files: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -143,9 +149,13 @@ def _previous(manifest: Manifest) -> Previous:
     recorded = manifest.fingerprints
     if recorded.get("scheme") != SCHEME or manifest.hash != ALGORITHM:
         return Previous(manifest.id, "", {})
-    blobs = {(manifest.blobs.get(b, -1), fp): b for b, fp in recorded.get("blobs", {}).items()}
-    keys = {b: k for k, b in manifest.blob_keys(blobs.values()).items()}
-    return Previous(manifest.id, recorded.get("seed", ""), blobs, keys)
+    references = {b: manifest.references[b] for b in recorded.get("blobs", {}) if b in manifest.references}
+    sizes = {**manifest.blobs, **{b: manifest.referenced_size(b) for b in references}}
+    blobs = {(sizes.get(b, -1), fp): b for b, fp in recorded.get("blobs", {}).items()}
+    keys = {b: k for k, b in manifest.blob_keys(b for b in blobs.values() if b not in references).items()}
+    named = {r.file for ranges in references.values() for r in ranges}
+    files = {f: r.size for f, r in manifest.model_files.items() if f in named}
+    return Previous(manifest.id, recorded.get("seed", ""), blobs, keys, references, files)
 
 
 def previous(store: Store, session: str, parent: str | None, signing_key: Keys = None) -> Previous | None:
@@ -185,16 +195,46 @@ def skip_unchanged(collector: Any, store: Store, session: str, before: Previous 
     matches = {k: before.blobs.get((candidates[k].size, fp)) for k, fp in seen.fingerprints.items()}
     matches = {k: b for k, b in matches.items() if b is not None}
     if matches:
-        places = {
-            b: [before.keys[b]] if b in before.keys else [pool_key(b), blob_key(session, b)] for b in matches.values()
-        }
-        sizes = store.sizes(key for keys in places.values() for key in keys)
+        ways = {b: _ways(before, session, b, candidates[k].size) for k, b in matches.items()}
+        sizes = store.sizes(key for found in ways.values() for way in found for key in way)
         for k, b in matches.items():
-            if candidates[k].size in (sizes[key] for key in places[b]):
+            if any(all(sizes[key] == size for key, size in way.items()) for way in ways[b]):
                 candidates[k].reused = b
                 seen.kept[k] = b
                 seen.kept_bytes += candidates[k].size
     return seen
+
+
+def _ways(before: Previous, session: str, blob: str, size: int) -> list[dict[str, int]]:
+    """Where the store may hold ``blob`` of ``before`` (``size`` bytes): each way is store keys
+    with the size each must have, all there. A blob that is ranges of model files is held
+    when its files are in the pool."""
+    ranges = before.references.get(blob)
+    if ranges is None:
+        keys = [before.keys[blob]] if blob in before.keys else [pool_key(blob), blob_key(session, blob)]
+        return [{key: size} for key in keys]
+    files = {r.file for r in ranges}
+    if not files <= before.files.keys():
+        return []
+    return [{pool_key(f): before.files[f] for f in files}]
+
+
+def release(collector: Any, seen: Seen | None, before: Previous | None, files: set[str]) -> bool:
+    """Unmark the storages kept as references to model files not among ``files`` (those this
+    capture cannot reference: not offered, or not indexed in time), so that they are copied
+    and hashed after all. True if any was."""
+    if seen is None or before is None:
+        return False
+    dropped = [
+        k
+        for k, b in seen.kept.items()
+        if b in before.references and not {r.file for r in before.references[b]} <= files
+    ]
+    for k in dropped:
+        collector.found[k].reused = None
+        seen.kept_bytes -= collector.found[k].size
+        del seen.kept[k]
+    return bool(dropped)
 
 
 def fingerprints(storages: dict[str, Any], seed: str) -> dict[str, str]:

@@ -4,8 +4,10 @@
 Matching is by digest, so a tensor changed after it was loaded is never taken for the file's:
 
 - a storage that still maps its file's bytes unwritten (``transformers`` loads a model as views
-  of the file, mapped privately), exactly one tensor's range, is that tensor: the page flags say
-  no byte was written since (``store.mapping.unwritten``), so it is not even read;
+  of the file, mapped privately; the mapping is known by the file's inode, as a Hugging Face
+  cache blob has no ``.safetensors`` name), exactly one tensor's range, is that tensor: the page flags say
+  no byte was written since (``store.mapping.unwritten``), so it is not even read (once the file
+  is known to hold the bytes its index describes: ``ModelFile.verified``);
 - a storage the size of some tensor of the files is hashed, and its digest looked up;
 - a storage that is several tensors one after the other (experts fused into one tensor at load)
   is walked: where its next bytes start like a tensor of the files (its first ``HEAD`` bytes),
@@ -47,11 +49,15 @@ def _regions(files: list[ModelFile]) -> list[tuple[int, int, int, ModelFile]]:
     """(start, end, file offset, file) of each mapping of ``files`` in this process (Linux)."""
     inodes = {}
     for f in files:
+        if not f.holds_its_index():  # its name's claim not verified yet: its tensors are hashed
+            continue
         try:
             stat = os.stat(f.path)
         except OSError:
             continue
         inodes[(stat.st_dev, stat.st_ino)] = f
+    if not inodes:
+        return []
     found = []
     try:
         with open("/proc/self/maps") as maps:
@@ -60,7 +66,7 @@ def _regions(files: list[ModelFile]) -> list[tuple[int, int, int, ModelFile]]:
         return []
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[5].endswith(".safetensors"):
+        if len(parts) < 6 or parts[4] == "0":  # by inode, not by name: a Hugging Face cache blob has no suffix
             continue
         major, minor = (int(x, 16) for x in parts[3].split(":"))
         f = inodes.get((os.makedev(major, minor), int(parts[4])))

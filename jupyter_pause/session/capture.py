@@ -8,9 +8,8 @@ import contextlib
 import pickle
 import time
 from collections.abc import Iterable, Iterator
-from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SerializationError
@@ -25,7 +24,7 @@ from ..replay.reach import OUTSIDE, reach
 from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
-from ..serialize.packing import plan_arrays
+from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult, dump_variables
 from ..store import signing
 from ..store.layout import new_checkpoint_id
@@ -38,6 +37,7 @@ from ..store.manifest import (
     SkippedRecord,
     VariableRecord,
 )
+from ..store.modelfiles import ModelFile
 from ..vocabulary import Trigger
 from . import lineage, modelfiles, running, travel
 from .context import Context
@@ -92,7 +92,10 @@ class Prepared:
     rng: BlobRef
     algorithm: str
     position: lineage.Position
-    models: Future[dict[str, Any]]
+    #: The model checks, once started (``start_model_checks``), and what they need.
+    models: Future[dict[str, Any]] | None
+    modules: dict[str, Any]
+    device_known: modelcheck.Known
     unread: int
     unhashed: dict[str, Any]
     #: Array blobs that are ranges of model files (not written), the files, and their uploads.
@@ -151,7 +154,7 @@ def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str,
     models: dict[str, Any] = {}
     for name, module in modules.items():
         check = modelcheck.record(module, known)
-        models[name] = asdict(check) if isinstance(check, modelcheck.ModelCheck) else {"none": check}
+        models[name] = check.to_record() if isinstance(check, modelcheck.ModelCheck) else {"none": check}
     return models
 
 
@@ -164,20 +167,27 @@ def _known_storages(collector: Any, seen: devicehash.Seen | None) -> modelcheck.
     return known
 
 
-def _start_model_checks(
-    values: dict[str, Any], saved: Iterable[str], known: modelcheck.Known
-) -> Future[dict[str, Any]]:
-    """Record the model checks in a thread, beside the copying and hashing (a forward pass
-    releases the GIL). Started only once everything is pickled: a check puts modules in eval
-    mode for a moment, which a pickle taken meanwhile would keep."""
-    modules = {
-        n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())
-    }
-    pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
-    try:
-        return pool.submit(_model_checks, modules, known)
-    finally:
-        pool.shutdown(wait=False)
+def _modules(values: dict[str, Any], saved: Iterable[str]) -> dict[str, Any]:
+    """The saved variables that are modules with parameters: each gets a model check."""
+    return {n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())}
+
+
+def start_model_checks(p: Prepared) -> Future[dict[str, Any]]:
+    """Record the model checks in a thread (a forward pass releases the GIL), once the digest
+    of every array is known: a module whose storages all hold what they held at its last check
+    is not run again (``modelcheck.record``), and its storages are not read again to tell.
+
+    Started only once everything is pickled (a check puts modules in eval mode for a moment,
+    which a pickle taken meanwhile would keep), and waited for before anything else reads the
+    modules (``describe``)."""
+    if p.models is None:
+        known = {**p.device_known, **{where: digest.hex() for where, digest in p.known.items()}}
+        pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
+        try:
+            p.models = pool.submit(_model_checks, p.modules, known)
+        finally:
+            pool.shutdown(wait=False)
+    return p.models
 
 
 def unproven(models: dict[str, Any]) -> list[str]:
@@ -206,12 +216,38 @@ def _payload(payloads: dict[str, Any], data: bytes, algorithm: str) -> BlobRef:
     return ref
 
 
+def _arrays(
+    ctx: Context,
+    position: lineage.Position,
+    dump: DumpResult,
+    offered: modelfiles.Offered | None,
+    algorithm: str,
+    defer_hashing: bool,
+) -> tuple[devicehash.Seen | None, modelcheck.Known, list[ModelFile], ArrayPlan]:
+    """Bring to host what changed on its device since the parent checkpoint, then plan every
+    array's blob (a model file's tensors as references): what the device fingerprints saw, the
+    fingerprints by storage (for the model checks), the model files, and the plan."""
+    before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
+    seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
+    device_known = _known_storages(dump.collector, seen)
+    dump.collector.gather()  # only what changed on its device since the last checkpoint
+    files = offered.ready() if offered is not None else []
+    indexed = {f.index.file for f in files if f.index.algorithm == algorithm}
+    if devicehash.release(dump.collector, seen, before, indexed):
+        dump.collector.gather()  # kept as references it can no longer make: copied after all
+    known = before.references if before is not None else None
+    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, known))
+    return seen, device_known, files, plan
+
+
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
     requested = time.time()
     started = time.perf_counter()
-    ctx.store.check()
+    position = lineage.position(ctx.store.url, ctx.session)
+    if position.parent is None:  # else this process took or resumed a checkpoint there: it was reached
+        ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     algorithm = signing.hash_for(ctx.config.keyring)
     offered = modelfiles.offer(ctx.store, chosen.values.values(), algorithm) if ctx.config.model_files else None
@@ -223,19 +259,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
     if request.strict:
         _refuse_unsaveable(failed + uninspectable)
-    position = lineage.position(ctx.store.url, ctx.session)
-    models: Future[dict[str, Any]] | None = None
-    try:
-        before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
-        seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
-        models = _start_model_checks(chosen.values, dump.segments, _known_storages(dump.collector, seen))
-        dump.collector.gather()  # only what changed on its device since the last checkpoint
-        files = offered.ready() if offered is not None else []
-        plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, None))
-    except BaseException:
-        if models is not None:
-            futures.wait([models])  # the modules are back in their own mode before this returns
-        raise
+    seen, device_known, files, plan = _arrays(ctx, position, dump, offered, algorithm, defer_hashing)
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
@@ -251,7 +275,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         notebook_folder(ctx.notebook),
         folder_words(ctx.notebook),
     )
-    return Prepared(
+    prepared = Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
         started=started,
@@ -269,7 +293,9 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         rng=rng_ref,
         algorithm=algorithm,
         position=position,
-        models=models,
+        models=None,
+        modules=_modules(chosen.values, dump.segments),
+        device_known=device_known,
         unread=plan.unread,
         unhashed=plan.unhashed,
         references=plan.references,
@@ -291,6 +317,9 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         history=history_ref,
         elsewhere=elsewhere,
     )
+    if not plan.unhashed:  # every digest is known: the checks run while the data is copied and sent
+        start_model_checks(prepared)
+    return prepared
 
 
 #: Why a variable that only dill could copy, and that reaches outside the process, is rebuilt instead.
@@ -347,7 +376,7 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     tenth of a second or more) are left to ``describe_surroundings``: a background checkpoint
     reads them in its thread.
     """
-    models = p.models.result()  # first: the checks flip modules to eval mode for a moment
+    models = start_model_checks(p).result()  # first: the checks flip modules to eval mode for a moment
     p.unproven = unproven(models)
     p.notes += p.unproven
     for name, segment in p.dump.segments.items():

@@ -7,8 +7,10 @@ documented keywords build it: see ``options``) and hand it to ``capture`` whole.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,7 +118,7 @@ def checkpoint(
         The committed manifest and a printable summary.
     """
     request = _asked(names, options, overrides, "checkpoint")
-    with background.one_at_a_time:
+    with background.one_at_a_time, _collector_paused():
         background.wait_for_background()
         with activity.step("checkpointing", "selecting and serialising variables") as step:
             ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
@@ -154,7 +156,7 @@ def checkpoint_async(
     request = _asked(names, options, overrides, "checkpoint_async")
     with background.one_at_a_time:
         background.wait_for_background()
-        with activity.step("checkpointing", "copying state to host memory") as step:
+        with activity.step("checkpointing", "copying state to host memory") as step, _collector_paused():
             ctx = make_context(store=request.store, session=request.session, config=config, namespace=namespace)
             said = _run_hooks(request, ctx)
             prepared = capture(request, ctx, defer_hashing=False)
@@ -165,6 +167,22 @@ def checkpoint_async(
                 writer.send(prepared.payloads)
                 describe(prepared, surroundings=False)
         return BackgroundCheckpoint(prepared, lambda p, step: _finish_and_commit(p, step, writer))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while the kernel waits for a checkpoint, as it was
+    before afterwards. A checkpoint allocates many short-lived objects, which would set off
+    collections; a full one walks every object of the kernel (a loaded model's modules, a
+    library's caches: half a second and more), though it frees nothing the checkpoint made.
+    Reference counting still frees what a checkpoint drops; cycles wait for the next collection."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _run_hooks(request: CheckpointOptions, ctx: Context) -> list[str]:

@@ -47,3 +47,29 @@ def storage_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
         if "endpoint_url" not in options and "endpoint_url" not in client_kwargs:
             options["endpoint_url"] = endpoint
     return options
+
+
+#: Environment variables (by prefix) and files an object store client takes credentials from.
+_CREDENTIAL_PREFIXES = ("AWS_", "GOOGLE_", "GCE_", "CLOUDSDK_", "AZURE_", "BOTO_")
+_CREDENTIAL_FILES = (
+    "~/.aws/credentials",
+    "~/.aws/config",
+    "~/.config/gcloud/application_default_credentials.json",
+    "~/.azure/config",
+)
+
+
+def environment() -> tuple[Any, ...]:
+    """What a store client's credentials may come from, as it is now: the variables of
+    ``_CREDENTIAL_PREFIXES`` and the size and time of each credentials file (the usual ones, and
+    those the variables name). A client made when this was the same still holds the same ones."""
+    names = sorted((k, v) for k, v in os.environ.items() if k.startswith(_CREDENTIAL_PREFIXES))
+    paths = [*_CREDENTIAL_FILES, *(v for k, v in names if k.endswith(("_FILE", "_CREDENTIALS")))]
+    files = []
+    for path in paths:
+        try:
+            stat = os.stat(os.path.expanduser(path))
+            files.append((path, stat.st_size, stat.st_mtime_ns))
+        except (OSError, ValueError):
+            files.append((path, None, None))
+    return (tuple(names), tuple(files))

@@ -140,6 +140,12 @@ def upload(store: Store, path: str, index: FileIndex) -> None:
     store.write(record, index.to_bytes())
 
 
+def _known_true() -> Future[bool]:
+    done: Future[bool] = Future()
+    done.set_result(True)
+    return done
+
+
 @dataclass
 class ModelFile:
     """A model file a checkpoint may reference: where it was read, its index, and its upload
@@ -148,13 +154,25 @@ class ModelFile:
     path: str
     index: FileIndex
     uploaded: Future[None]
+    #: Whether the file at ``path`` holds the bytes ``index`` describes: true at once where it
+    #: was read to build the index; for an index the store held under the sha256 the file's
+    #: name claims, once the file has been read (in the background) and found to have it.
+    verified: Future[bool] = field(default_factory=_known_true)
+
+    def holds_its_index(self) -> bool:
+        """Whether ``verified`` says so by now (never waits)."""
+        return self.verified.done() and self.verified.exception() is None and self.verified.result()
 
 
 _indexing = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-index")
 _uploading = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-upload")
+_verifying = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-verify")
 _lock = threading.Lock()
-#: Indexes of local files, by (the file's identity, algorithm): built once per file.
-_indexes: dict[tuple[object, ...], Future[FileIndex]] = {}
+#: Indexes of local files, by (the file's identity, algorithm): built once per file; with
+#: whether it is one a store held under the sha256 the file's name claims.
+_indexes: dict[tuple[object, ...], Future[tuple[FileIndex, bool]]] = {}
+#: Whether a file holds the sha256 its name claims, by (the file's identity, sha256): read once.
+_claims: dict[tuple[object, ...], Future[bool]] = {}
 #: Uploads, by (store URL, file, algorithm): each once per store.
 _uploads: dict[tuple[str, str, str], Future[None]] = {}
 
@@ -178,31 +196,35 @@ def offer(store: Store, path: str, algorithm: str, claimed: str | None = None) -
     """The model file at ``path``, indexed (in a thread) and on its way into ``store``'s pool.
 
     ``claimed``: the sha256 the file's name gives (a Hugging Face cache blob); when the store
-    holds an index of that file already, the file is not read at all. Anything that fails here
-    fails the returned future, and the file is offered afresh next time.
+    holds an index of that file already, that index is used at once, and the file is read
+    once, in the background, to verify the claim (``ModelFile.verified``): until then, and if
+    it is false, a tensor is taken for the file's only where its own bytes hash to the index's
+    digest. Anything that fails here fails the returned future, and the file is offered afresh
+    next time.
     """
     identity = (*_identity(path), algorithm)
     result: Future[ModelFile] = Future()
 
-    def index() -> FileIndex:
+    def index() -> tuple[FileIndex, bool]:
         if claimed is not None:
             stored = _stored_index(store, claimed, algorithm, identity[3])  # type: ignore[arg-type]
             if stored is not None:
-                return stored
-        return index_file(path, algorithm)
+                return stored, True
+        return index_file(path, algorithm), False
 
     with _lock:
         built = _indexes.get(identity)
         if built is None or (built.done() and built.exception() is not None):
             built = _indexes[identity] = _indexing.submit(index)
 
-    def then(done: Future[FileIndex]) -> None:
+    def then(done: Future[tuple[FileIndex, bool]]) -> None:
         try:
-            found = done.result()
+            found, by_claim = done.result()
         except BaseException as e:
             result.set_exception(e)
             return
-        result.set_result(ModelFile(path, found, _upload(store, path, found)))
+        verified = _verify(path, identity, found.file) if by_claim else _known_true()
+        result.set_result(ModelFile(path, found, _upload(store, path, found), verified))
 
     built.add_done_callback(then)
     return result
@@ -219,8 +241,27 @@ def _upload(store: Store, path: str, index: FileIndex) -> Future[None]:
         return found
 
 
+def _sha256(path: str) -> str:
+    whole = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            whole.update(chunk)
+    return whole.hexdigest()
+
+
+def _verify(path: str, identity: tuple[object, ...], claimed: str) -> Future[bool]:
+    """Whether the file at ``path`` has the sha256 ``claimed``: read once per file, in a thread."""
+    key = (*identity, claimed)
+    with _lock:
+        found = _claims.get(key)
+        if found is None or (found.done() and found.exception() is not None):
+            found = _claims[key] = _verifying.submit(lambda: _sha256(path) == claimed)
+        return found
+
+
 def forget() -> None:
-    """Forget every index and upload (a new process knows none)."""
+    """Forget every index, upload and verified claim (a new process knows none)."""
     with _lock:
         _indexes.clear()
         _uploads.clear()
+        _claims.clear()

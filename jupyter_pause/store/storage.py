@@ -83,6 +83,31 @@ def _mtime(info: dict[str, Any]) -> float | None:
     return None
 
 
+#: Object store clients by (URL, options, where credentials come from): a store opened again
+#: while none of those changed gets the client made the first time (making one, and its first
+#: request, takes a tenth of a second and more); one changed makes a new client.
+_clients: dict[str, tuple[Any, str]] = {}
+_clients_lock = threading.Lock()
+
+
+def _filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The fsspec filesystem and root of ``url``: for an object store, the client made before
+    for the same URL, options and credentials environment, else a new one."""
+    if "://" not in url or url.startswith(("file://", "local://")):
+        return fsspec.url_to_fs(url, **options)
+    options = {"skip_instance_cache": True, **options}
+    key = repr((url, sorted(options.items(), key=lambda kv: kv[0]), credentials.environment()))
+    with _clients_lock:
+        found = _clients.get(key)
+    if found is None:
+        found = fsspec.url_to_fs(url, **options)
+        with _clients_lock:
+            if len(_clients) > 64:
+                _clients.clear()
+            found = _clients.setdefault(key, found)
+    return found
+
+
 class Store:
     """A folder of keys (``a/b/c``) on any filesystem fsspec opens.
 
@@ -98,11 +123,8 @@ class Store:
         self.display_url = redact(url)
         self._secrets = credentials.secrets(url, storage_options or {})
         options = credentials.storage_options(url, storage_options or {})
-        if "://" in url and not url.startswith(("file://", "local://")):
-            # A new client per store, so credentials changed in the environment take effect.
-            options.setdefault("skip_instance_cache", True)
         try:
-            fs, root = fsspec.url_to_fs(url, **options)
+            fs, root = _filesystem(url, options)
         except (ImportError, ValueError, TypeError, OSError) as e:
             raise StoreError(
                 f"cannot open store {self.display_url}: {self.scrub(str(e))}; check the URL "

@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ..errors import StoreError
 from . import pool, signing
 from .catalog import Catalog
-from .layout import blob_digest, blob_prefix, file_index_key, pool_key
+from .layout import blob_prefix, file_index_key, pool_key
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -81,18 +81,18 @@ class BlobWriter:
         self.queued = 0
         self.done = 0
         #: Blobs the store holds as far as this writer knows: digest -> (key, size).
-        self._held: dict[str, tuple[str, int]] = {}
-        for key, entry in catalog.store.list(blob_prefix(session)).items():
-            digest = blob_digest(key)
-            if digest is not None:
-                self._held[digest] = (key, entry.size)
+        self._held: dict[str, tuple[str, int]] = pool.session_folder(catalog.store, session)
         if reused_data_stays:  # taken on trust until ``finish`` looks: one gone is written again
             self._held.update(pool.latest(catalog.store, session))
         self._looked: set[str] = set()
+        self._asking: dict[str, Future[None]] = {}  # keys being asked about now, and when that ends
         self._reused: dict[str, Any] = {}
         self._reused_data_stays = reused_data_stays
         self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-writer")
+        self._notes = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-note")
+        self._sender = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-send")
+        self._sends: list[Future[None]] = []
         self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
         self._batches: list[Future[Any]] = []
         self._failed = False
@@ -123,17 +123,28 @@ class BlobWriter:
             raise
 
     def look_up(self, keys: Iterable[str]) -> None:
-        """Ask the store, all at once, about each blob of ``keys`` this writer knows nothing of yet."""
+        """Ask the store, all at once, about each blob of ``keys`` this writer knows nothing of
+        yet; for one another thread is asking about, wait for its answer."""
+        keys = list(dict.fromkeys(keys))
+        asked: Future[None] = Future()
         with self._lock:
-            todo = [k for k in dict.fromkeys(keys) if k not in self._held and k not in self._looked]
+            todo = [k for k in keys if k not in self._held and k not in self._looked]
+            others = {self._asking[k] for k in keys if k in self._asking and k not in todo}
             self._looked.update(todo)
-        if not todo:
-            return
-        found = self.catalog.store.sizes([pool_key(k) for k in todo])
-        with self._lock:
-            for key, size in zip(todo, found.values(), strict=True):
-                if size is not None:
-                    self._held.setdefault(key, (pool_key(key), size))
+            self._asking.update((k, asked) for k in todo)
+        try:
+            if todo:
+                found = self.catalog.store.sizes([pool_key(k) for k in todo])
+                with self._lock:
+                    for key, size in zip(todo, found.values(), strict=True):
+                        if size is not None:
+                            self._held.setdefault(key, (pool_key(key), size))
+        finally:
+            with self._lock:
+                for k in todo:
+                    del self._asking[k]
+            asked.set_result(None)
+        futures.wait(others)
 
     def has(self, key: str, size: int) -> bool:
         """Whether the store holds blob ``key`` (of ``size`` bytes), in its pool or (written
@@ -202,14 +213,32 @@ class BlobWriter:
 
     def send(self, payloads: dict[str, Any]) -> None:
         """Note ``payloads`` (and every key so far) in the pending note, then start writing
-        those the store lacks, as one batch."""
-        self.look_up(payloads)
-        batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
+        those the store lacks, as one batch: in a thread of the writer's, one send after the
+        other, so the caller goes on describing the checkpoint meanwhile (``finish`` raises
+        what failed)."""
+        self._sends.append(self._sender.submit(self._send, payloads))
+
+    def wait_sent(self) -> None:
+        """Wait until every ``send`` so far has written its note and found which blobs the store
+        holds (its writes may still be under way); raises what failed."""
+        for sent in list(self._sends):
+            sent.result()
+
+    def _send(self, payloads: dict[str, Any]) -> None:
+        """``send``'s work. The note names every key, held or not, so it is written while the
+        store is asked which it holds."""
+        with self._lock:
+            named = sorted(set(self.sizes) | set(payloads)) + sorted(self._files)
+        note = self._notes.submit(self.catalog.write_pending, self.session, self.checkpoint_id, self.created, named)
         try:
-            named = sorted(self.sizes) + sorted(self._files)
-            self.catalog.write_pending(self.session, self.checkpoint_id, self.created, named)
+            self.look_up(payloads)
+            batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
+        finally:
+            futures.wait([note])
+        try:
+            note.result()
         except BaseException:
-            self.close()
+            self._failed = True  # no blob of this checkpoint is written from now on
             raise
         if batch:
             before = list(self._batches)  # a batch starts once the work sent before it ended, so
@@ -242,21 +271,25 @@ class BlobWriter:
         """Wait until every blob is written and every reused one is still there; the bytes
         written. Raises the first failure."""
         try:
+            self.wait_sent()  # first: each queues its batch
             for batch in self._batches:
                 batch.result()
-            self._put_back_missing()
-            self._files_in_store()
+            self._wait_for_files()
+            unsure = {self._held[k][0]: k for k in self._reused}
+            records = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
+            now = self.catalog.store.sizes([*unsure, *records])  # one look at both, at once
+            self._put_back_missing(unsure, now)
+            self._files_in_store(records, now)
         finally:
             self.close()
         return self.written
 
-    def _put_back_missing(self) -> None:
-        """Look again at each reused blob; write back those gone (to the pool) where their data
-        stayed, else fail."""
-        unsure = {self._held[k][0]: k for k in self._reused}
+    def _put_back_missing(self, unsure: dict[str, str], now: dict[str, int | None]) -> None:
+        """Of the reused blobs (``unsure``: key -> digest; ``now``: their sizes, looked at again),
+        write back those gone (to the pool) where their data stayed, else fail."""
         if not unsure:
             return
-        now = self.catalog.store.sizes(unsure)
+        now = {key: now[key] for key in unsure}
         missing = {unsure[p]: self._reused[unsure[p]] for p, size in now.items() if size is None}
         if any(isinstance(d, Stored) for d in missing.values()):
             raise _gone([k for k, d in missing.items() if isinstance(d, Stored)])
@@ -270,9 +303,8 @@ class BlobWriter:
             self.queued += sum(len(d) for d in missing.values())
         self._write(missing)  # into the pool, where the manifest then names them
 
-    def _files_in_store(self) -> None:
-        """Wait for the uploads of the model files this checkpoint references, then make sure
-        each file and its index are in the store (a cleanup may have removed an older upload)."""
+    def _wait_for_files(self) -> None:
+        """Wait for the uploads of the model files this checkpoint references."""
         for file, upload in self._files.items():
             try:
                 upload.result()
@@ -281,8 +313,12 @@ class BlobWriter:
                     f"model file {file[:12]} could not be put into the store ({e}); nothing was committed: take "
                     "the checkpoint again, or set JUPYTER_PAUSE_MODEL_FILES=off to copy its tensors instead"
                 ) from e
-        keys = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
-        gone = [key for key, size in self.catalog.store.sizes(keys).items() if size is None]
+
+    def _files_in_store(self, records: list[str], now: dict[str, int | None]) -> None:
+        """Make sure each model file this checkpoint references and its index are in the store
+        (``now``: the sizes of ``records``, looked at once the uploads ended; a cleanup may have
+        removed an older upload)."""
+        gone = [key for key in records if now[key] is None]
         if gone:
             raise StoreError(
                 f"{len(gone)} model file record(s) this checkpoint references left the store while it was taken "
@@ -292,10 +328,14 @@ class BlobWriter:
 
     def close(self) -> None:
         """Stop taking work and wait for what already started (after an error, say)."""
+        for sent in self._sends:
+            sent.cancel()
+        self._sender.shutdown(wait=True)
         for batch in self._batches:
             batch.cancel()
         self._pool.shutdown(wait=True)
         self._thread.shutdown(wait=True)
+        self._notes.shutdown(wait=True)
 
 
 def _gone(keys: list[str]) -> StoreError:

@@ -415,3 +415,14 @@ def test_an_object_that_makes_up_any_attribute_is_no_module() -> None:
     assert callable(made_up.state_dict) and callable(made_up.forward)
     assert not is_module(made_up)
     assert is_module(nn.Linear(2, 2))
+
+
+def test_a_check_recorded_again_unchanged_is_not_copied_again() -> None:
+    module = linear_stack()
+    first = record(module)
+    assert first.to_record() == asdict(first)
+    assert record(module).to_record() is first.to_record()  # the same check: its record as made
+    with torch.no_grad():
+        module[0].weight[0, 0] += 1.0
+    again = record(module)
+    assert again.to_record() == asdict(again) and again.to_record()["outputs"] != first.to_record()["outputs"]

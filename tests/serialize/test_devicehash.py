@@ -367,3 +367,76 @@ def test_cuda_in_place_writes_are_seen(kind):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_frozen_backbone_second_checkpoint_copies_only_the_trainable_part(tmp_path):
     _frozen_backbone_round_trip(tmp_path, "cuda")
+
+
+class _Loaded(torch.nn.Module):
+    """Weights loaded from a model file, as ``from_pretrained`` leaves them: the folder they came
+    from named in ``name_or_path``, so a checkpoint offers its ``safetensors`` file."""
+
+    def __init__(self, folder: str, device: str) -> None:
+        super().__init__()
+        from safetensors.torch import load_file
+
+        for name, tensor in load_file(f"{folder}/model.safetensors").items():
+            self.register_buffer(name, tensor.to(device))
+        self.name_or_path = folder
+
+
+def _model_file(tmp_path) -> str:
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(3)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    save_file(
+        {"a": torch.randn(N, generator=gen), "b": torch.randn(N, generator=gen)}, str(folder / "model.safetensors")
+    )
+    return str(folder)
+
+
+def _referenced_blobs_round_trip(tmp_path, device: str) -> None:
+    """A model whose previous checkpoint referenced its weights in their file keeps them on the
+    device by fingerprint, still as references; a resume elsewhere reads them back exactly."""
+    folder, url = _model_file(tmp_path), str(tmp_path / "store")
+    ns = {"model": _Loaded(folder, device), "t": torch.randn(N).to(device)}
+    first = jp.checkpoint(store=url, session="s", namespace=ns).manifest
+    assert len(first.references) == 2 and first.stats["bytes_referenced"] == 2 * 4 * N
+    ns["t"].add_(1)
+    second = jp.checkpoint(store=url, session="s", namespace=ns).manifest
+    assert second.stats["bytes_kept_on_device"] == 2 * 4 * N  # the weights: neither copied nor hashed
+    assert second.stats["bytes_copied"] == 4 * N  # only what changed
+    assert second.references == first.references and second.stats["bytes_referenced"] == 2 * 4 * N
+    assert second.stats["bytes_written"] < 4 * N + 64 * 1024
+    expected = {k: v.cpu().clone() for k, v in ns["model"].state_dict().items()} | {"t": ns["t"].cpu().clone()}
+    another_process()
+    target: dict = {}
+    cycle = jp.resume_and_verify(store=url, session="s", namespace=target, write_report=False)
+    assert cycle.verdict.kind == "restored", cycle.verdict.details
+    got = {k: v.cpu() for k, v in target["model"].state_dict().items()} | {"t": target["t"].cpu()}
+    assert got.keys() == expected.keys() and all(torch.equal(got[k], v) for k, v in expected.items())
+    assert target["t"].device.type == torch.device(device).type
+
+
+def test_a_referenced_model_file_tensor_is_kept_on_its_device_as_a_reference(on_device, tmp_path):
+    _referenced_blobs_round_trip(tmp_path, "cpu")
+
+
+def test_a_kept_reference_that_cannot_be_made_again_is_copied(on_device, tmp_path, monkeypatch):
+    folder, url = _model_file(tmp_path), str(tmp_path / "store")
+    ns = {"model": _Loaded(folder, "cpu")}
+    first = jp.checkpoint(store=url, session="s", namespace=ns).manifest
+    assert first.stats["bytes_referenced"] == 2 * 4 * N
+    monkeypatch.setenv("JUPYTER_PAUSE_MODEL_FILES", "off")  # the file is not offered this time
+    second = jp.checkpoint(store=url, session="s", namespace=ns, config=PauseConfig()).manifest
+    assert not second.references and second.stats["bytes_kept_on_device"] == 0
+    assert second.stats["bytes_copied"] == 2 * 4 * N and second.stats["bytes_written"] >= 2 * 4 * N
+    another_process()
+    target: dict = {}
+    jp.resume(store=url, session="s", namespace=target)
+    assert all(torch.equal(target["model"].state_dict()[k], v) for k, v in ns["model"].state_dict().items())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_referenced_model_file_tensor_is_kept_on_the_gpu_as_a_reference(tmp_path):
+    _referenced_blobs_round_trip(tmp_path, "cuda")

@@ -10,6 +10,7 @@ after load is copied; a resume in a new process reads the ranges back, verified,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ import xxhash
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.errors import CheckpointDamaged
+from jupyter_pause.session import modelfiles as session_modelfiles
 from jupyter_pause.store import modelfiles
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
@@ -264,3 +266,111 @@ def test_gc_keeps_referenced_files_and_drops_unreferenced_ones(tmp_path):
     namespace: dict = {}
     jp.resume(store=url, session="a", namespace=namespace)
     assert check(store, kept) == {}
+
+
+class _Experts(torch.nn.Module):
+    """Experts stored one tensor each in a model file and fused into one at load (``torch.cat``),
+    as mixture-of-experts models load them; the folder named in ``name_or_path``."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        from safetensors.torch import load_file
+
+        loaded = load_file(os.path.join(folder, "model.safetensors"))
+        self.experts = torch.nn.Parameter(torch.cat([loaded[f"expert.{i}"] for i in range(EXPERTS)]))
+        self.norm = torch.nn.Parameter(loaded["norm"])
+        self.name_or_path = folder
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.experts.view(EXPERTS, 64, 32).sum(0) * self.norm
+
+
+EXPERTS = 4
+
+
+def _experts_file(tmp_path: Path) -> str:
+    from safetensors.torch import save_file
+
+    gen = torch.Generator().manual_seed(5)
+    tensors = {f"expert.{i}": torch.randn(64, 32, generator=gen) for i in range(EXPERTS)}
+    tensors["norm"] = torch.randn(32, generator=gen)
+    folder = tmp_path / "experts"
+    folder.mkdir()
+    save_file(tensors, str(folder / "model.safetensors"))
+    return str(folder)
+
+
+def test_a_tensor_fused_from_several_file_tensors_is_their_ranges_and_resumes_exactly(tmp_path):
+    model = _Experts(_experts_file(tmp_path))
+    url = str(tmp_path / "store")
+    manifest = _take(url, "moe", model=model)
+    fused = xxhash.xxh3_128_hexdigest(model.experts.detach().numpy().tobytes())
+    ranges = manifest.references[fused]
+    assert [r.tensor for r in ranges] == [f"expert.{i}" for i in range(EXPERTS)]
+    assert [r.stop - r.start for r in ranges] == [64 * 32 * 4] * EXPERTS
+    expected = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    another_process()
+    target: dict = {}
+    cycle = jp.resume_and_verify(store=url, session="moe", namespace=target, write_report=False)
+    assert cycle.verdict.kind == "restored", cycle.verdict.details
+    got = target["model"].state_dict()
+    assert got.keys() == expected.keys() and all(torch.equal(got[k], v) for k, v in expected.items())
+
+
+def _hub_cache(tmp_path: Path, monkeypatch, lie: bool = False) -> tuple[str, str]:
+    """A Hugging Face cache holding model ``org/tiny`` (its file a blob named by its sha256, or,
+    with ``lie``, by the sha256 of another file of the same size); its snapshot folder (what
+    ``from_pretrained("org/tiny")`` loads from) and the blob's name."""
+    folder = _saved(tmp_path, "llama")
+    data = Path(folder, "model.safetensors").read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    if lie:  # the same size, one byte of lm_head different: the name no longer tells the truth
+        (at,) = [start for n, start, _ in modelfiles.tensor_ranges(Path(folder, "model.safetensors")) if "lm_head" in n]
+        data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
+    repo = tmp_path / "hub" / "models--org--tiny"
+    snapshot = repo / "snapshots" / ("a" * 40)
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs" / sha).write_bytes(data)
+    (snapshot / "model.safetensors").symlink_to(Path("..", "..", "blobs", sha))
+    shutil.copy(Path(folder, "config.json"), snapshot / "config.json")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    return str(snapshot), sha
+
+
+def test_a_model_from_the_hub_cache_is_found_and_named_by_its_blob_once_verified(tmp_path, monkeypatch):
+    snapshot, sha = _hub_cache(tmp_path, monkeypatch)
+    assert session_modelfiles.folder_files("org/tiny") == [os.path.join(snapshot, "model.safetensors")]
+    model = transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval()
+    model.name_or_path = "org/tiny"  # as loaded by its id (offline here): found through the cache
+    assert session_modelfiles.loaded([model]) == {os.path.join(snapshot, "model.safetensors"): sha}
+    url = str(tmp_path / "store")
+    first = _take(url, "a", model=model)
+    assert list(first.model_files) == [sha] and _referenced(first) >= _loaded_bytes(model)
+    another_process()  # a second session: the store holds the index of the file the name claims
+    second = _take(url, "b", model=transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval())
+    assert list(second.model_files) == [sha] and _referenced(second) >= _loaded_bytes(model)
+    assert check(Store(url), second) == {}
+
+
+def test_a_hub_cache_blob_whose_name_lies_is_not_taken_at_its_word(tmp_path, monkeypatch):
+    snapshot, sha = _hub_cache(tmp_path, monkeypatch)
+    url = str(tmp_path / "store")
+    _take(url, "a", model=transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval())
+    another_process()
+    shutil.rmtree(tmp_path / "hub")
+    modelfiles.forget()
+    snapshot, _ = _hub_cache(tmp_path, monkeypatch, lie=True)  # same name and size, other bytes
+    model = transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval()
+    manifest = _take(url, "b", model=model)
+    lied = xxhash.xxh3_128_hexdigest(model.lm_head.weight.detach().numpy().tobytes())
+    assert lied not in manifest.references  # its bytes are not the pool file's: copied
+    assert _referenced(manifest) == _loaded_bytes(model) - model.lm_head.weight.nbytes
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    another_process()
+    target: dict = {}
+    cycle = jp.resume_and_verify(store=url, session="b", namespace=target, write_report=False)
+    assert cycle.verdict.kind == "restored", cycle.verdict.details
+    assert all(torch.equal(target["model"].state_dict()[k], v) for k, v in expected.items())

@@ -201,3 +201,23 @@ def test_a_write_into_the_pool_cut_off_leaves_no_part_written_blob(tmp_path, mon
         ("upload", f"{pool_prefix()}ab/{part.name}"),
     ]
     assert not part.exists() and report.blobs_removed == 1 and not left.exists()  # nothing names the blob
+
+
+def test_a_session_folder_found_empty_is_not_listed_again_and_one_with_blobs_is(tmp_path, monkeypatch):
+    from jupyter_pause.store import pool
+    from jupyter_pause.store.layout import blob_prefix
+
+    listed = []
+    real = Store.list
+    monkeypatch.setattr(Store, "list", lambda self, prefix="": listed.append(prefix) or real(self, prefix))
+    ns = {"a": torch.arange(1 << 20, dtype=torch.float32)}
+    for _ in range(3):
+        jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    assert listed.count(blob_prefix("s")) == 1  # the pool era: the session's own folder stays empty
+    store = Store(str(tmp_path))
+    key = blob_key("s", "ab" * 16)
+    store.write(key, b"written before the pool")
+    pool.forget()  # as a new process: the folder is listed, holds a blob, and is listed each time after
+    for _ in range(2):
+        jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    assert listed.count(blob_prefix("s")) == 3

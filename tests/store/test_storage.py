@@ -469,3 +469,22 @@ def test_a_listing_and_a_read_see_what_another_client_wrote_since(store_url: str
     assert bytes(here.read("sessions/s/lease/x")) == b"written elsewhere"
     assert bytes(here.read("sessions/s/status.json")) == b"longer now"
     assert here.create("sessions/s/lease/x", b"again") is False
+
+
+def test_an_object_store_opened_again_gets_its_client_again_until_its_credentials_may_have_changed(
+    tmp_path, monkeypatch
+):
+    pytest.importorskip("s3fs")
+    options = {"endpoint_url": "http://127.0.0.1:9"}  # never asked: making a client sends nothing
+    credentials_file = tmp_path / "credentials"
+    credentials_file.write_text("[default]\naws_access_key_id = one\naws_secret_access_key = x\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials_file))
+    first = Store("s3://bucket/pause", options)
+    assert Store("s3://bucket/pause", options).fs is first.fs  # a checkpoint's store: no new client
+    assert Store("s3://bucket/other", options).fs is not first.fs
+    monkeypatch.setenv("AWS_PROFILE", "another")  # the environment names other credentials
+    second = Store("s3://bucket/pause", options)
+    assert second.fs is not first.fs
+    credentials_file.write_text("[default]\naws_access_key_id = two\naws_secret_access_key = y\n")
+    os.utime(credentials_file, ns=(1, 1))  # rewritten, whatever the clock's resolution
+    assert Store("s3://bucket/pause", options).fs is not second.fs

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from jupyter_pause.errors import StoreError
+from jupyter_pause.store import signing
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import blob_key, pending_key, pool_digest, pool_key, pool_prefix
 from jupyter_pause.store.storage import Store
@@ -113,6 +114,7 @@ def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path, place):
     store.write(place("a" * 32), b"kept")
     writer = BlobWriter(Catalog(store), "s", "20260101-000000-abcdef", 1.0, reused_data_stays=True)
     writer.send({"a" * 32: b"kept"})  # stored already: reused, not written
+    writer.wait_sent()
     store.delete([place("a" * 32)])  # a cleanup that ran before the note named it
     assert writer.finish() == 4
     assert store.read(pool_key("a" * 32)) == b"kept" and writer.session_blobs == []
@@ -124,6 +126,7 @@ def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_chang
     store.write(place("a" * 32), b"kept")
     writer = _writer(store)  # a background checkpoint: the live data was not copied
     writer.send({"a" * 32: b"kept"})
+    writer.wait_sent()
     store.delete([place("a" * 32)])
     with pytest.raises(StoreError, match="take the checkpoint again"):
         writer.finish()
@@ -171,6 +174,7 @@ def test_an_error_in_the_block_propagates_and_leaves_no_checkpoint_and_no_torn_b
     with pytest.raises(KeyboardInterrupt):
         with _writer(store) as writer:
             writer.send(items)
+            writer.wait_sent()
             time.sleep(0.05)  # the writes are under way
             raise KeyboardInterrupt
     listing = Catalog(store).listing("s")
@@ -202,3 +206,21 @@ def test_abandoned_on_error_leaves_the_finishing_to_another_thread(tmp_path):
             other.send({"b" * 32: b"second"})
             raise ValueError("failed while describing")
     assert Catalog(store).listing("s").checkpoints == []
+
+
+def test_a_blob_asked_about_by_two_threads_at_once_is_not_written_while_the_store_holds_it(tmp_path, monkeypatch):
+    store = Store(str(tmp_path))
+    data = b"held already" * 1000
+    key = signing.digest(data, "xxh3_128")
+    store.write(pool_key(key), data)
+    real = Store.sizes
+
+    def slow(self, keys):  # a remote store's answer takes a while
+        time.sleep(0.2)
+        return real(self, keys)
+
+    monkeypatch.setattr(Store, "sizes", slow)
+    writer = _writer(store)
+    writer.send({key: data})  # asked about in the writer's thread...
+    writer.hash_and_send({"a0": data}, "xxh3_128")  # ...and, the same bytes, in a hashing thread
+    assert writer.finish() == 0
