@@ -120,10 +120,10 @@ def _file_of(storage: Any, written: str) -> str:
 def storage_file(value: Any) -> str | None:
     """The absolute path of the SQLite file an optuna study (or its storage) keeps its trials in;
     None for anything else."""
+    if type(value).__module__.split(".")[0] != "optuna":  # looks at nothing else (a dead weak proxy raises)
+        return None
     storage = getattr(value, "_storage", value)
     storage = getattr(storage, "_backend", storage)  # optuna wraps an RDB storage in a cache
-    if type(storage).__module__.split(".")[0] != "optuna":
-        return None
     path = _sqlite_file(getattr(storage, "url", None))
     return None if path is None else _file_of(storage, path)
 

@@ -216,7 +216,7 @@ class BlobWriter:
         those the store lacks, as one batch: in a thread of the writer's, one send after the
         other, so the caller goes on describing the checkpoint meanwhile (``finish`` raises
         what failed)."""
-        self._sends.append(self._sender.submit(self._send, payloads))
+        self._sends.append(self._sender.submit(self._send, dict(payloads)))  # the caller may add to its dict
 
     def wait_sent(self) -> None:
         """Wait until every ``send`` so far has written its note and found which blobs the store

@@ -77,3 +77,15 @@ def test_an_optuna_study_kept_in_a_sqlite_file_outside_the_folder_is_named(tmp_p
         f"away (optuna study in {scratch / 'away.db'}): its trials are in that file, outside the notebook's "
         "folder; it comes back only where that file is"
     ]
+
+
+def test_a_dead_weak_proxy_is_looked_at_without_touching_it(tmp_path):
+    import weakref
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    proxy = weakref.proxy(thing)
+    del thing  # the proxy is dead: any attribute of it raises ReferenceError
+    assert travel.lines([], [], [], {"p": proxy}, {}, str(tmp_path), "the notebook's folder") == []

@@ -224,3 +224,28 @@ def test_a_blob_asked_about_by_two_threads_at_once_is_not_written_while_the_stor
     writer.send({key: data})  # asked about in the writer's thread...
     writer.hash_and_send({"a0": data}, "xxh3_128")  # ...and, the same bytes, in a hashing thread
     assert writer.finish() == 0
+
+
+def test_a_dict_the_caller_adds_to_after_send_is_written_as_it_was_sent(tmp_path, monkeypatch):
+    """``send`` works in a thread of the writer's: what the caller adds to its dict afterwards (the
+    checkpoint's payloads grow) belongs to a later send, and never breaks the one under way."""
+    import threading
+
+    store = Store(str(tmp_path))
+    writer = _writer(store)
+    asked, go_on = threading.Event(), threading.Event()
+    real_look_up = BlobWriter.look_up
+
+    def slow_look_up(self, payloads):
+        asked.set()
+        assert go_on.wait(30)
+        return real_look_up(self, payloads)
+
+    monkeypatch.setattr(BlobWriter, "look_up", slow_look_up)
+    payloads = {"a" * 32: b"sent"}
+    writer.send(payloads)
+    assert asked.wait(30)
+    payloads.update({f"{i:032x}": b"added after" for i in range(64)})  # while the send runs
+    go_on.set()
+    assert writer.finish() == len(b"sent")
+    assert store.read(pool_key("a" * 32)) == b"sent" and not store.exists(pool_key(f"{0:032x}"))
