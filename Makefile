@@ -19,7 +19,7 @@ AZURITE_VERSION ?= 3
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab lint test test-fast test-js docs bench bench-hub clean
+.PHONY: lab lint test test-fast test-js docs bench bench-models bench-hub clean
 
 $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
@@ -103,6 +103,11 @@ docs: $(DOCS_STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/loops.py
+
+# Model files: a LoRA-style session on a base model of MB megabytes, on a local folder and S3.
+MB ?= 2048
+bench-models: $(STAMP)
+	$(PY) benchmarks/models.py --mb $(MB)
 
 # The 9:00 storm: USERS users of one JupyterHub and one S3 store release and resume at once.
 USERS ?= 6
