@@ -58,22 +58,12 @@ def _regions(files: list[ModelFile]) -> list[tuple[int, int, int, ModelFile]]:
         inodes[(stat.st_dev, stat.st_ino)] = f
     if not inodes:
         return []
-    found = []
-    try:
-        with open("/proc/self/maps") as maps:
-            lines = maps.read().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        parts = line.split(None, 5)
-        if len(parts) < 6 or parts[4] == "0":  # by inode, not by name: a Hugging Face cache blob has no suffix
-            continue
-        major, minor = (int(x, 16) for x in parts[3].split(":"))
-        f = inodes.get((os.makedev(major, minor), int(parts[4])))
-        if f is not None:
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            found.append((lo, hi, int(parts[2], 16), f))
-    return found
+    # by inode, not by name: a Hugging Face cache blob has no suffix
+    return [
+        (m.start, m.end, m.offset, f)
+        for m in mapping.file_mappings()
+        if (f := inodes.get((m.device, m.inode))) is not None
+    ]
 
 
 class Matcher:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..proof import modelcheck
 from ..serialize.filerefs import Matcher
-from ..store import modelfiles
+from ..store import mapping, modelfiles
 from ..store.manifest import FileRange, ModelFileRecord
 from ..store.modelfiles import SUFFIX, ModelFile
 from ..store.storage import Store
@@ -37,18 +37,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 def mapped() -> list[tuple[int, int, str]]:
     """Where ``safetensors`` files are mapped into this process now: (start, end, path); none
     where ``/proc`` is absent."""
-    try:
-        with open("/proc/self/maps") as maps:
-            lines = maps.read().splitlines()
-    except OSError:
-        return []
-    found = []
-    for line in lines:
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].endswith(SUFFIX) and os.path.isfile(parts[5]):
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            found.append((lo, hi, parts[5]))
-    return found
+    return [
+        (m.start, m.end, m.path) for m in mapping.file_mappings() if m.path.endswith(SUFFIX) and os.path.isfile(m.path)
+    ]
 
 
 def _tensors(value: Any) -> Iterable[Any]:
@@ -167,13 +158,17 @@ def matcher(files: list[ModelFile], algorithm: str, known: dict[str, list[FileRa
     return Matcher(files, algorithm, known) if files else None
 
 
+def _named(files: list[ModelFile], references: dict[str, list[FileRange]]) -> list[ModelFile]:
+    """The ``files`` that ``references`` names."""
+    named = {r.file for ranges in references.values() for r in ranges}
+    return [f for f in files if f.index.file in named]
+
+
 def records(files: list[ModelFile], references: dict[str, list[FileRange]]) -> dict[str, ModelFileRecord]:
     """The manifest's ``model_files``: each file ``references`` names, with where it was read."""
-    named = {r.file for ranges in references.values() for r in ranges}
-    return {f.index.file: ModelFileRecord(f.index.size, f.path) for f in files if f.index.file in named}
+    return {f.index.file: ModelFileRecord(f.index.size, f.path) for f in _named(files, references)}
 
 
 def uploads(files: list[ModelFile], references: dict[str, list[FileRange]]) -> dict[str, Future[None]]:
     """The uploads a checkpoint with ``references`` must see finished before it commits, by file."""
-    named = {r.file for ranges in references.values() for r in ranges}
-    return {f.index.file: f.uploaded for f in files if f.index.file in named}
+    return {f.index.file: f.uploaded for f in _named(files, references)}

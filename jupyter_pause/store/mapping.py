@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -143,3 +144,33 @@ def unchanged_blob(address: int, size: int, algorithm: str) -> str | None:
     if blob is None or blob[0] != algorithm:
         return None
     return blob[1] if unwritten(address, size) else None
+
+
+@dataclass(frozen=True)
+class FileMapping:
+    """One file mapped into this process (a line of ``/proc/self/maps``)."""
+
+    start: int
+    end: int
+    offset: int  # where in the file the mapping starts
+    device: int
+    inode: int
+    path: str
+
+
+def file_mappings() -> list[FileMapping]:
+    """The files mapped into this process now; none where ``/proc`` is absent (not Linux)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) < 6 or parts[4] == "0":  # anonymous memory, the heap, the stack
+            continue
+        start, end = (int(x, 16) for x in parts[0].split("-"))
+        major, minor = (int(x, 16) for x in parts[3].split(":"))
+        found.append(FileMapping(start, end, int(parts[2], 16), os.makedev(major, minor), int(parts[4]), parts[5]))
+    return found
