@@ -83,7 +83,8 @@ def make_rdb_storage(kind: type, state: dict[str, Any], absolute: str) -> Any:
     return storage
 
 
-#: The file each storage loaded here was found from (``make_rdb_storage``), by storage.
+#: The file each storage works on, once known: the one a storage loaded here was found from
+#: (``make_rdb_storage``), or the one SQLite said it has open (``_file_of``).
 _files: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
@@ -114,6 +115,8 @@ def _file_of(storage: Any, written: str) -> str:
         opened = next((row[2] for row in rows if row[1] == "main"), "")
     except Exception:  # no connection to ask: where the URL points from here
         opened = ""
+    if opened:
+        _files[storage] = opened  # asked once: every later checkpoint (and its digest) names the same file
     return opened or os.path.abspath(written)
 
 
