@@ -64,7 +64,7 @@ $(BROWSER):
 # shared by a file's tests): one per CPU core and one more, since most of a test waits on a
 # kernel, a server or a Hub to start (on two cores: 12.4 minutes with three, 14.6 with two).
 # TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 
 # Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
 # then the summary, are the last thing printed).
