@@ -29,6 +29,7 @@ from tests.support.sharedstore import (
     hub_config,
     marker_of,
     pause_and_stop,
+    pause_one,
     planted,
     resume,
     run_report,
@@ -147,18 +148,6 @@ def test_an_unknown_placeholder_in_the_store_url_is_named_and_nothing_is_written
 
 
 # -- the other records read from the store (issue 37): journal, splice, status, rollback ------------
-
-
-def pause_one(hub, user: str, path: str) -> dict:
-    """Pause one notebook (its kernel shut down); its final status."""
-    answer = hub.server_fetch(user, "jupyter-pause/api/pause", "POST", {"path": path})
-    assert answer.code == 202, answer
-    return wait_for(
-        lambda: hub.server_fetch(user, f"jupyter-pause/api/status?path={path}").body,
-        lambda s: s["state"] in ("paused", "failed"),
-        120,
-        f"{user}'s pause of {path}",
-    )
 
 
 def planted_journal_record(alice_store: Path, canary: Path) -> str:

@@ -58,16 +58,26 @@ def pause_and_stop(hub, user: str) -> None:
     wait_for(lambda: hub.server_model(user), lambda m: m is None, 120, f"{user}'s server stopped")
 
 
-def resume(hub, user: str) -> dict:
-    """The server's resume of the notebook's ``latest`` (the Resume button); its final status."""
-    answer = hub.server_fetch(user, "jupyter-pause/api/resume", "POST", {"path": NOTEBOOK})
+def _asked(hub, user: str, action: str, path: str, ends: tuple[str, ...]) -> dict:
+    """POST ``action`` (pause, resume) for the notebook at ``path``; its status once in one of ``ends``."""
+    answer = hub.server_fetch(user, f"jupyter-pause/api/{action}", "POST", {"path": path})
     assert answer.code == 202, answer
     return wait_for(
-        lambda: hub.server_fetch(user, f"jupyter-pause/api/status?path={NOTEBOOK}").body,
-        lambda s: s["state"] in ("ready", "failed"),
+        lambda: hub.server_fetch(user, f"jupyter-pause/api/status?path={path}").body,
+        lambda s: s["state"] in ends,
         120,
-        f"{user}'s resume",
+        f"{user}'s {action} of {path}",
     )
+
+
+def pause_one(hub, user: str, path: str) -> dict:
+    """Pause one notebook (its kernel shut down); its final status."""
+    return _asked(hub, user, "pause", path, ("paused", "failed"))
+
+
+def resume(hub, user: str) -> dict:
+    """The server's resume of the notebook's ``latest`` (the Resume button); its final status."""
+    return _asked(hub, user, "resume", NOTEBOOK, ("ready", "failed"))
 
 
 def marker_of(hub, user: str) -> int:
