@@ -20,6 +20,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.support.hub import run_hub, wait_for
+from tests.support.kernels import KERNEL_PORT_ARGS
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +101,7 @@ def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
             f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
             f"--PauseConfig.store={tmp_path / 'store'}",
             "--PauseServer.lease_settle=0.2",
+            *KERNEL_PORT_ARGS,
             *options,
         ],
         env=env,

@@ -32,6 +32,8 @@ import psutil
 from tornado.httpclient import HTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
+from tests.support.kernels import KERNEL_PORT_ARGS
+
 T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,7 +164,7 @@ class Hub:
             services.append(entry)
             roles.append({"name": f"{s.name}-role", "scopes": s.scopes, "services": [s.name]})
         users = self.root / "users"
-        args = ["--allow-root"] if os.geteuid() == 0 else []
+        args = [*KERNEL_PORT_ARGS, *(["--allow-root"] if os.geteuid() == 0 else [])]
         return f"""# written by tests/support/hub.py
 import json, os
 from pathlib import Path

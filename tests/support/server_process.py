@@ -28,6 +28,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient
 
 from tests.support.children import spawn
+from tests.support.kernels import KERNEL_PORT_ARGS
 from tests.support.server_helpers import poll_state
 
 HOST = "127.0.0.1"
@@ -194,6 +195,7 @@ def running_server(
         f"--PauseConfig.store={store}",
         f"--PauseConfig.node={node}",
         "--PauseServer.resource_poll_interval=0.2",
+        *KERNEL_PORT_ARGS,
         *options,
         "--allow-root",
     ]
