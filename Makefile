@@ -27,11 +27,13 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PIP) install -q -e .
 	touch $(LAB_STAMP)
 
-# The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools.
+# The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools. npm
+# installs the proxy and Azurite meanwhile (its output in $(VENV)/npm.log, shown if it fails).
 $(STAMP): $(LAB_STAMP)
-	$(PIP) install -q -e ".[test]"
-	npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION)
-	npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION)
+	( npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
+	  npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION) ) > $(VENV)/npm.log 2>&1 & npm=$$!; \
+	$(PIP) install -q -e ".[test]" || { kill $$npm; exit 1; }; \
+	wait $$npm || { cat $(VENV)/npm.log; echo "npm could not install the proxy or Azurite (above)" >&2; exit 1; }
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
@@ -62,7 +64,7 @@ $(BROWSER):
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
 # shared by a file's tests): one per CPU core and one more, since most of a test waits on a
-# kernel, a server or a Hub to start (on two cores: 12.4 minutes with three, 14.6 with two).
+# kernel, a server or a Hub to start (on two cores: 10.4 minutes with three, 10.4 with four, 14.6 with two).
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 
@@ -70,7 +72,7 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto
 # then the summary, are the last thing printed).
 test: lint $(BROWSER) $(OLD_STAMP)
 	cd labextension && npm test --silent
-	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --durations=12
+	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=12
 
 # The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
 test-fast: $(STAMP)

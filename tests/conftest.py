@@ -82,18 +82,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             f"{len(unmarked)} test(s) start a kernel, a Jupyter server or S3 but are not marked integration; "
             f"add pytestmark = pytest.mark.integration to the module, or the mark to each test:\n  {listed}"
         )
-    items.sort(key=_started_first)
+    missing = [name for name in SLOWEST_FIRST if not (TESTS / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"SLOWEST_FIRST in tests/conftest.py names files that are not there: {missing}")
+    items.sort(key=_slowest_first)
 
 
-#: The folders whose test files take longest (a real Hub, a browser, servers and kernels killed on
-#: purpose), run first: the test workers take whole files in this order, and a long file taken
-#: last would leave the other workers idle while it runs.
-LONGEST_FIRST = ("hub", "labextension", "faults", "server", "loops", "benchmarks")
+#: The test files that take longest (seconds of one test worker on two cores: a real Hub, a
+#: browser, servers and kernels killed on purpose), slowest first, from ``pytest --durations=0``.
+#: They run first and every other file after them: the test workers take whole files in this
+#: order (``make test`` passes ``--no-loadscope-reorder``, or pytest-xdist would order the files
+#: by how many tests they hold), and a long file taken last would leave the other workers idle.
+SLOWEST_FIRST = (
+    "hub/test_shared_store.py",  # 130 s
+    "labextension/test_browser.py",  # 107 s
+    "loops/test_safepoints_kernels.py",  # 97 s
+    "server/test_safepoints.py",  # 91 s
+    "server/test_faults.py",  # 75 s
+    "test_packaging.py",  # 62 s
+    "hub/test_release.py",  # 61 s
+    "server/test_nodes.py",  # 58 s
+    "hub/test_service.py",  # 56 s
+    "hub/test_storm.py",  # 54 s
+    "faults/test_kill_during_checkpoint.py",  # 54 s
+    "benchmarks/test_run.py",  # 52 s
+    "fidelity/test_libraries.py",  # 43 s
+    "proof/test_verdict_kernels.py",  # 40 s
+    "faults/test_kill_during_checkpoint_s3.py",  # 36 s
+    "session/test_kernel_roundtrip.py",  # 30 s
+    "faults/test_s3_server_stops.py",  # 29 s
+    "ledger/test_rollup.py",  # 29 s
+    "hub/test_secret.py",  # 28 s
+    "store/test_storage.py",  # 28 s
+    "session/test_modelfiles.py",  # 28 s
+)
+TESTS = Path(__file__).parent
 
 
-def _started_first(item: pytest.Item) -> int:
-    folder = item.path.parent.name
-    return LONGEST_FIRST.index(folder) if folder in LONGEST_FIRST else len(LONGEST_FIRST)
+def _slowest_first(item: pytest.Item) -> int:
+    try:
+        return SLOWEST_FIRST.index(item.path.relative_to(TESTS).as_posix())
+    except ValueError:
+        return len(SLOWEST_FIRST)
 
 
 # -- the fault-injection counts, summed over the test workers (pytest-xdist) and printed last --
