@@ -43,7 +43,15 @@ def mapped() -> list[tuple[int, int, str]]:
 
 
 def _tensors(value: Any) -> Iterable[Any]:
-    """The tensors of a module (parameters and buffers), a tensor, or a dict of tensors (a state dict)."""
+    """The tensors of a module (parameters and buffers), a tensor, or a dict of tensors (a state
+    dict); none of a weak proxy whose object is gone (asking its type raises)."""
+    try:
+        return _tensors_of(value)
+    except ReferenceError:
+        return []
+
+
+def _tensors_of(value: Any) -> Iterable[Any]:
     if modelcheck.is_module(value):
         return [*value.parameters(), *value.buffers()]
     torch = sys.modules.get("torch")

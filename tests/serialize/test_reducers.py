@@ -457,5 +457,11 @@ def test_figure_and_its_artists_redraw_identically(tmp_path: Path) -> None:
         "title": fig._suptitle.get_text(),
     }
     """
-    out = continues_identically(code, "io plt np fig ax bars_ax line note bars pixels", cell, tmp_path)
+    import matplotlib
+
+    # drawn here under matplotlib's defaults, as in the new process: an earlier test in this
+    # process may have set a style (seaborn's set_theme does), which a drawing reads
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        out = continues_identically(code, "io plt np fig ax bars_ax line note bars pixels", cell, tmp_path)
     assert out["first"] != out["recolored"] and out["links"] == [True, True, True, True]

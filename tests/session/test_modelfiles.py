@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -123,6 +124,20 @@ def test_every_loaded_byte_is_referenced_and_the_file_goes_into_the_pool_once(tm
     assert store.sizes([pool_key(file)])[pool_key(file)] == size
     assert store.exists(file_index_key(file, manifest.hash))
     assert check(store, manifest) == {}
+
+
+def test_a_dead_weak_proxy_beside_a_mapped_model_is_passed_over(tmp_path):
+    """Asking a weak proxy whose object is gone for its type raises; the search for mapped model
+    files passes it over and still finds the model's file."""
+
+    class Gone:
+        pass
+
+    folder = _saved(tmp_path, "llama")
+    model = _load(folder)
+    gone = weakref.proxy(Gone())
+    found = session_modelfiles._mapped_files([gone, model])
+    assert [Path(path).parent for path in found] == [Path(folder).resolve()]
 
 
 def test_a_tensor_changed_after_load_is_copied_and_the_rest_referenced(tmp_path):
