@@ -72,6 +72,7 @@ async def test_a_warning_is_held_shown_in_the_status_and_kept_working_away(jp_fe
 async def test_a_cell_run_after_the_warning_ends_it_the_servers_own_code_does_not(jp_fetch, jp_serverapp, jp_root_dir):
     path = write_notebook(jp_root_dir, "work/w.ipynb")
     kernel = await open_kernel(jp_fetch, path)
+    await run(jp_serverapp, kernel, "pass")  # the kernel is up: its start-up is not use after the warning
     await _warn(jp_fetch)
     await run(jp_serverapp, kernel, "x = 1")  # the server's own code, as a pause runs it
     assert (await _warning(jp_fetch))[1] is not None
