@@ -40,7 +40,8 @@ def _proxy_referent(proxy: Any) -> Any:
     return candidate
 
 
-def _is_dead_proxy(proxy: Any) -> bool:
+def is_dead_proxy(proxy: Any) -> bool:
+    """Whether ``proxy`` is a weak proxy whose object is gone (asking its type raises)."""
     try:
         proxy.__class__  # noqa: B018 - forwarded to the referent; raises once it is gone
     except ReferenceError:
@@ -90,7 +91,7 @@ def reduce_ref(ref: weakref.ref) -> tuple[Any, ...]:
 
 def reduce_proxy(proxy: Any) -> tuple[Any, ...]:
     """A weak proxy: its referent, or a dead proxy of the same type."""
-    if _is_dead_proxy(proxy):
+    if is_dead_proxy(proxy):
         # It could come back dead (``dead_reference``), but the restore test's digest cannot read
         # a dead proxy yet: named rather than saved.
         raise TypeError("a dead weak proxy is not saved (the object it pointed to is gone); drop it")

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..proof import modelcheck
 from ..serialize.filerefs import Matcher
+from ..serialize.weakrefs import is_dead_proxy
 from ..store import mapping, modelfiles
 from ..store.manifest import FileRange, ModelFileRecord
 from ..store.modelfiles import SUFFIX, ModelFile
@@ -43,15 +44,7 @@ def mapped() -> list[tuple[int, int, str]]:
 
 
 def _tensors(value: Any) -> Iterable[Any]:
-    """The tensors of a module (parameters and buffers), a tensor, or a dict of tensors (a state
-    dict); none of a weak proxy whose object is gone (asking its type raises)."""
-    try:
-        return _tensors_of(value)
-    except ReferenceError:
-        return []
-
-
-def _tensors_of(value: Any) -> Iterable[Any]:
+    """The tensors of a module (parameters and buffers), a tensor, or a dict of tensors (a state dict)."""
     if modelcheck.is_module(value):
         return [*value.parameters(), *value.buffers()]
     torch = sys.modules.get("torch")
@@ -113,8 +106,8 @@ def _names(values: Iterable[Any]) -> set[str]:
 
 def loaded(values: Iterable[Any]) -> dict[str, str | None]:
     """The model files this kernel loaded, each with the sha256 its name claims (a Hugging Face
-    cache blob), or None."""
-    values = list(values)
+    cache blob), or None. A weak proxy whose object is gone is passed over: asking its type raises."""
+    values = [value for value in values if not is_dead_proxy(value)]
     paths = _mapped_files(values)
     for name in _names(values):
         paths.update(folder_files(name))

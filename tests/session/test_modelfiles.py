@@ -127,8 +127,8 @@ def test_every_loaded_byte_is_referenced_and_the_file_goes_into_the_pool_once(tm
 
 
 def test_a_dead_weak_proxy_beside_a_mapped_model_is_passed_over(tmp_path):
-    """Asking a weak proxy whose object is gone for its type raises; the search for mapped model
-    files passes it over and still finds the model's file."""
+    """Asking a weak proxy whose object is gone for its type raises; the search for the model
+    files a checkpoint offers passes it over and still finds the model's file."""
 
     class Gone:
         pass
@@ -136,8 +136,8 @@ def test_a_dead_weak_proxy_beside_a_mapped_model_is_passed_over(tmp_path):
     folder = _saved(tmp_path, "llama")
     model = _load(folder)
     gone = weakref.proxy(Gone())
-    found = session_modelfiles._mapped_files([gone, model])
-    assert [Path(path).parent for path in found] == [Path(folder).resolve()]
+    found = session_modelfiles.loaded([gone, model])
+    assert {Path(path).resolve().parent for path in found} == {Path(folder).resolve()}
 
 
 def test_a_tensor_changed_after_load_is_copied_and_the_rest_referenced(tmp_path):
