@@ -32,7 +32,7 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 $(STAMP): $(LAB_STAMP)
 	( npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
 	  npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION) ) > $(VENV)/npm.log 2>&1 & npm=$$!; \
-	$(PIP) install -q -e ".[test]" || { kill $$npm; exit 1; }; \
+	$(PIP) install -q -e ".[test]" || { wait $$npm; exit 1; }; \
 	wait $$npm || { cat $(VENV)/npm.log; echo "npm could not install the proxy or Azurite (above)" >&2; exit 1; }
 	touch $(STAMP)
 
@@ -64,7 +64,7 @@ $(BROWSER):
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
 # shared by a file's tests): one per CPU core and one more, since most of a test waits on a
-# kernel, a server or a Hub to start (on two cores: 10.4 minutes with three, 10.4 with four, 14.6 with two).
+# kernel, a server or a Hub to start (on two cores: 10.4 minutes with three, no faster with four, 14.6 with two).
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 

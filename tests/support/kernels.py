@@ -12,12 +12,16 @@ from typing import Any, Iterator
 import pytest
 from jupyter_client.manager import KernelManager
 
-#: What a test server adds to its command line so that a kernel which cannot bind its ports starts
+#: What every test server is configured with so that a kernel which cannot bind its ports starts
 #: again on new ones. jupyter-client's port cache (on by default over TCP) hands a restart the very
 #: ports the failed start had, so a kernel whose port another local process took between the pick
 #: and the bind (every process here draws from the same ephemeral range, and the test workers run
 #: side by side) failed all five restarts, and its test with it.
-KERNEL_PORT_ARGS = ("--KernelManager.cache_ports=False",)
+KERNEL_PORT_CONFIG = {"KernelManager": {"cache_ports": False}}
+#: The same, on a server's command line.
+KERNEL_PORT_ARGS = tuple(
+    f"--{section}.{name}={value}" for section, names in KERNEL_PORT_CONFIG.items() for name, value in names.items()
+)
 
 
 @dataclass

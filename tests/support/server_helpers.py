@@ -13,6 +13,7 @@ import nbformat
 from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
+from tests.support.kernels import KERNEL_PORT_CONFIG
 
 
 def write_notebook(root: Path, path: str, *sources: str) -> str:
@@ -95,6 +96,5 @@ def server_config(store: str, *, node: str = "node-a", **pause_server: Any) -> d
         "ServerApp": {"jpserver_extensions": {"jupyter_pause": True}},
         "PauseConfig": {"store": store, "node": node},
         "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2, **pause_server},
-        # a kernel that cannot bind its ports starts again on new ones (tests/support/kernels.py)
-        "KernelManager": {"cache_ports": False},
+        **KERNEL_PORT_CONFIG,
     }
