@@ -21,9 +21,13 @@ LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.jso
 
 .PHONY: lab lint test test-fast test-js docs bench bench-models bench-hub clean
 
+# The front end's npm packages download while torch installs (their output in $(VENV)/npm-lab.log,
+# shown if it fails); the editable install then builds the front end with them.
 $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q "$(TORCH_SPEC)"
+	( cd labextension && npm install -s --no-audit --no-fund ) > $(VENV)/npm-lab.log 2>&1 & npm=$$!; \
+	$(PIP) install -q "$(TORCH_SPEC)" || { wait $$npm; exit 1; }; \
+	wait $$npm || { cat $(VENV)/npm-lab.log; echo "npm could not install the front end's packages (above)" >&2; exit 1; }
 	$(PIP) install -q -e .
 	touch $(LAB_STAMP)
 
@@ -68,9 +72,11 @@ $(BROWSER):
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 
-# Lint and format check, then front-end unit tests, then every Python test (the slowest twelve,
-# then the summary, are the last thing printed).
-test: lint $(BROWSER) $(OLD_STAMP)
+# The browser installs (apt) beside the venvs (pip): two jobs, each one's output kept together.
+# Then the lint and format check, the front-end unit tests, and every Python test (the slowest
+# twelve, then the summary, are the last thing printed).
+test:
+	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP)
 	cd labextension && npm test --silent
 	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=12
 
