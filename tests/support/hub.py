@@ -30,6 +30,7 @@ from urllib.parse import quote
 import nbformat
 import psutil
 from tornado.httpclient import HTTPClient, HTTPClientError, HTTPRequest
+from tornado.simple_httpclient import HTTPStreamClosedError
 from tornado.websocket import websocket_connect
 
 from tests.support.kernels import KERNEL_PORT_ARGS
@@ -288,6 +289,10 @@ c.Spawner.pre_spawn_hook = _per_user
                 return read()
             except OSError:
                 return None  # nothing listens yet
+            except HTTPStreamClosedError:
+                # closed before an answer: the proxy is starting, or another process (a kernel's
+                # socket) holds the port, and then the Hub exits saying so on a later attempt
+                return None
 
         wait_for(attempt, lambda r: r is not None and ok(r.code), timeout, what)
 
