@@ -68,7 +68,7 @@ $(BROWSER):
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
 # shared by a file's tests): one per CPU core and one more, since most of a test waits on a
-# kernel, a server or a Hub to start (on two cores: 10.4 minutes with three, no faster with four, 14.6 with two).
+# kernel, a server or a Hub to start (on two cores three are fastest: four are no faster, two take 40% longer).
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 

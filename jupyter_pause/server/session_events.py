@@ -8,7 +8,8 @@ the GPUs the kernel can use (``gpus.visible``: the driver's list, never torch in
 
 Activity is exact and cheap from here: the kernel's own ``busy``/``idle`` status around each
 ``execute_request`` on its IOPub channel gives the span of every cell, whoever sent it (the code
-the server itself runs to checkpoint or restore is left out). Spans are written as one
+the server itself runs to checkpoint or restore is left out), timed by the kernel's own message
+dates (``sent_at``), not by when a busy server got to read them. Spans are written as one
 ``activity`` record per kernel every ``FLUSH_SECONDS`` (a cell still running is cut there, so a
 week-long cell shows as work all week), and when the kernel stops.
 
@@ -27,6 +28,7 @@ import asyncio
 import logging
 import os
 import time
+from datetime import datetime
 from typing import Any
 
 from jupyter_client.session import Session
@@ -42,6 +44,22 @@ log = logging.getLogger(__name__)
 
 #: Seconds between activity records of a busy kernel.
 FLUSH_SECONDS = 300.0
+
+#: A kernel's message date further than this from the server's clock is taken for another
+#: machine's clock (a remote kernel), and the server's time of receipt is used instead.
+CLOCK_TOLERANCE = 60.0
+
+
+def sent_at(header: dict[str, Any], received: float) -> float:
+    """When the kernel sent a message (its header's ``date``): a cell's span is the kernel's own,
+    however long the message waited for the server. ``received`` when the header has no date or one
+    too far from it to be this machine's clock."""
+    date = header.get("date")
+    if isinstance(date, datetime) and date.tzinfo is not None:
+        sent = date.timestamp()
+        if abs(received - sent) <= CLOCK_TOLERANCE:
+            return sent
+    return received
 
 
 class Recorder:
@@ -165,7 +183,7 @@ class Recorder:
             if parent.get("session") in kernelrun.OWN_SESSIONS:
                 return  # the server's own checkpoint or restore: not the notebook's work
             state = session.deserialize(fed)["content"].get("execution_state")
-            self.cell(kernel_id, state, time.time())
+            self.cell(kernel_id, state, sent_at(msg["header"], time.time()))
 
         stream.on_recv(on_message)
         self.streams[kernel_id] = stream
@@ -176,7 +194,8 @@ class Recorder:
             self.busy.setdefault(kernel_id, now)
             self.last_cell = now
         elif state == "idle" and kernel_id in self.busy:
-            self.spans.setdefault(kernel_id, []).append([self.busy.pop(kernel_id), now])
+            start = self.busy.pop(kernel_id)  # a flush may have cut it after the idle was sent
+            self.spans.setdefault(kernel_id, []).append([start, max(start, now)])
 
     def _activity(self, kernel_id: str, now: float) -> records.Event | None:
         """The ``activity`` record of the kernel's spans so far (a running cell cut at ``now``)."""

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from jupyter_client.session import Session
 
 from jupyter_pause import ledger
-from jupyter_pause.server.session_events import Recorder
+from jupyter_pause.server.session_events import CLOCK_TOLERANCE, Recorder, sent_at
 from jupyter_pause.store.storage import Store
 from tests.support.server_helpers import call, open_kernel, server_config, user_cell, wait_state, write_notebook
 from tests.support.server_process import running_server
@@ -209,6 +210,25 @@ def test_a_long_cell_is_cut_at_each_flush_and_its_spans_are_written_at_the_stop(
     assert activity.spans[0][0] == 600.0 and stopped.event == "kernel_stopped" and stopped.trigger == "idle"
     assert (stopped.session, stopped.node, stopped.gpus) == ("nb", "node-x", 1)
     assert recorder.ended("k", None) == []  # once
+
+
+def test_a_cells_span_is_timed_by_the_kernels_message_dates_when_they_are_this_machines_clock() -> None:
+    received = 1_800_000_000.0
+    sent = datetime.fromtimestamp(received - 2.5, timezone.utc)  # waited 2.5 s for a busy server
+    assert sent_at({"date": sent}, received) == received - 2.5
+    assert sent_at({}, received) == received  # no date
+    assert sent_at({"date": sent.replace(tzinfo=None)}, received) == received  # whose clock? not said
+    skewed = datetime.fromtimestamp(received - CLOCK_TOLERANCE - 1, timezone.utc)
+    assert sent_at({"date": skewed}, received) == received  # another machine's clock
+
+
+def test_an_idle_sent_before_a_flush_cut_its_cell_ends_no_span_before_it_starts(tmp_path) -> None:
+    recorder = Recorder(_Manager(str(tmp_path)))
+    recorder.sessions["k"] = "nb"
+    recorder.cell("k", "busy", 100.0)
+    assert recorder._activity("k", 200.0).spans == [[100.0, 200.0]]
+    recorder.cell("k", "idle", 199.5)  # sent before the flush, read after it
+    assert recorder._activity("k", 300.0).spans == [[200.0, 200.0]]
 
 
 def _pid(managed) -> int | None:
