@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 
 import psutil
 import pytest
@@ -56,3 +57,30 @@ def test_a_hub_whose_port_another_process_took_meanwhile_starts_on_new_ports(tmp
             assert hub.api("GET", "users") == []
         finally:
             hub.stop()
+
+
+def test_a_hub_whose_proxy_port_a_kernels_socket_took_meanwhile_starts_on_new_ports(tmp_path):
+    """The proxy logs that its port is taken and runs on without it; the socket there (a kernel's,
+    say) takes connections and closes them unanswered. The Hub starts again on new ports."""
+    hub = Hub(tmp_path / "hub")
+    taken = hub.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        closer = threading.Thread(target=_close_each_connection, args=(squatter,), daemon=True)
+        closer.start()
+        try:
+            hub.start()
+            assert hub.port != taken
+            assert hub.fetch(f"{hub.url}/hub/api/", token=None).code == 200
+        finally:
+            hub.stop()
+
+
+def _close_each_connection(listener: socket.socket) -> None:
+    while True:
+        try:
+            connection, _ = listener.accept()
+        except OSError:  # the listener was closed: the test is over
+            return
+        connection.close()

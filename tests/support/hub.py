@@ -71,6 +71,8 @@ def find_proxy() -> str:
 
 #: Starts of a Hub before a port taken by another process fails the test (see ``Hub.start``).
 START_ATTEMPTS = 3
+#: What the Hub (Python) and its proxy (Node.js) log when a port is taken, lower-cased.
+PORT_TAKEN = "address already in use"
 
 
 def free_port() -> int:
@@ -246,7 +248,7 @@ c.Spawner.pre_spawn_hook = _per_user
             try:
                 return self._start_once(timeout)
             except RuntimeError as e:
-                if attempt == START_ATTEMPTS or "Address already in use" not in str(e):
+                if attempt == START_ATTEMPTS or PORT_TAKEN not in str(e).lower():
                     raise
                 self.stop()
                 self._local, self._clients = threading.local(), []
@@ -287,11 +289,11 @@ c.Spawner.pre_spawn_hook = _per_user
                 raise RuntimeError(f"JupyterHub exited with {self.process.returncode}:\n{self.log_tail()}")
             try:
                 return read()
-            except OSError:
-                return None  # nothing listens yet
-            except HTTPStreamClosedError:
-                # closed before an answer: the proxy is starting, or another process (a kernel's
-                # socket) holds the port, and then the Hub exits saying so on a later attempt
+            except (OSError, HTTPStreamClosedError):
+                # nothing listens yet, or another process (a kernel's socket) took the port
+                # first: the proxy logs that and runs on without it (start retries)
+                if PORT_TAKEN in (tail := self.log_tail()).lower():
+                    raise RuntimeError(f"the Hub or its proxy could not listen:\n{tail}") from None
                 return None
 
         wait_for(attempt, lambda r: r is not None and ok(r.code), timeout, what)
