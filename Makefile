@@ -21,23 +21,29 @@ LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.jso
 
 .PHONY: lab lint test test-fast test-js docs bench bench-models bench-hub clean
 
-# The front end's npm packages download while torch installs (their output in $(VENV)/npm-lab.log,
-# shown if it fails); the editable install then builds the front end with them.
+# $(call beside_npm,NPM,LOG,WHAT,COMMAND): COMMAND runs while the npm commands NPM install WHAT in
+# the background, their output in LOG (shown if they fail). Either failing fails the recipe, and
+# npm is waited for either way (never left running, or killed half-way).
+NPM_INSTALL := npm install -s --no-audit --no-fund
+beside_npm = ( $(1) ) > $(2) 2>&1 & npm=$$!; \
+	$(4) || { wait $$npm; exit 1; }; \
+	wait $$npm || { cat $(2); echo "npm could not install $(3) (above)" >&2; exit 1; }
+
+# The front end's npm packages download while torch installs; the editable install then builds the
+# front end with them.
 $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
-	( cd labextension && npm install -s --no-audit --no-fund ) > $(VENV)/npm-lab.log 2>&1 & npm=$$!; \
-	$(PIP) install -q "$(TORCH_SPEC)" || { wait $$npm; exit 1; }; \
-	wait $$npm || { cat $(VENV)/npm-lab.log; echo "npm could not install the front end's packages (above)" >&2; exit 1; }
+	$(call beside_npm,cd labextension && $(NPM_INSTALL),\
+		$(VENV)/npm-lab.log,the front end's packages,$(PIP) install -q "$(TORCH_SPEC)")
 	$(PIP) install -q -e .
 	touch $(LAB_STAMP)
 
 # The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools. npm
-# installs the proxy and Azurite meanwhile (its output in $(VENV)/npm.log, shown if it fails).
+# installs the proxy and Azurite meanwhile.
 $(STAMP): $(LAB_STAMP)
-	( npm install -s --no-audit --no-fund --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
-	  npm install -s --no-audit --no-fund --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION) ) > $(VENV)/npm.log 2>&1 & npm=$$!; \
-	$(PIP) install -q -e ".[test]" || { wait $$npm; exit 1; }; \
-	wait $$npm || { cat $(VENV)/npm.log; echo "npm could not install the proxy or Azurite (above)" >&2; exit 1; }
+	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
+		$(NPM_INSTALL) --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION),\
+		$(VENV)/npm.log,the proxy or Azurite,$(PIP) install -q -e ".[test]")
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
