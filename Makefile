@@ -5,8 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUFF := $(VENV)/bin/ruff
 PIP := $(PY) -m pip --disable-pip-version-check
-# The CPU build of torch; a newer release would pull several GB of CUDA wheels.
+# The CPU build of torch; a newer release would pull several GB of CUDA wheels. pip installs it
+# (where pip is configured to find it), then uv (from PyPI) everything else, holding torch to it:
+# uv downloads and unpacks in parallel (seconds where pip takes minutes). uv reads no pip
+# configuration: a package mirror is UV_DEFAULT_INDEX.
 TORCH_SPEC ?= torch==2.13.0
+UV := $(VENV)/bin/uv pip install -q --python $(PY) --constraint $(VENV)/torch.txt
 # What `make lab` needs (the package, JupyterLab, the front end), then what `make test` adds.
 LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
@@ -34,8 +38,9 @@ beside_npm = ( $(1) ) > $(2) 2>&1 & npm=$$!; \
 $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(call beside_npm,cd labextension && $(NPM_INSTALL),\
-		$(VENV)/npm-lab.log,the front end's packages,$(PIP) install -q "$(TORCH_SPEC)")
-	$(PIP) install -q -e .
+		$(VENV)/npm-lab.log,the front end's packages,$(PIP) install -q "$(TORCH_SPEC)" uv)
+	echo "$(TORCH_SPEC)" > $(VENV)/torch.txt
+	$(UV) -e .
 	touch $(LAB_STAMP)
 
 # The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools. npm
@@ -43,13 +48,14 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 $(STAMP): $(LAB_STAMP)
 	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
 		$(NPM_INSTALL) --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION),\
-		$(VENV)/npm.log,the proxy or Azurite,$(PIP) install -q -e ".[test]")
+		$(VENV)/npm.log,the proxy or Azurite,$(UV) -e ".[test]")
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
-# notebook image was upgraded. Only these (and what they need that the project venv lacks) are
-# installed here; everything else (jupyter_pause, torch, dill ...) comes from the project venv, whose
-# site-packages a .pth file adds after this venv's own, so the older releases come first.
+# notebook image was upgraded. Only these and what they need are installed here (uv does not look
+# through the .pth file below, so their dependencies land here too); everything else (jupyter_pause,
+# torch, dill ...) comes from the project venv, whose site-packages that .pth file adds after this
+# venv's own, so the older releases come first.
 OLD_VENV ?= .venv-old
 OLD_SPEC ?= scikit-learn==1.7.2 pandas==2.3.3 numpy==2.3.5
 OLD_STAMP := $(OLD_VENV)/.installed
@@ -60,7 +66,7 @@ $(OLD_STAMP): $(STAMP)
 	$(OLD_VENV)/bin/python -c "import site, sys, sysconfig; \
 		open(sysconfig.get_paths()['purelib'] + '/project-venv.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-	$(OLD_VENV)/bin/python -m pip --disable-pip-version-check install -q $(OLD_SPEC)
+	$(VENV)/bin/uv pip install -q --python $(OLD_VENV)/bin/python $(OLD_SPEC)
 	$(OLD_VENV)/bin/python -c "import sklearn, pandas, numpy, jupyter_pause, torch; \
 		print('$(OLD_VENV):', 'scikit-learn', sklearn.__version__, 'pandas', pandas.__version__, 'numpy', numpy.__version__)"
 	touch $(OLD_STAMP)
@@ -107,7 +113,7 @@ lab: $(LAB_STAMP)
 
 # The documentation site (Sphinx, MyST Markdown), warnings as errors.
 $(DOCS_STAMP): $(LAB_STAMP)
-	$(PIP) install -q -e ".[docs]"
+	$(UV) -e ".[docs]"
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
