@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jupyter_pause.proof import fingerprint
-from tests.support.kernels import jupyter_dirs, start_kernel  # noqa: F401
+from tests.support.kernels import THREAD_VARIABLES, jupyter_dirs, start_kernel  # noqa: F401
 from tests.support.processes import forget_session_state
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401
 from tests.support.server_helpers import server_config
@@ -26,7 +26,7 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 # Every kernel, server and Hub a test starts computes on one thread (set before any test module
 # imports torch): the test workers already use every core, and a test's tensors are small.
-for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+for _variable in THREAD_VARIABLES:
     os.environ.setdefault(_variable, "1")
 
 #: Fixtures that start a kernel, a Jupyter server, the S3 server or an emulator (a test marked ``s3`` starts S3 too).

@@ -2,8 +2,9 @@
 free ports, in a temporary folder; everything it started is stopped when the ``with`` block ends.
 
 Each user's server gets its own Jupyter config, data and runtime folders, its own store
-(``JUPYTER_PAUSE_STORE``) and the jupyter_pause server extension (on unless ``create_user`` says
-otherwise). The harness calls the Hub with an admin token, and a user's server through the proxy.
+(``JUPYTER_PAUSE_STORE``), the thread counts of the harness's own process (``THREAD_VARIABLES``:
+one thread each in the tests) and the jupyter_pause server extension (on unless ``create_user``
+says otherwise). The harness calls the Hub with an admin token, and a user's server through the proxy.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from tornado.httpclient import HTTPClient, HTTPClientError, HTTPRequest
 from tornado.simple_httpclient import HTTPStreamClosedError
 from tornado.websocket import websocket_connect
 
-from tests.support.kernels import KERNEL_PORT_ARGS
+from tests.support.kernels import KERNEL_PORT_ARGS, THREAD_VARIABLES
 
 T = TypeVar("T")
 
@@ -167,6 +168,8 @@ class Hub:
             services.append(entry)
             roles.append({"name": f"{s.name}-role", "scopes": s.scopes, "services": [s.name]})
         users = self.root / "users"
+        # a spawner passes on only the variables in c.Spawner.env_keep: these are given explicitly
+        threads = {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ}
         args = [*KERNEL_PORT_ARGS, *(["--allow-root"] if os.geteuid() == 0 else [])]
         return f"""# written by tests/support/hub.py
 import json, os
@@ -219,6 +222,8 @@ c.Spawner.environment.update({{
     "JUPYTER_PAUSE_NODE": lambda spawner: spawner.user.name + "-node",
     "JUPYTER_PLATFORM_DIRS": "1",
     "PYTHONUNBUFFERED": "1",
+    # the harness's own thread counts (one each in the tests), for the servers and their kernels
+    **{threads!r},
 }})
 
 

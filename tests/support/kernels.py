@@ -12,6 +12,11 @@ from typing import Any, Iterator
 import pytest
 from jupyter_client.manager import KernelManager
 
+#: The variables that set how many threads a process computes on (OpenMP, MKL, OpenBLAS: torch's
+#: and numpy's thread pools). ``tests/conftest.py`` sets each to 1; every kernel and server a test
+#: starts inherits them, and the Hub harness passes them to its users' servers.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
 #: What every test server is configured with so that a kernel which cannot bind its ports starts
 #: again on new ones. jupyter-client's port cache (on by default over TCP) hands a restart the very
 #: ports the failed start had, so a kernel whose port another local process took between the pick
