@@ -84,12 +84,11 @@ $(BROWSER):
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
 
-# The browser installs (apt) beside the venvs (pip): two jobs, each one's output kept together.
-# Then the lint and format check, the front-end unit tests, and every Python test (the slowest
-# twelve, then the summary, are the last thing printed).
+# Two jobs at a time, each one's output kept together: the browser (apt) installs and the front
+# end's unit tests run beside the venvs' installs (uv, mostly downloads), then the lint and format
+# check. Then every Python test (the slowest twelve, then the summary, are the last thing printed).
 test:
-	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP)
-	cd labextension && npm test --silent
+	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP) test-js
 	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=12
 
 # The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
@@ -101,9 +100,9 @@ lint: $(STAMP)
 	$(RUFF) check .
 	$(RUFF) format --check .
 
-# Unit tests of the front end (jest); node_modules comes with the build above.
-test-js: $(STAMP)
-	cd labextension && npm test
+# Unit tests of the front end (jest); node_modules comes with the front end's build.
+test-js: $(LAB_STAMP)
+	cd labextension && npm test --silent
 
 # JupyterLab refuses to run as root unless told; a container shell often is root.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
