@@ -91,9 +91,10 @@ test:
 	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP) test-js
 	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=12
 
-# The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess.
+# The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess,
+# one test process per CPU core (more are no faster: these tests compute, they do not wait).
 test-fast: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider -q -m "not integration"
+	$(PY) -m pytest -p no:cacheprovider -q -m "not integration" -n logical --dist loadfile
 
 # ruff's rules and format style are configured in pyproject.toml.
 lint: $(STAMP)
