@@ -10,7 +10,8 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # uv downloads and unpacks in parallel (seconds where pip takes minutes). uv reads no pip
 # configuration: a package mirror is UV_DEFAULT_INDEX.
 TORCH_SPEC ?= torch==2.13.0
-UV := $(VENV)/bin/uv pip install -q --python $(PY) --constraint $(VENV)/torch.txt
+# $(call uv_install,PYTHON): uv installing into the venv of PYTHON, torch held to TORCH_SPEC.
+uv_install = $(VENV)/bin/uv pip install -q --python $(1) --constraint $(VENV)/torch.txt
 # What `make lab` needs (the package, JupyterLab, the front end), then what `make test` adds.
 LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
@@ -40,7 +41,7 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(call beside_npm,cd labextension && $(NPM_INSTALL),\
 		$(VENV)/npm-lab.log,the front end's packages,$(PIP) install -q "$(TORCH_SPEC)" uv)
 	echo "$(TORCH_SPEC)" > $(VENV)/torch.txt
-	$(UV) -e .
+	$(call uv_install,$(PY)) -e .
 	touch $(LAB_STAMP)
 
 # The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools. npm
@@ -48,7 +49,7 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 $(STAMP): $(LAB_STAMP)
 	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
 		$(NPM_INSTALL) --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION),\
-		$(VENV)/npm.log,the proxy or Azurite,$(UV) -e ".[test]")
+		$(VENV)/npm.log,the proxy or Azurite,$(call uv_install,$(PY)) -e ".[test]")
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
@@ -66,7 +67,7 @@ $(OLD_STAMP): $(STAMP)
 	$(OLD_VENV)/bin/python -c "import site, sys, sysconfig; \
 		open(sysconfig.get_paths()['purelib'] + '/project-venv.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-	$(VENV)/bin/uv pip install -q --python $(OLD_VENV)/bin/python $(OLD_SPEC)
+	$(call uv_install,$(OLD_VENV)/bin/python) $(OLD_SPEC)
 	$(OLD_VENV)/bin/python -c "import sklearn, pandas, numpy, jupyter_pause, torch; \
 		print('$(OLD_VENV):', 'scikit-learn', sklearn.__version__, 'pandas', pandas.__version__, 'numpy', numpy.__version__)"
 	touch $(OLD_STAMP)
@@ -113,7 +114,7 @@ lab: $(LAB_STAMP)
 
 # The documentation site (Sphinx, MyST Markdown), warnings as errors.
 $(DOCS_STAMP): $(LAB_STAMP)
-	$(UV) -e ".[docs]"
+	$(call uv_install,$(PY)) -e ".[docs]"
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
