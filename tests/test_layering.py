@@ -3,7 +3,7 @@
 Every import statement of the package, function-local ones included, goes only where
 ``jupyter_pause.layers`` allows, and no modules import each other in a cycle; the store, the
 server and the command line load without torch or IPython, and ``import jupyter_pause`` stays
-cheap."""
+cheap. No module, function or folder outgrows the house rules (lines, and share of the package)."""
 
 from __future__ import annotations
 
@@ -236,3 +236,34 @@ def test_the_hours_report_draws_with_matplotlib_only_for_a_page():
         "assert 'matplotlib' not in sys.modules, 'the report imported matplotlib before drawing'"
     )
     assert not any(loaded.values())
+
+
+# -- the size of the rooms -------------------------------------------------------------------------
+
+#: The house rules a newcomer can rely on: a module is read in one sitting, a function on one
+#: screen, and no folder holds more than a quarter of the package.
+MODULE_LINES, FUNCTION_LINES, FOLDER_SHARE = 450, 80, 0.25
+
+
+def test_no_module_function_or_folder_outgrows_the_house_rules():
+    too_long, folders = [], {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = path.read_text()
+        lines = len(source.splitlines())
+        name = path.relative_to(PACKAGE)
+        if lines > MODULE_LINES:
+            too_long.append(f"{name}: {lines} lines (at most {MODULE_LINES})")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    too_long.append(f"{name}:{node.lineno} {node.name}: {length} lines (at most {FUNCTION_LINES})")
+        folder = name.parts[0] if len(name.parts) > 1 else "."
+        folders[folder] = folders.get(folder, 0) + lines
+    total = sum(folders.values())
+    too_long += [
+        f"{folder}/: {n / total:.0%} of the package's lines (at most {FOLDER_SHARE:.0%})"
+        for folder, n in folders.items()
+        if n > FOLDER_SHARE * total
+    ]
+    assert not too_long, "split these by what they do:\n" + "\n".join(too_long)

@@ -17,7 +17,7 @@ from ..store.manifest import ArrayRecord, FileRange
 from ..store.storage import ALIGNMENT
 from ..store.writer import Stored
 from .digests import Known, remember
-from .filerefs import Matcher
+from .filerefs import Matched, Matcher
 from .pickler import DumpResult
 
 #: Arrays at least this large get a blob of their own; smaller ones share packed blobs.
@@ -49,6 +49,30 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
     return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
 
 
+def _large_keys(
+    large: list[tuple[str, Any]], algorithm: str, matched: Matched | None, defer: bool
+) -> tuple[dict[str, str], dict[str, Any], int]:
+    """The blob key of each large array, the arrays left for the writer to hash (``defer``), and
+    how many bytes a resume mapped that nothing needed to read again."""
+    # Cheapest first: storages whose fingerprint on their device matched the previous
+    # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
+    # that nothing wrote since.
+    keys = {k: f.reused for k, f in large if f.reused is not None}
+    for k, f in large:
+        if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
+            keys[k] = unread_key
+    unread = sum(f.size for k, f in large if k in keys and f.reused is None)
+    if matched is not None:  # hashed already, looking for model files' tensors
+        keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
+    unknown = [(k, f) for k, f in large if k not in keys]
+    deferred = {k: f.data for k, f in unknown} if defer else {}
+    if not defer:
+        with ThreadPoolExecutor(HASH_THREADS) as pool:
+            digests = pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)
+            keys.update(zip((k for k, _ in unknown), digests, strict=True))
+    return keys, deferred, unread
+
+
 def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Matcher | None = None) -> ArrayPlan:
     """Give every collected array a blob: its own when large, a shared pack when small, or,
     when ``files`` finds it is a model file's tensor(s), a reference to them.
@@ -66,22 +90,7 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Ma
     matched = files.match(dump.collector.found) if files is not None else None
     referenced = matched.references if matched is not None else {}
     large = [(k, f) for k, f in dump.collector.found.items() if f.size >= OWN_BLOB_BYTES and k not in referenced]
-    # Cheapest first: storages whose fingerprint on their device matched the previous
-    # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
-    # that nothing wrote since.
-    keys = {k: f.reused for k, f in large if f.reused is not None}
-    for k, f in large:
-        if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
-            keys[k] = unread_key
-    unread = sum(f.size for k, f in large if k in keys and f.reused is None)
-    if matched is not None:  # hashed already, looking for model files' tensors
-        keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
-    unknown = [(k, f) for k, f in large if k not in keys]
-    deferred = {k: f.data for k, f in unknown} if defer else {}
-    if not defer:
-        with ThreadPoolExecutor(HASH_THREADS) as pool:
-            digests = pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)
-            keys.update(zip((k for k, _ in unknown), digests, strict=True))
+    keys, deferred, unread = _large_keys(large, algorithm, matched, defer)
 
     def close_pack() -> None:
         nonlocal pack, pack_size
