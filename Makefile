@@ -10,8 +10,11 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # uv downloads and unpacks in parallel (seconds where pip takes minutes). uv reads no pip
 # configuration: a package mirror is UV_DEFAULT_INDEX.
 TORCH_SPEC ?= torch==2.13.0
+# rfc3987-syntax (jsonschema's checker of the `iri` format, which no schema a Jupyter server or
+# JupyterHub validates uses) compiles its grammar on import: 1.1 s of every Jupyter server's start.
+# The venvs go without it, as docs/jupyterhub.md suggests for a Hub's user image.
 # $(call uv_install,PYTHON): uv installing into the venv of PYTHON, torch held to TORCH_SPEC.
-uv_install = $(VENV)/bin/uv pip install -q --python $(1) --constraint $(VENV)/torch.txt
+uv_install = $(VENV)/bin/uv pip install -q --python $(1) --constraint $(VENV)/torch.txt --override $(VENV)/overrides.txt
 # What `make lab` needs (the package, JupyterLab, the front end), then what `make test` adds.
 LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
@@ -41,6 +44,7 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(call beside_npm,cd labextension && $(NPM_INSTALL),\
 		$(VENV)/npm-lab.log,the front end's packages,$(PIP) install -q "$(TORCH_SPEC)" uv)
 	echo "$(TORCH_SPEC)" > $(VENV)/torch.txt
+	echo 'rfc3987-syntax ; python_version < "3"' > $(VENV)/overrides.txt
 	$(call uv_install,$(PY)) -e .
 	touch $(LAB_STAMP)
 
