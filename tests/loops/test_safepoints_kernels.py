@@ -16,6 +16,7 @@ import pytest
 from jupyter_pause.protocol import SafePointRequest, channel
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
+from tests.support.kernels import kernel_of_its_own
 from tests.support.training import LOSSES, SETUP, STEPS, TRAIN, setup_with
 
 pytestmark = pytest.mark.integration
@@ -46,21 +47,34 @@ def terminate(kernel) -> int:
     return status
 
 
-def reference_losses(start_kernel, cwd: Path) -> list[str]:
-    """The losses of the training run, uninterrupted."""
-    ref = start_kernel(cwd)
-    ref.run(SETUP).ok()
-    ref.run(TRAIN).ok()
-    return json.loads(ref.run(LOSSES).ok().stdout)
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """``uninterrupted(setup)``: the losses of the training cell after ``setup``, never paused, in
+    a kernel of its own. The run is seeded, so it is the same for every test of the module: each
+    setup runs once, and every resumed run must match it bit for bit."""
+    runs: dict[str, list[str]] = {}
+
+    def losses(setup: str) -> list[str]:
+        if setup not in runs:
+            kernel = kernel_of_its_own(tmp_path_factory.mktemp("uninterrupted"))
+            try:
+                kernel.run(setup).ok()
+                kernel.run(TRAIN).ok()
+                runs[setup] = json.loads(kernel.run(LOSSES).ok().stdout)
+            finally:
+                kernel.close()
+        return runs[setup]
+
+    return losses
 
 
 def test_sigterm_in_a_training_loop_checkpoints_at_a_safe_point_and_continues_exactly(
-    start_kernel, jupyter_dirs, tmp_path
+    start_kernel, jupyter_dirs, tmp_path, uninterrupted
 ):
     store, env = tmp_path / "store", {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "t"}
-    for folder in ("ref", "a", "b"):
+    for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-    want = reference_losses(start_kernel, tmp_path / "ref")
+    want = uninterrupted(SETUP)
     assert len(want) == STEPS
 
     a = start_kernel(tmp_path / "a", **env)
@@ -81,12 +95,12 @@ def test_sigterm_in_a_training_loop_checkpoints_at_a_safe_point_and_continues_ex
 
 
 def test_a_training_cell_edited_outside_its_loops_continues_where_the_checkpoint_left_it(
-    start_kernel, jupyter_dirs, tmp_path
+    start_kernel, jupyter_dirs, tmp_path, uninterrupted
 ):
     store, env = tmp_path / "store", {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "e"}
-    for folder in ("ref", "a", "b"):
+    for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-    want = reference_losses(start_kernel, tmp_path / "ref")
+    want = uninterrupted(SETUP)
 
     a = start_kernel(tmp_path / "a", **env)
     a.run("%load_ext jupyter_pause\n" + SETUP + "pace = 0.1").ok()
@@ -209,15 +223,12 @@ def test_a_steps_loop_checkpoints_on_sigterm_without_load_ext(start_kernel, jupy
 # -- a loader with worker processes: SIGTERM, SIGKILL, and a SIGTERM that follows a pause ---------
 
 
-def _kernels(start_kernel, tmp_path):
+def _kernels(uninterrupted, tmp_path):
+    """The environment of a test's kernels (its own store) and the losses their run must give."""
     env = {"JUPYTER_PAUSE_STORE": str(tmp_path / "store"), "JUPYTER_PAUSE_SESSION": "t"}
-    for folder in ("ref", "a", "b"):
+    for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
-    ref = start_kernel(tmp_path / "ref")
-    ref.run(setup_with("workers")).ok()
-    ref.run(TRAIN).ok()
-    want = json.loads(ref.run(LOSSES).ok().stdout)
-    return env, want
+    return env, uninterrupted(setup_with("workers"))
 
 
 def _continues(start_kernel, tmp_path, env, want, cell: str = TRAIN) -> str:
@@ -243,8 +254,8 @@ def paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env):
     return a
 
 
-def test_sigterm_mid_epoch_with_workers_continues_exactly(start_kernel, jupyter_dirs, tmp_path):
-    env, want = _kernels(start_kernel, tmp_path)
+def test_sigterm_mid_epoch_with_workers_continues_exactly(start_kernel, jupyter_dirs, tmp_path, uninterrupted):
+    env, want = _kernels(uninterrupted, tmp_path)
     a = start_kernel(tmp_path / "a", **env)
     a.run("%load_ext jupyter_pause\n" + setup_with("workers") + "pace = 0.1").ok()
     a.send(TRAIN)
@@ -255,8 +266,8 @@ def test_sigterm_mid_epoch_with_workers_continues_exactly(start_kernel, jupyter_
     assert "continues where the checkpoint left it" in _continues(start_kernel, tmp_path, env, want)
 
 
-def test_sigkill_between_periodic_checkpoints_with_workers_continues_exactly(start_kernel, tmp_path):
-    env, want = _kernels(start_kernel, tmp_path)
+def test_sigkill_between_periodic_checkpoints_with_workers_continues_exactly(start_kernel, tmp_path, uninterrupted):
+    env, want = _kernels(uninterrupted, tmp_path)
     a = start_kernel(tmp_path / "a", **env)
     a.run(setup_with("workers") + "pace = 0.1").ok()
     periodic = TRAIN.replace("jp.steps(loader)", "jp.steps(loader, every=3)")
@@ -269,10 +280,12 @@ def test_sigkill_between_periodic_checkpoints_with_workers_continues_exactly(sta
     _continues(start_kernel, tmp_path, env, want, periodic)
 
 
-def test_a_sigterm_after_a_pause_takes_no_second_checkpoint_and_the_place_is_kept(start_kernel, jupyter_dirs, tmp_path):
+def test_a_sigterm_after_a_pause_takes_no_second_checkpoint_and_the_place_is_kept(
+    start_kernel, jupyter_dirs, tmp_path, uninterrupted
+):
     """The pause stops the cell at a safe point; the shutdown that follows escalates to SIGTERM:
     the pause's checkpoint stays the newest, and the run continues from it exactly."""
-    env, want = _kernels(start_kernel, tmp_path)
+    env, want = _kernels(uninterrupted, tmp_path)
     a = paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env)
     workers = psutil.Process(a.pid).children()  # asked from outside: a cell run here would end the pause
     assert workers == [], f"the loader's worker processes outlived the pause: {workers}"
@@ -283,10 +296,12 @@ def test_a_sigterm_after_a_pause_takes_no_second_checkpoint_and_the_place_is_kep
     _continues(start_kernel, tmp_path, env, want)
 
 
-def test_a_checkpoint_taken_after_a_pause_before_the_rerun_keeps_the_loops_place(start_kernel, jupyter_dirs, tmp_path):
+def test_a_checkpoint_taken_after_a_pause_before_the_rerun_keeps_the_loops_place(
+    start_kernel, jupyter_dirs, tmp_path, uninterrupted
+):
     """A cell that is not the paused one runs (no place is lost by it), then %checkpoint: the new
     checkpoint holds the paused loops' positions and says the re-run continues there."""
-    env, want = _kernels(start_kernel, tmp_path)
+    env, want = _kernels(uninterrupted, tmp_path)
     a = paused_mid_epoch(start_kernel, jupyter_dirs, tmp_path, env)
     said = a.run("print(len(losses))\n%checkpoint").ok().stdout
     assert "loops held at" in said, said

@@ -113,21 +113,37 @@ class Kernel:
             self.manager.shutdown_kernel(now=True)
 
 
+#: What a test's kernels never inherit from the test process: they are given their own or none.
+NOT_INHERITED = ("JUPYTER_PAUSE_STORE", "JUPYTER_PAUSE_SESSION", "JPY_SESSION_NAME", "JPY_PARENT_PID")
+
+
+def private_dirs(root: Path) -> dict[str, str]:
+    """Private Jupyter and IPython folders, made under ``root``, as environment variables."""
+    dirs = {
+        "JUPYTER_CONFIG_DIR": root / "jupyter-config",
+        "JUPYTER_DATA_DIR": root / "jupyter-data",
+        "JUPYTER_RUNTIME_DIR": root / "jupyter-runtime",
+        "IPYTHONDIR": root / "ipython",
+    }
+    for path in dirs.values():
+        path.mkdir()
+    return {name: str(path) for name, path in dirs.items()}
+
+
+def kernel_of_its_own(root: Path) -> Kernel:
+    """A kernel in ``root`` with private Jupyter folders there, for fixtures wider than a test
+    (``start_kernel`` is the test's own); the caller closes it."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    return Kernel(root, {**env, **private_dirs(root)})
+
+
 @pytest.fixture
 def jupyter_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Private Jupyter and IPython folders for this test, in the environment."""
-    dirs = {
-        "JUPYTER_CONFIG_DIR": tmp_path / "jupyter-config",
-        "JUPYTER_DATA_DIR": tmp_path / "jupyter-data",
-        "JUPYTER_RUNTIME_DIR": tmp_path / "jupyter-runtime",
-        "IPYTHONDIR": tmp_path / "ipython",
-    }
-    env = {}
-    for name, path in dirs.items():
-        path.mkdir()
-        monkeypatch.setenv(name, str(path))
-        env[name] = str(path)
-    for name in ("JUPYTER_PAUSE_STORE", "JUPYTER_PAUSE_SESSION", "JPY_SESSION_NAME", "JPY_PARENT_PID"):
+    env = private_dirs(tmp_path)
+    for name, path in env.items():
+        monkeypatch.setenv(name, path)
+    for name in NOT_INHERITED:
         monkeypatch.delenv(name, raising=False)
     return env
 
