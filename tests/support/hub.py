@@ -507,7 +507,11 @@ c.Spawner.pre_spawn_hook = _per_user
 
 
 async def _execute(url: str, token: str, code: str, wait: bool, timeout: float = 120) -> str:
-    request = HTTPRequest(url, headers={"Authorization": f"token {token}"})
+    # The handshake waits for the kernel: one that died at its start (a port taken between the
+    # pick and the bind) is started again by the server on new ports, in a few seconds.
+    request = HTTPRequest(
+        url, headers={"Authorization": f"token {token}"}, connect_timeout=timeout, request_timeout=timeout
+    )
     connection = await websocket_connect(request)
     msg_id = uuid.uuid4().hex
     header = {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex}

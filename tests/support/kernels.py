@@ -27,6 +27,9 @@ KERNEL_PORT_CONFIG = {"KernelManager": {"cache_ports": False}}
 KERNEL_PORT_ARGS = tuple(
     f"--{section}.{name}={value}" for section, names in KERNEL_PORT_CONFIG.items() for name, value in names.items()
 )
+#: How many times a test's own kernel is started before its start counts as failed: a kernel that
+#: dies before it answers is started again on new ports, as a server's restarter does.
+STARTS = 3
 
 
 @dataclass
@@ -47,11 +50,18 @@ class Kernel:
     """One running kernel process and a blocking client for it."""
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        self.manager = KernelManager(kernel_name="python3")
-        self.manager.start_kernel(cwd=str(cwd), env=env)
-        self.client = self.manager.client()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=60)
+        for start in range(1, STARTS + 1):
+            self.manager = KernelManager(kernel_name="python3", cache_ports=False)
+            self.manager.start_kernel(cwd=str(cwd), env=env)
+            self.client = self.manager.client()
+            self.client.start_channels()
+            try:
+                self.client.wait_for_ready(timeout=60)
+                return
+            except RuntimeError:  # it died: a port taken between the pick and the bind, or worse
+                self.close()
+                if start == STARTS:
+                    raise
 
     @property
     def pid(self) -> int:

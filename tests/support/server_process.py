@@ -44,6 +44,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: How long a client waits for a kernel's answer before it reads the kernel's connection file again.
+CONNECT_ATTEMPT = 15.0
+
+
 @dataclass
 class ServerProcess:
     """A Jupyter server subprocess and a client for its REST API."""
@@ -116,11 +120,26 @@ class ServerProcess:
         assert code == 200, (code, kernels)
         return [k["id"] for k in kernels]
 
+    async def client(self, kernel_id: str, timeout: float = 60) -> AsyncKernelClient:
+        """A ready client of one of the server's kernels, through its connection file. A kernel
+        that died at its start (a port another process took between the pick and the bind) is
+        started again by the server on new ports, in a new connection file: the client follows it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            client = AsyncKernelClient()
+            try:
+                client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
+                client.start_channels()
+                await client.wait_for_ready(timeout=min(CONNECT_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                return client
+            except (RuntimeError, OSError, ValueError):  # died, or its file is being written again
+                client.stop_channels()
+                if time.monotonic() >= deadline:
+                    raise
+
     async def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
         """Run ``code`` in one of the server's kernels (through its connection file); its printed output."""
-        client = AsyncKernelClient()
-        client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
-        client.start_channels()
+        client = await self.client(kernel_id)
         out: list[str] = []
 
         def hook(msg: dict[str, Any]) -> None:
@@ -128,7 +147,6 @@ class ServerProcess:
                 out.append(msg["content"]["text"])
 
         try:
-            await client.wait_for_ready(timeout=60)
             reply = await client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False)
         finally:
             client.stop_channels()
