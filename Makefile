@@ -84,10 +84,11 @@ $(BROWSER):
 	else echo "the browser test needs Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; fi
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
-# shared by a file's tests): one per CPU core and one more, since most of a test waits on a
-# kernel, a server or a Hub to start (on two cores three are fastest: four are no faster, two take 40% longer).
+# shared by a file's tests): one per CPU core and two more, since a test also waits, on a kernel,
+# a server or a Hub to start or on a timeout it tests (on two cores four are fastest: 12:05 of
+# pytest where three took 12:52-13:02 on the same tree).
 # TEST_WORKERS=0 runs them in this process.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 1)) || echo auto)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 2)) || echo auto)
 
 # Two jobs at a time, each one's output kept together: the browser (apt) installs and the front
 # end's unit tests run beside the venvs' installs (uv, mostly downloads), then the lint and format
