@@ -85,8 +85,8 @@ $(BROWSER):
 
 # Test processes for `make test`, each taking whole test files (their servers and Hubs are
 # shared by a file's tests): one per CPU core and two more, since a test also waits, on a kernel,
-# a server or a Hub to start or on a timeout it tests (on two cores four are fastest: 12:05 of
-# pytest where three took 12:52-13:02 on the same tree).
+# a server or a Hub to start or on a timeout it tests (measured on two cores: pytest took 12:05
+# with four where it took 12:52-13:02 with three).
 # TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 2)) || echo auto)
 
