@@ -1,20 +1,25 @@
 """The test servers' kernels, and a test's own, survive a port taken between the pick and the bind
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
-restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py)."""
+restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
+which a client of a server's kernel follows (``ServerProcess.client``)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from jupyter_client import connect
 
+from tests.support import server_process
 from tests.support.kernels import Kernel
 from tests.support.server_helpers import user_cell
+from tests.support.server_process import running_server
 
 pytestmark = pytest.mark.integration
 
@@ -70,3 +75,39 @@ def test_a_tests_own_kernel_whose_port_another_process_took_starts_again_on_new_
             kernel.close()
         for holder in taken:
             holder.close()
+
+
+async def test_a_client_of_a_servers_kernel_follows_its_connection_file_to_the_new_ports(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a restart on new ports looks like from outside: the connection file names ports nobody
+    answers on, then the kernel's own again (rewritten by the server); the client gets there."""
+    reads: list[str] = []
+    load = server_process.AsyncKernelClient.load_connection_file
+
+    def read(client: Any, fname: str) -> None:
+        reads.append(Path(fname).read_text())
+        load(client, fname)
+
+    monkeypatch.setattr(server_process.AsyncKernelClient, "load_connection_file", read)
+    with running_server(tmp_path / "a", str(tmp_path / "store"), "node-a") as server:
+        kernel_id = await server.open_kernel("nb.ipynb")
+        path = server.runtime / f"kernel-{kernel_id}.json"
+        real = path.read_text()
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))  # bound, never listening: a port a dead kernel had
+        stale = json.dumps({**json.loads(real), "shell_port": dead.getsockname()[1], "hb_port": dead.getsockname()[1]})
+        path.write_text(stale)
+        try:
+            following = asyncio.ensure_future(server.client(kernel_id, timeout=60))
+            deadline = time.monotonic() + 30
+            while not reads:
+                assert time.monotonic() < deadline, "the client never read the connection file"
+                await asyncio.sleep(0.05)
+            path.write_text(real)  # the server has written it again, with the new ports
+            client = await following
+            client.stop_channels()
+            assert reads[0] == stale and reads[-1] == real
+            assert "42" in await server.run(kernel_id, "print(6 * 7)")
+        finally:
+            dead.close()

@@ -7,6 +7,7 @@ extension (no ``JUPYTER_PAUSE_*`` variable of the test process leaks in). 127.0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -129,13 +130,19 @@ class ServerProcess:
             client = AsyncKernelClient()
             try:
                 client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
+            except (OSError, ValueError) as e:  # the server is writing it again
+                failed: Exception = e
+            else:
                 client.start_channels()
-                await client.wait_for_ready(timeout=min(CONNECT_ATTEMPT, max(1.0, deadline - time.monotonic())))
-                return client
-            except (RuntimeError, OSError, ValueError):  # died, or its file is being written again
-                client.stop_channels()
-                if time.monotonic() >= deadline:
-                    raise
+                try:
+                    await client.wait_for_ready(timeout=min(CONNECT_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                    return client
+                except RuntimeError as e:  # it died, or has not answered on the ports the file gave
+                    client.stop_channels()
+                    failed = e
+            if time.monotonic() >= deadline:
+                raise failed
+            await asyncio.sleep(0.1)
 
     async def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
         """Run ``code`` in one of the server's kernels (through its connection file); its printed output."""
