@@ -51,17 +51,17 @@ class Kernel:
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         for start in range(1, STARTS + 1):
-            self.manager = KernelManager(kernel_name="python3", cache_ports=False)
+            self.manager = KernelManager(kernel_name="python3", **KERNEL_PORT_CONFIG["KernelManager"])
             self.manager.start_kernel(cwd=str(cwd), env=env)
             self.client = self.manager.client()
             self.client.start_channels()
             try:
                 self.client.wait_for_ready(timeout=60)
                 return
-            except RuntimeError:  # it died: a port taken between the pick and the bind, or worse
+            except RuntimeError as e:  # it died: a port taken between the pick and the bind, or worse
                 self.close()
                 if start == STARTS:
-                    raise
+                    raise RuntimeError(f"a kernel in {cwd} died before it answered, {STARTS} starts in a row") from e
 
     @property
     def pid(self) -> int:
