@@ -141,7 +141,8 @@ class ServerProcess:
                     client.stop_channels()
                     failed = e
             if time.monotonic() >= deadline:
-                raise failed
+                said = f"server {self.name}: kernel {kernel_id} did not answer in {timeout} s ({failed})"
+                raise TimeoutError(f"{said}\n{self.log_tail()}") from failed
             await asyncio.sleep(0.1)
 
     async def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
