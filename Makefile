@@ -15,6 +15,11 @@ TORCH_SPEC ?= torch==2.13.0
 # The venvs go without it, as docs/jupyterhub.md suggests for a Hub's user image.
 # $(call uv_install,PYTHON): uv installing into the venv of PYTHON, torch held to TORCH_SPEC.
 uv_install = $(VENV)/bin/uv pip install -q --python $(1) --constraint $(VENV)/torch.txt --override $(VENV)/overrides.txt
+# Every process the tests start may cache the bytecode of what it imports (in the venvs and the
+# tree), even where the shell sets PYTHONDONTWRITEBYTECODE: without the cache each kernel, server
+# and test process compiles torch, Jupyter and the corpus's libraries from source again (importing
+# torch, ipykernel and jupyter_pause: 4.1 CPU-s from source, 1.9 from the cache).
+unexport PYTHONDONTWRITEBYTECODE
 # What `make lab` needs (the package, JupyterLab, the front end), then what `make test` adds.
 LAB_STAMP := $(VENV)/.lab
 STAMP := $(VENV)/.installed
