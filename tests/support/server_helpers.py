@@ -13,7 +13,7 @@ import nbformat
 from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
-from tests.support.kernels import KERNEL_PORT_CONFIG
+from tests.support.kernels import KERNEL_PORT_CONFIG, ready_client
 
 
 def write_notebook(root: Path, path: str, *sources: str) -> str:
@@ -45,11 +45,13 @@ async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -
 async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
     """Run ``code`` as a notebook's own client would (its own session id, not the server's: the
     ledger counts its cells, and leaves the server's own calls out)."""
-    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-    client.start_channels()
+
+    def connect() -> Any:  # where the kernel is now: the server starts one that died at its start again
+        kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+        return kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
+
+    client = await ready_client(connect, f"kernel {kernel_id}")
     try:
-        await client.wait_for_ready(timeout=60)
         reply = await client.execute_interactive(code, timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
     finally:
