@@ -1,7 +1,7 @@
 """The test servers' kernels, and a test's own, survive a port taken between the pick and the bind
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
 restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
-which a client of a server's kernel follows (``ready_client``: ``ServerProcess.client``, ``user_cell``)."""
+which a client of a server's kernel follows (``ready_client``: ``ServerProcess.client``, ``run`` and ``user_cell``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from jupyter_client import connect
 
 from tests.support import server_process
 from tests.support.kernels import Kernel
-from tests.support.server_helpers import user_cell
+from tests.support.server_helpers import run, user_cell
 from tests.support.server_process import running_server
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,8 @@ async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_o
     monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken))
     try:
         kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
-        await user_cell(jp_serverapp, kernel_id, "answer = 6 * 7")  # follows the restart (fails with one client)
+        assert await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"  # after the restart (fails without)
+        await user_cell(jp_serverapp, kernel_id, "answer = 6 * 7")
         assert jp_serverapp.kernel_manager.get_kernel(kernel_id).shell_port != taken[0].getsockname()[1]
     finally:
         for holder in taken:

@@ -37,20 +37,27 @@ async def open_kernel(fetch: Any, path: str) -> str:
     return json.loads(response.body)["kernel"]["id"]
 
 
+def _notebook_client(serverapp: Any, kernel_id: str) -> Callable[[], Any]:
+    """Makes a client of the kernel where it is now, with its own session id (a notebook's, not
+    the server's: the ledger counts its cells, and leaves the server's own calls out)."""
+
+    def connect() -> Any:
+        kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+        return kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
+
+    return connect
+
+
 async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
-    """Run code in a server-managed kernel; its output."""
+    """Run code in a server-managed kernel as the extension does, once the kernel answers (the
+    server starts one that died at its start again, on new ports); its output."""
+    (await ready_client(_notebook_client(serverapp, kernel_id), f"kernel {kernel_id}")).stop_channels()
     return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout)
 
 
 async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
-    """Run ``code`` as a notebook's own client would (its own session id, not the server's: the
-    ledger counts its cells, and leaves the server's own calls out)."""
-
-    def connect() -> Any:  # where the kernel is now: the server starts one that died at its start again
-        kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-        return kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-
-    client = await ready_client(connect, f"kernel {kernel_id}")
+    """Run ``code`` as a notebook's own client would, once the kernel answers."""
+    client = await ready_client(_notebook_client(serverapp, kernel_id), f"kernel {kernel_id}")
     try:
         reply = await client.execute_interactive(code, timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
