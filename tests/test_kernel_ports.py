@@ -1,7 +1,8 @@
 """The test servers' kernels, and a test's own, survive a port taken between the pick and the bind
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
 restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
-which a client of a server's kernel follows (``ready_client``: ``ServerProcess.client``, ``run`` and ``user_cell``)."""
+which a client of a server's kernel follows (``ready_client``: ``ServerProcess.client``, ``run`` and ``user_cell``),
+and so does the extension's resume (``kernelrun.answering``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from jupyter_client import connect
 
 from tests.support import server_process
 from tests.support.kernels import Kernel
-from tests.support.server_helpers import run, user_cell
+from tests.support.server_helpers import call, open_kernel, run, user_cell, wait_state, write_notebook
 from tests.support.server_process import running_server
 
 pytestmark = pytest.mark.integration
@@ -51,6 +52,29 @@ async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_o
         assert await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"  # after the restart (fails without)
         await user_cell(jp_serverapp, kernel_id, "answer = 6 * 7")
         assert jp_serverapp.kernel_manager.get_kernel(kernel_id).shell_port != taken[0].getsockname()[1]
+    finally:
+        for holder in taken:
+            holder.close()
+
+
+async def test_a_resume_whose_new_kernel_lost_its_port_restores_into_the_kernel_started_again(
+    jp_fetch: Any, jp_serverapp: Any, jp_root_dir: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extension's own kernels: a resume waits for its new kernel's first answer
+    (``kernelrun.answering``), following a restart on new ports, before it restores."""
+    path = write_notebook(jp_root_dir, "ports.ipynb", "answer = 6 * 7")
+    await user_cell(jp_serverapp, await open_kernel(jp_fetch, path), "answer = 6 * 7")
+    await call(jp_fetch, "pause", path=path)
+    assert (paused := await wait_state(jp_fetch, path, ("paused", "failed")))["state"] == "paused", paused
+    taken: list[socket.socket] = []
+    monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken))
+    try:
+        await call(jp_fetch, "resume", path=path)
+        ready = await wait_state(jp_fetch, path, ("ready", "failed"))
+        assert ready["state"] == "ready" and ready["verdict"] == "restored", ready  # failed without the wait
+        assert taken, "the resume's kernel should have lost its first port"
+        (resumed,) = [s["kernel"]["id"] for s in json.loads((await jp_fetch("api", "sessions")).body)]
+        assert await run(jp_serverapp, resumed, "print(answer)") == "42\n"
     finally:
         for holder in taken:
             holder.close()

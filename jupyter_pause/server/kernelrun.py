@@ -125,6 +125,34 @@ async def wait_for_cell(
         await asyncio.sleep(0.2)
 
 
+#: How long one client waits for a new kernel's first answer before it asks where the kernel is again.
+ANSWER_ATTEMPT = 15.0
+
+
+async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None:
+    """Wait until a kernel just started answers. One that died before its first answer (a port
+    another process took between the pick and the bind) held nothing yet: Jupyter's restarter
+    starts it again on new ports, and this waits for that one. ``KernelDied`` once Jupyter gave
+    up on it, ``KernelCodeError`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client = kernel_manager.get_kernel(kernel_id).client()
+        except KeyError as e:
+            raise KernelDied("the new kernel died at its start, and Jupyter gave up restarting it") from e
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
+            return
+        except RuntimeError:  # it died (or has not answered yet on the ports it was given)
+            pass
+        finally:
+            client.stop_channels()
+        if time.monotonic() >= deadline:
+            raise KernelCodeError(f"the new kernel did not answer within {timeout:g} s; see the server's log")
+        await asyncio.sleep(0.2)
+
+
 async def execute(
     kernel_manager: Any, kernel_id: str, code: str, timeout: float, process: tuple[int, Any] | None = None
 ) -> str:

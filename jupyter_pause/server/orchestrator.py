@@ -379,6 +379,7 @@ class PauseManager:
             )
         )
         kernel_id = model["kernel"]["id"]
+        await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
         moments["kernel_ready"] = time.time()
         await self._state(session, SessionState.RESTORING, noted(f"restoring checkpoint {manifest.id}", note))
         # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
