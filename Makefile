@@ -32,7 +32,7 @@ AZURITE_VERSION ?= 3
 LABEXT_SRC := $(wildcard labextension/package.json labextension/package-lock.json \
 	labextension/src/*.ts labextension/src/*.json labextension/schema/*.json labextension/style/*)
 
-.PHONY: lab lint test test-fast test-js docs bench bench-models bench-hub clean
+.PHONY: lab lint test test-fast test-js test-collect docs bench bench-models bench-hub clean
 
 # $(call beside_npm,NPM,LOG,WHAT,COMMAND): COMMAND runs while the npm commands NPM install WHAT in
 # the background, their output in LOG (shown if they fail). Either failing fails the recipe, and
@@ -97,15 +97,21 @@ TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null) && echo $$((n + 2)) || echo auto
 
 # Two jobs at a time, each one's output kept together: the browser (apt) installs and the front
 # end's unit tests run beside the venvs' installs (uv, mostly downloads), then the lint and format
-# check. Then every Python test (the slowest twelve, then the summary, are the last thing printed).
+# check and the tests' collection. Then every Python test (the slowest twelve, then the summary,
+# are the last thing printed).
 test:
-	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP) test-js
+	$(MAKE) --no-print-directory -j2 -Otarget lint $(BROWSER) $(OLD_STAMP) test-js test-collect
 	$(PY) -m pytest -p no:cacheprovider -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=12
 
 # The Python tests that start no kernel, Jupyter server, S3 server, browser or heavy subprocess,
 # one test process per CPU core (more are no faster: these tests compute, they do not wait).
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider -q -m "not integration" -n logical --dist loadfile
+
+# The tests collected once before the test processes start: the bytecode of what they import and
+# pytest's rewritten test modules are written once, not by every test process at once.
+test-collect: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider -q --collect-only > $(VENV)/collect.log || { cat $(VENV)/collect.log; exit 1; }
 
 # ruff's rules and format style are configured in pyproject.toml.
 lint: $(STAMP)
