@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import os
 import time
 import uuid
@@ -16,6 +15,7 @@ import pytest
 from jupyter_pause import ledger
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
+from tests.support.processes import racing_processes
 
 # store_url (every backend) and no_pause_env: tests/support/stores.py, through conftest.py
 pytestmark = pytest.mark.usefixtures("no_pause_env")
@@ -143,7 +143,7 @@ def _writer(url: str, env: dict[str, str], name: str, barrier: Any) -> None:
 def test_two_processes_writing_at_once_lose_no_event(backend: str, tmp_path, request: pytest.FixtureRequest) -> None:
     url = str(tmp_path / "store") if backend == "local" else request.getfixturevalue("s3_env")
     env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
-    context = multiprocessing.get_context("spawn")
+    context = racing_processes(__name__)
     barrier = context.Barrier(2)
     writers = [context.Process(target=_writer, args=(url, env, name, barrier)) for name in ("w1", "w2")]
     for process in writers:

@@ -1,15 +1,16 @@
 """jupyter_pause.server.lease: one resume of a session at a time, across processes and servers.
 
-The races run separate processes (``multiprocessing``, spawned) held at a barrier so that their
-claims really meet, on a local folder and on the SeaweedFS server of ``tests/support/s3_server.py``. A store
-whose server ignores create-if-absent is played by ``tests/support/lax_s3.py``.
+The races run separate processes (``multiprocessing``, forked from a fresh process:
+``racing_processes``) held at a barrier so that their claims really meet, on a local folder and
+on the SeaweedFS server of ``tests/support/s3_server.py``. A store whose server ignores
+create-if-absent is played by ``tests/support/lax_s3.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
+import os
 import secrets
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from jupyter_pause.server import lease
 from jupyter_pause.store import layout
 from jupyter_pause.store.storage import Store
 from tests.support.lax_s3 import lax_store
+from tests.support.processes import racing_processes
 from tests.support.s3_server import S3Server
 
 SESSION = "exp--train"
@@ -205,8 +207,9 @@ class Outcome:
     detail: str
 
 
-def racer(url: str, index: int, rounds: int, barrier: Any, outcomes: Any) -> None:
+def racer(url: str, env: dict[str, str], index: int, rounds: int, barrier: Any, outcomes: Any) -> None:
     """One server process: each round, claim at the barrier, report, and release if it won."""
+    os.environ.update(env)
     store = Store(url)
     for n in range(rounds):
         barrier.wait()  # the parent has set the round up
@@ -241,11 +244,12 @@ def set_round(store: Store, kind: str) -> lease.Lease | None:
 def race(url: str, rounds: int) -> None:
     """``RACERS`` processes claim the lease of one session ``rounds`` times; check every round."""
     store = Store(url)
-    context = multiprocessing.get_context("spawn")  # no fork of a process with s3fs's IO thread
+    context = racing_processes(__name__)
     barrier = context.Barrier(RACERS + 1, timeout=BARRIER_TIMEOUT)
     outcomes = context.Queue()
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
     processes = [
-        context.Process(target=racer, args=(url, n, rounds, barrier, outcomes), daemon=True) for n in range(RACERS)
+        context.Process(target=racer, args=(url, env, n, rounds, barrier, outcomes), daemon=True) for n in range(RACERS)
     ]
     for process in processes:
         process.start()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import secrets
+from multiprocessing.context import BaseContext
 
 from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
@@ -46,3 +48,13 @@ def best_cpu_capability() -> str:
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+def racing_processes(module: str) -> BaseContext:
+    """Where a test's racing processes come from: forked from a fresh process that imported
+    ``module`` (their target's) once, not spawned (each importing it again: 1.2 CPU-s) nor forked
+    from the test process (with s3fs's IO thread in it). The forked processes inherit that fresh
+    process's environment, not the test's: pass them what they need of it."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([module])
+    return context
