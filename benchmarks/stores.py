@@ -135,7 +135,7 @@ def _s3(base: Path) -> Place:
 
 def _gcs(base: Path) -> Place:
     from tests.support import emulators
-    from tests.support.hub import free_port
+    from tests.support.ports import free_port
 
     os.environ[emulators.GCSFS_GRPC_PROBE] = "false"  # before gcsfs is imported
     import gcsfs  # noqa: F401  (fails here, with its name, where it is not installed)
@@ -153,7 +153,7 @@ def _azure(base: Path) -> Place:
     import adlfs
 
     from tests.support import emulators
-    from tests.support.hub import free_port
+    from tests.support.ports import free_port
 
     port = free_port()
     directory = Path(tempfile.mkdtemp(prefix="pause-stores-azure-", dir=base))

@@ -21,6 +21,7 @@ from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.support.hub import run_hub, wait_for
 from tests.support.kernels import KERNEL_PORT_ARGS
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +36,6 @@ KERNEL_TIMEOUT = 60_000
 HAS_KERNEL = re.compile(r"^(?!No Kernel$).+")
 STATUS_BAR_KERNEL = "#jp-main-statusbar .jp-StatusBar-TextItem[title^='Change kernel for']"
 CONNECTED_IDLE = re.compile(r"^(?!No Kernel ).+ \| Idle$")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> object:
@@ -84,7 +79,7 @@ def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
         env[name] = str(tmp_path / name.lower())
     for name in ("JUPYTER_PAUSE_STORE", "JUPYTER_PAUSE_SESSION", "JPY_SESSION_NAME"):
         env.pop(name, None)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (tmp_path / "lab.log").open("w")
     process = subprocess.Popen(

@@ -29,7 +29,7 @@ import pytest
 from fsspec.registry import _registry as fsspec_classes
 
 from tests.support.children import spawn
-from tests.support.hub import free_port
+from tests.support.ports import free_port
 from tests.support.s3_server import answers_http
 
 HOST = "127.0.0.1"

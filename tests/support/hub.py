@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from tornado.simple_httpclient import HTTPStreamClosedError
 from tornado.websocket import websocket_connect
 
 from tests.support.kernels import KERNEL_PORT_ARGS, THREAD_VARIABLES
+from tests.support.ports import free_port
 
 T = TypeVar("T")
 
@@ -74,13 +74,6 @@ def find_proxy() -> str:
 START_ATTEMPTS = 3
 #: What the Hub (Python) and its proxy (Node.js) log when a port is taken, lower-cased.
 PORT_TAKEN = "address already in use"
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on at 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(read: Callable[[], T], until: Callable[[T], bool], timeout: float, what: str, every: float = 0.2) -> T:
@@ -172,8 +165,11 @@ class Hub:
         threads = {name: os.environ[name] for name in THREAD_VARIABLES if name in os.environ}
         args = [*KERNEL_PORT_ARGS, *(["--allow-root"] if os.geteuid() == 0 else [])]
         return f"""# written by tests/support/hub.py
-import json, os
+import json, os, sys
 from pathlib import Path
+
+sys.path.insert(0, {str(REPO)!r})
+from tests.support.ports import free_port
 
 c = get_config()  # noqa
 # --- lines run first, on a fresh config ---
@@ -228,6 +224,8 @@ c.Spawner.environment.update({{
 
 
 def _per_user(spawner):
+    # a port no kernel or connection is given meanwhile (tests/support/ports.py), not the spawner's own pick
+    spawner.port = free_port()
     # what create_user wrote for this user: more arguments and environment
     extra = USERS / spawner.user.name / "spawn.json"
     if extra.exists():

@@ -49,9 +49,9 @@ def _notebook_client(serverapp: Any, kernel_id: str) -> Callable[[], Any]:
 
 
 async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
-    """Run code in a server-managed kernel as the extension does, once the kernel answers (the
-    server starts one that died at its start again, on new ports); its output."""
-    (await ready_client(_notebook_client(serverapp, kernel_id), f"kernel {kernel_id}")).stop_channels()
+    """Run code in a server-managed kernel as the extension's resume does: once the kernel
+    answers (one that died at its start is started again on new ports); its output."""
+    await kernelrun.answering(serverapp.kernel_manager, kernel_id, 60)
     return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout)
 
 

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from tornado.httpclient import AsyncHTTPClient
 
 from tests.support.children import spawn
 from tests.support.kernels import KERNEL_PORT_ARGS, ready_client
+from tests.support.ports import free_port
 from tests.support.server_helpers import poll_state
 
 HOST = "127.0.0.1"
@@ -36,12 +36,6 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 60.0
 #: Seconds a server gets to stop after SIGTERM before it is killed.
 STOP_TIMEOUT = 15.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 @dataclass
