@@ -18,8 +18,16 @@ from typing import Any
 from ..errors import PauseError
 from ..protocol import SafePointRequest, channel
 
-#: Client session ids of the code this server runs in kernels now (the ledger leaves it out of activity).
+#: Client session ids of the code this server runs, or just ran, in kernels (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()
+#: How long a session stays the server's own after its call returned: the server's IOPub listener
+#: may read the kernel's last status of that call after the call's own client did.
+OWN_GRACE = 30.0
+
+
+def _no_longer_own(session: str) -> None:
+    asyncio.get_running_loop().call_later(OWN_GRACE, OWN_SESSIONS.discard, session)
+
 
 #: What the status says while a pause waits for a cell that has no safe point.
 NO_SAFE_POINT = "waiting for the running cell: it has no safe point (wrap its loop in jupyter_pause.steps)"
@@ -141,6 +149,8 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
         except KeyError as e:
             raise KernelDied("the new kernel died at its start, and Jupyter gave up restarting it") from e
         client.start_channels()
+        own = client.session.session  # the server's own asking, not the user's use of the kernel
+        OWN_SESSIONS.add(own)
         try:
             await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
             return
@@ -148,6 +158,7 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
             pass
         finally:
             client.stop_channels()
+            _no_longer_own(own)
         if time.monotonic() >= deadline:
             raise KernelCodeError(f"the new kernel did not answer within {timeout:g} s; see the server's log")
         await asyncio.sleep(0.2)
@@ -188,7 +199,7 @@ async def execute(
         raise KernelCodeError(f"no answer within {timeout:g} s") from e
     finally:
         client.stop_channels()
-        OWN_SESSIONS.discard(own)
+        _no_longer_own(own)
     content = reply["content"]
     if content.get("status") != "ok":
         raise KernelCodeError(f"{content.get('ename')}: {content.get('evalue')}")
