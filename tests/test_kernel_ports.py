@@ -1,8 +1,8 @@
 """The test servers' kernels, and a test's own, survive a port taken between the pick and the bind
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
 restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
-which a client of a server's kernel follows (``ready_client``: ``ServerProcess.client`` and
-``user_cell``), and so do the extension's resume and the tests' ``run`` (``kernelrun.answering``)."""
+which a client of a server's kernel follows (``ServerProcess.client``), and so do the extension's
+resume and the tests' ``run`` and ``user_cell`` (``kernelrun.answering``)."""
 
 from __future__ import annotations
 

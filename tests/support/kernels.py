@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 from typing import Any, Iterator
 
 import pytest
-from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import KernelManager
 
 #: The variables that set how many threads a process computes on (OpenMP, MKL, OpenBLAS: torch's
@@ -31,37 +27,9 @@ KERNEL_PORT_CONFIG = {"KernelManager": {"cache_ports": False}}
 KERNEL_PORT_ARGS = tuple(
     f"--{section}.{name}={value}" for section, names in KERNEL_PORT_CONFIG.items() for name, value in names.items()
 )
-#: How long a client waits for a server kernel's answer before it asks where the kernel is again.
-CONNECT_ATTEMPT = 15.0
 #: How many times a test's own kernel is started before its start counts as failed: a kernel that
 #: dies before it answers is started again on new ports, as a server's restarter does.
 STARTS = 3
-
-
-async def ready_client(
-    connect: Callable[[], AsyncKernelClient], what: str, timeout: float = 60, log: Callable[[], str] = str
-) -> AsyncKernelClient:
-    """A ready client of a kernel a server manages. ``connect`` makes a client from where the
-    kernel is now (its connection file, its manager): a kernel that died at its start (a port
-    another process took between the pick and the bind) is started again by the server on new
-    ports, and the next client follows it. Fails after ``timeout`` naming ``what``, with ``log()``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client = connect()
-        except (OSError, ValueError) as e:  # the server is writing the connection file again
-            failed: Exception = e
-        else:
-            client.start_channels()
-            try:
-                await client.wait_for_ready(timeout=min(CONNECT_ATTEMPT, max(1.0, deadline - time.monotonic())))
-                return client
-            except RuntimeError as e:  # it died, or has not answered on the ports it was given
-                client.stop_channels()
-                failed = e
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what} did not answer in {timeout} s ({failed})\n{log()}") from failed
-        await asyncio.sleep(0.1)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import nbformat
 from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
-from tests.support.kernels import KERNEL_PORT_CONFIG, ready_client
+from tests.support.kernels import KERNEL_PORT_CONFIG
 
 
 def write_notebook(root: Path, path: str, *sources: str) -> str:
@@ -37,17 +37,6 @@ async def open_kernel(fetch: Any, path: str) -> str:
     return json.loads(response.body)["kernel"]["id"]
 
 
-def _notebook_client(serverapp: Any, kernel_id: str) -> Callable[[], Any]:
-    """Makes a client of the kernel where it is now, with its own session id (a notebook's, not
-    the server's: the ledger counts its cells, and leaves the server's own calls out)."""
-
-    def connect() -> Any:
-        kernel = serverapp.kernel_manager.get_kernel(kernel_id)
-        return kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-
-    return connect
-
-
 async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
     """Run code in a server-managed kernel as the extension's resume does: once the kernel
     answers (one that died at its start is started again on new ports); its output."""
@@ -56,9 +45,14 @@ async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -
 
 
 async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
-    """Run ``code`` as a notebook's own client would, once the kernel answers."""
-    client = await ready_client(_notebook_client(serverapp, kernel_id), f"kernel {kernel_id}")
+    """Run ``code`` as a notebook's own client would (its own session id, not the server's: the
+    ledger counts its cells, and leaves the server's own calls out), once the kernel answers."""
+    await kernelrun.answering(serverapp.kernel_manager, kernel_id, 60)
+    kernel = serverapp.kernel_manager.get_kernel(kernel_id)
+    client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
+    client.start_channels()
     try:
+        await client.wait_for_ready(timeout=60)
         reply = await client.execute_interactive(code, timeout=60)
         assert reply["content"]["status"] == "ok", reply["content"]
     finally:

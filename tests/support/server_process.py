@@ -7,6 +7,7 @@ extension (no ``JUPYTER_PAUSE_*`` variable of the test process leaks in). 127.0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -27,7 +28,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient
 
 from tests.support.children import spawn
-from tests.support.kernels import KERNEL_PORT_ARGS, ready_client
+from tests.support.kernels import KERNEL_PORT_ARGS
 from tests.support.ports import free_port
 from tests.support.server_helpers import poll_state
 
@@ -36,6 +37,10 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 60.0
 #: Seconds a server gets to stop after SIGTERM before it is killed.
 STOP_TIMEOUT = 15.0
+
+
+#: How long a client waits for a kernel's answer before it reads the kernel's connection file again.
+CONNECT_ATTEMPT = 15.0
 
 
 @dataclass
@@ -111,15 +116,28 @@ class ServerProcess:
         return [k["id"] for k in kernels]
 
     async def client(self, kernel_id: str, timeout: float = 60) -> AsyncKernelClient:
-        """A ready client of one of the server's kernels, through its connection file (which the
-        server writes again when it starts the kernel again on new ports)."""
-
-        def connect() -> AsyncKernelClient:
+        """A ready client of one of the server's kernels, through its connection file. A kernel
+        that died at its start (a port another process took between the pick and the bind) is
+        started again by the server on new ports, in a new connection file: the client follows it."""
+        deadline = time.monotonic() + timeout
+        while True:
             client = AsyncKernelClient()
-            client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
-            return client
-
-        return await ready_client(connect, f"server {self.name}: kernel {kernel_id}", timeout, self.log_tail)
+            try:
+                client.load_connection_file(str(self.runtime / f"kernel-{kernel_id}.json"))
+            except (OSError, ValueError) as e:  # the server is writing it again
+                failed: Exception = e
+            else:
+                client.start_channels()
+                try:
+                    await client.wait_for_ready(timeout=min(CONNECT_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                    return client
+                except RuntimeError as e:  # it died, or has not answered on the ports the file gave
+                    client.stop_channels()
+                    failed = e
+            if time.monotonic() >= deadline:
+                said = f"server {self.name}: kernel {kernel_id} did not answer in {timeout} s ({failed})"
+                raise TimeoutError(f"{said}\n{self.log_tail()}") from failed
+            await asyncio.sleep(0.1)
 
     async def run(self, kernel_id: str, code: str, timeout: float = 120) -> str:
         """Run ``code`` in one of the server's kernels (through its connection file); its printed output."""
