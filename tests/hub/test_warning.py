@@ -7,7 +7,6 @@ The whole cycle on a real Hub (warned, released when due, kept when used) is in 
 from __future__ import annotations
 
 import json
-import socket
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,6 +17,7 @@ from jupyter_pause.hub import release
 from jupyter_pause.hub.hubapi import HubClient, ServerClient
 from jupyter_pause.hub.policy import Decision, ServerView
 from jupyter_pause.hub.service import DEFAULT_WARN_BEFORE, configure
+from tests.support.ports import free_port
 
 
 def test_warn_before_is_five_minutes_unless_given_and_never_longer_than_a_timeout():
@@ -58,9 +58,7 @@ class _OlderServer(web.RequestHandler):
 
 @pytest.fixture
 def older_server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = HTTPServer(web.Application([(r"/user/ann/jupyter-pause/api/(.*)", _OlderServer)]))
     server.listen(port, "127.0.0.1")
     yield f"http://127.0.0.1:{port}"

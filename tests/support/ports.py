@@ -23,14 +23,19 @@ DRAWS = 200
 _draw = random.SystemRandom()  # not the random module's: a test may seed that, alike in every test process
 
 
+def bindable(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a TCP socket could bind ``port`` on ``host`` now."""
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that nobody listens on now, from ``PORT_RANGE``."""
     for _ in range(DRAWS):
-        port = _draw.randrange(*PORT_RANGE)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
+        if bindable(port := _draw.randrange(*PORT_RANGE), host):
             return port
     raise RuntimeError(f"no free port on {host} in {DRAWS} draws from {PORT_RANGE}")

@@ -15,7 +15,6 @@ import importlib.metadata
 import os
 import random
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from typing import Any
 import pytest
 
 from tests.support.children import spawn
+from tests.support.ports import bindable
 
 HOST = "127.0.0.1"
 BUCKET = "pause-test"
@@ -54,7 +54,8 @@ GRPC_OFFSET = 10000
 #: weed puts a unix socket per gRPC server at /tmp/seaweedfs-<service>-grpc-<port>.sock, whatever
 #: TMPDIR says, and does not always remove them when it stops.
 GRPC_SOCKET_DIR = "/tmp"
-#: Where HTTP ports are drawn from: below the usual ephemeral range, with room for the offset.
+#: Where HTTP ports are drawn from: below the usual ephemeral range, with room for the offset, and
+#: above the other servers' (tests/support/ports.py).
 PORT_RANGE = (20000, 32000)
 
 #: Variables that would send S3 clients elsewhere than the test server, or to a proxy.
@@ -94,15 +95,6 @@ def weed_binary() -> str:
     )
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port_pairs(count: int) -> list[tuple[int, int]]:
     """``count`` pairs ``(p, p + GRPC_OFFSET)`` of TCP ports on 127.0.0.1 that are free right now."""
     rng = random.Random()
@@ -113,7 +105,7 @@ def free_port_pairs(count: int) -> list[tuple[int, int]]:
             return pairs
         port = rng.randrange(*PORT_RANGE)
         pair = (port, port + GRPC_OFFSET)
-        if taken.isdisjoint(pair) and all(_bindable(p) for p in pair):
+        if taken.isdisjoint(pair) and all(bindable(p, HOST) for p in pair):
             pairs.append(pair)
             taken.update(pair)
     raise RuntimeError(f"found no {count} free port pairs on {HOST} in {PORT_RANGE}")
