@@ -147,7 +147,10 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
         try:
             client = kernel_manager.get_kernel(kernel_id).client()
         except KeyError as e:
-            raise KernelDied("the new kernel died at its start, and Jupyter gave up restarting it") from e
+            raise KernelDied(
+                "the new kernel died at its start, and Jupyter gave up restarting it; the checkpoint is "
+                "untouched: resume again, and see the server's log for why the kernel could not start"
+            ) from e
         client.start_channels()
         own = client.session.session  # the server's own asking, not the user's use of the kernel
         OWN_SESSIONS.add(own)
@@ -160,7 +163,10 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
             client.stop_channels()
             _no_longer_own(own)
         if time.monotonic() >= deadline:
-            raise KernelCodeError(f"the new kernel did not answer within {timeout:g} s; see the server's log")
+            raise KernelCodeError(
+                f"the new kernel did not answer within {timeout:g} s; the checkpoint is untouched: resume "
+                "again, and see the server's log for why the kernel could not start"
+            )
         await asyncio.sleep(0.2)
 
 
