@@ -297,7 +297,8 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
     names = [f"user{i:02d}" for i in range(users)]
     rounds: dict[str, Round] = {}
     try:
-        with run_hub(folder / "hub", config=hub_config(s3, prefix, secret), timeout=120) as hub:
+        # users' servers as they are on a Hub, JupyterLab's server extension included
+        with run_hub(folder / "hub", config=hub_config(s3, prefix, secret), timeout=120, lab=True) as hub:
             since = time.time()
             with ThreadPoolExecutor(users) as pool:
                 wants = dict(zip(names, pool.map(lambda u: prepare(hub, u), names), strict=True))

@@ -416,7 +416,7 @@ RECORD_RELEASE_STATES = """() => {
 
 
 def test_pause_all_and_stop_server_from_the_file_menu_under_a_hub(tmp_path):
-    with run_hub(tmp_path / "hub", config=HUB_SCOPES) as hub:
+    with run_hub(tmp_path / "hub", config=HUB_SCOPES, lab=True) as hub:
         hub.create_user("eve")
         hub.start_server("eve")
         _write_notebook(hub.home("eve"))

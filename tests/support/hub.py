@@ -4,7 +4,8 @@ free ports, in a temporary folder; everything it started is stopped when the ``w
 Each user's server gets its own Jupyter config, data and runtime folders, its own store
 (``JUPYTER_PAUSE_STORE``), the thread counts of the harness's own process (``THREAD_VARIABLES``:
 one thread each in the tests) and the jupyter_pause server extension (on unless ``create_user``
-says otherwise). The harness calls the Hub with an admin token, and a user's server through the proxy.
+says otherwise); JupyterLab's server extension only where a browser opens it (``lab=True``). The
+harness calls the Hub with an admin token, and a user's server through the proxy.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tornado.websocket import websocket_connect
 
 from tests.support.kernels import KERNEL_PORT_ARGS, THREAD_VARIABLES
 from tests.support.ports import free_port
+from tests.support.server_process import WITHOUT_LAB
 
 T = TypeVar("T")
 
@@ -119,9 +121,18 @@ class Hub:
     """A running JupyterHub (see ``run_hub``): call its API, start and stop users' servers."""
 
     def __init__(
-        self, root: Path, *, config: str = "", services: Iterable[Service] = (), debug: bool = False, first: str = ""
+        self,
+        root: Path,
+        *,
+        config: str = "",
+        services: Iterable[Service] = (),
+        debug: bool = False,
+        first: str = "",
+        lab: bool = False,
     ) -> None:
         self.root = root
+        #: Whether users' servers run JupyterLab's server extension (a browser opens /lab on them).
+        self.lab = lab
         #: Lines run first, on a fresh config (a block a user pastes, as it is): the harness's
         #: own lines add to what it set (environment, services, roles) rather than replace it.
         self.first_config = first
@@ -416,7 +427,7 @@ c.Spawner.pre_spawn_hook = _per_user
         for kind in ("jupyter-data", "jupyter-runtime", "ipython", "store", "home"):
             (folder / kind).mkdir(exist_ok=True)
         server_config = {
-            "ServerApp": {"jpserver_extensions": {"jupyter_pause": extension}},
+            "ServerApp": {"jpserver_extensions": {"jupyter_pause": extension, **({} if self.lab else WITHOUT_LAB)}},
             "PauseServer": {**QUICK_PAUSE_SERVER, **(pause_server or {})},
         }
         (config / "jupyter_server_config.json").write_text(json.dumps(server_config))
@@ -563,12 +574,13 @@ def run_hub(
     debug: bool = False,
     timeout: float = 60,
     first: str = "",
+    lab: bool = False,
 ) -> Iterator[Hub]:
     """A started Hub in ``root`` (``config``: more lines of jupyterhub_config.py; ``first``: lines
-    run before the harness's, on a fresh config; ``services``: its services); stopped with
-    everything it started when the block ends, even on failure. On a failure the Hub's log tail
-    is printed (pytest shows it with the failure)."""
-    hub = Hub(root, config=config, services=services, debug=debug, first=first)
+    run before the harness's, on a fresh config; ``services``: its services; ``lab``: users' servers
+    serve JupyterLab); stopped with everything it started when the block ends, even on failure. On
+    a failure the Hub's log tail is printed (pytest shows it with the failure)."""
+    hub = Hub(root, config=config, services=services, debug=debug, first=first, lab=lab)
     try:
         hub.start(timeout)
         yield hub

@@ -39,6 +39,11 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 15.0
 
 
+#: The server extensions a test server goes without unless a browser opens JupyterLab on it: the
+#: tests drive it through its REST API, and JupyterLab's extension with the language servers'
+#: (each start runs Node: ``yarn config``, ``npm prefix -g``) took 0.9 of a start's 1.45 CPU-s.
+WITHOUT_LAB = {"jupyterlab": False, "jupyter_lsp": False}
+
 #: How long a client waits for a kernel's answer before it reads the kernel's connection file again.
 CONNECT_ATTEMPT = 15.0
 
@@ -216,6 +221,7 @@ def running_server(
         f"--PauseConfig.node={node}",
         "--PauseServer.resource_poll_interval=0.2",
         *KERNEL_PORT_ARGS,
+        *(f"--ServerApp.jpserver_extensions={name}={on}" for name, on in WITHOUT_LAB.items()),
         *options,
         "--allow-root",
     ]
