@@ -133,8 +133,14 @@ async def wait_for_cell(
         await asyncio.sleep(0.2)
 
 
-#: How long one client waits for a new kernel's first answer before it asks where the kernel is again.
-ANSWER_ATTEMPT = 15.0
+#: How long one wait for a new kernel's first answer lasts before the server looks again where the
+#: kernel is: Jupyter's restarter may have started it again on other ports, where a client of the
+#: old ones would wait in vain.
+ANSWER_ATTEMPT = 2.0
+
+
+def _ports(connection: Any) -> tuple[int, ...]:
+    return tuple(getattr(connection, f"{name}_port") for name in ("shell", "iopub", "stdin", "control", "hb"))
 
 
 async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None:
@@ -143,31 +149,41 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
     starts it again on new ports, and this waits for that one. ``KernelDied`` once Jupyter gave
     up on it, ``KernelCodeError`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            client = kernel_manager.get_kernel(kernel_id).client()
-        except KeyError as e:
-            raise KernelDied(
-                "the new kernel died at its start, and Jupyter gave up restarting it; the checkpoint is "
-                "untouched: resume again, and see the server's log for why the kernel could not start"
-            ) from e
-        client.start_channels()
-        own = client.session.session  # the server's own asking, not the user's use of the kernel
-        OWN_SESSIONS.add(own)
-        try:
-            await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
-            return
-        except RuntimeError:  # it died (or has not answered yet on the ports it was given)
-            pass
-        finally:
-            client.stop_channels()
-            _no_longer_own(own)
-        if time.monotonic() >= deadline:
-            raise KernelCodeError(
-                f"the new kernel did not answer within {timeout:g} s; the checkpoint is untouched: resume "
-                "again, and see the server's log for why the kernel could not start"
-            )
-        await asyncio.sleep(0.2)
+    client = None
+    try:
+        while True:
+            try:
+                kernel = kernel_manager.get_kernel(kernel_id)
+            except KeyError as e:
+                raise KernelDied(
+                    "the new kernel died at its start, and Jupyter gave up restarting it; the checkpoint is "
+                    "untouched: resume again, and see the server's log for why the kernel could not start"
+                ) from e
+            if client is None or _ports(client) != _ports(kernel):
+                if client is not None:
+                    _stop(client)
+                client = kernel.client()
+                client.start_channels()
+                OWN_SESSIONS.add(client.session.session)  # the server's own asking, not the user's use
+            try:
+                await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                return
+            except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
+                pass
+            if time.monotonic() >= deadline:
+                raise KernelCodeError(
+                    f"the new kernel did not answer within {timeout:g} s; the checkpoint is untouched: resume "
+                    "again, and see the server's log for why the kernel could not start"
+                )
+            await asyncio.sleep(0.2)
+    finally:
+        if client is not None:
+            _stop(client)
+
+
+def _stop(client: Any) -> None:
+    client.stop_channels()
+    _no_longer_own(client.session.session)
 
 
 async def execute(
