@@ -88,33 +88,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=_slowest_first)
 
 
-#: The test files that take longest (seconds of one test worker on two cores: a real Hub, a
-#: browser, servers and kernels killed on purpose), slowest first, from ``pytest --durations=0``.
+#: The test files that take longest (seconds of one test worker in a whole run on two cores, four
+#: workers: a real Hub, a browser, servers and kernels killed on purpose), slowest first, each
+#: file's tests' ``--durations`` summed (setup and teardown included).
 #: They run first and every other file after them: the test workers take whole files in this
 #: order (``make test`` passes ``--no-loadscope-reorder``, or pytest-xdist would order the files
 #: by how many tests they hold), and a long file taken last would leave the other workers idle.
 SLOWEST_FIRST = (
-    "hub/test_shared_store.py",  # 130 s
-    "labextension/test_browser.py",  # 107 s
-    "loops/test_safepoints_kernels.py",  # 97 s
-    "server/test_safepoints.py",  # 91 s
-    "server/test_faults.py",  # 75 s
-    "test_packaging.py",  # 62 s
-    "hub/test_release.py",  # 61 s
-    "server/test_nodes.py",  # 58 s
-    "hub/test_service.py",  # 56 s
+    "server/test_safepoints.py",  # 116 s
+    "benchmarks/test_run.py",  # 114 s
+    "labextension/test_browser.py",  # 101 s
+    "loops/test_safepoints_kernels.py",  # 95 s
+    "hub/test_shared_store.py",  # 92 s
+    "server/test_faults.py",  # 88 s
+    "faults/test_kill_during_checkpoint.py",  # 87 s
+    "server/test_nodes.py",  # 78 s
+    "fidelity/test_libraries.py",  # 73 s
+    "hub/test_release.py",  # 57 s
+    "proof/test_verdict_kernels.py",  # 55 s
     "hub/test_storm.py",  # 54 s
-    "faults/test_kill_during_checkpoint.py",  # 54 s
-    "benchmarks/test_run.py",  # 52 s
-    "fidelity/test_libraries.py",  # 43 s
-    "proof/test_verdict_kernels.py",  # 40 s
-    "faults/test_kill_during_checkpoint_s3.py",  # 36 s
-    "session/test_kernel_roundtrip.py",  # 30 s
-    "faults/test_s3_server_stops.py",  # 29 s
-    "ledger/test_rollup.py",  # 29 s
-    "hub/test_secret.py",  # 28 s
-    "store/test_storage.py",  # 28 s
-    "session/test_modelfiles.py",  # 28 s
+    "hub/test_service.py",  # 47 s
+    "faults/test_s3_server_stops.py",  # 46 s
+    "ledger/test_rollup.py",  # 43 s
+    "test_packaging.py",  # 40 s
+    "session/test_kernel_roundtrip.py",  # 40 s
+    "store/test_storage.py",  # 39 s
+    "faults/test_kill_during_checkpoint_s3.py",  # 38 s
+    "store/test_s3_scoped_identities.py",  # 34 s
+    "session/test_modelfiles.py",  # 34 s
+    "server/test_damage.py",  # 33 s
+    "serialize/test_digests.py",  # 30 s
+    "benchmarks/test_gpu_check.py",  # 30 s
+    "cli/test_drill.py",  # 29 s
+    "hub/test_harness.py",  # 28 s
+    "server/test_preemption_notices.py",  # 28 s
+    "process/test_localmodules.py",  # 27 s
+    "replay/test_rebuild_kernels.py",  # 27 s
+    "serialize/test_reducers.py",  # 22 s
+    "test_kernel_ports.py",  # 19 s
 )
 TESTS = Path(__file__).parent
 
