@@ -66,14 +66,14 @@ $(STAMP): $(LAB_STAMP)
 # notebook image was upgraded. Only these and what they need are installed here (uv does not look
 # through the .pth file below, so their dependencies land here too); everything else (jupyter_pause,
 # torch, dill ...) comes from the project venv, whose site-packages that .pth file adds after this
-# venv's own, so the older releases come first.
+# venv's own, so the older releases come first. uv installs them: the venv needs no pip of its own.
 OLD_VENV ?= .venv-old
 OLD_SPEC ?= scikit-learn==1.7.2 pandas==2.3.3 numpy==2.3.5
 OLD_STAMP := $(OLD_VENV)/.installed
 
 $(OLD_STAMP): $(STAMP)
 	rm -rf $(OLD_VENV)
-	$(PY) -m venv $(OLD_VENV)
+	$(PY) -m venv --without-pip $(OLD_VENV)
 	$(OLD_VENV)/bin/python -c "import site, sys, sysconfig; \
 		open(sysconfig.get_paths()['purelib'] + '/project-venv.pth', 'w').write('import site; site.addsitedir(%r)\n' % sys.argv[1])" \
 		"$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
