@@ -30,6 +30,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..vocabulary import SESSION_STATES
+from .stopping import when_stopping
 
 #: Seconds, from a small notebook's pause to a large model's.
 SECONDS = (0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -90,8 +91,10 @@ REGISTRY.register(_Watchers())
 
 
 def watch(manager: Any) -> None:
-    """Count ``manager``'s sessions in ``jupyter_pause_sessions``."""
+    """Count ``manager``'s sessions and preemption watchers until its server stops (another server
+    may run later in the same process, a test's or an embedding application's)."""
     _managers.add(manager)
+    when_stopping(manager.serverapp, lambda: _managers.discard(manager))
 
 
 def checkpointed(trigger: str, ok: bool, seconds: float | None = None, size: int | None = None) -> None:

@@ -55,6 +55,12 @@ async def test_a_pause_and_a_resume_are_counted_in_the_servers_metrics(jp_fetch,
     # low cardinality: no session, path or checkpoint in any label
     assert not [name for name in resumed if name.startswith("jupyter_pause") and ("work" in name or "counted" in name)]
 
+    # the server stops (jupyter-server removes its runtime file first): its sessions count no more,
+    # though its objects may live on in this process beside the next server's
+    ready = 'jupyter_pause_sessions{state="ready"}'
+    jp_serverapp.remove_server_info_file()
+    assert (await _metrics(jp_fetch))[ready] == resumed[ready] - 1
+
 
 async def test_a_release_is_counted_by_how_it_ended(jp_fetch, jp_serverapp, jp_root_dir):
     before = await _metrics(jp_fetch)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ...protocol import nodestate
 from ...protocol.nodestate import FitRecord, NodeState, WatcherRecord
+from ..stopping import when_stopping
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +66,6 @@ class Publisher:
         self.written = None
 
     def remove_when_stopping(self, serverapp: Any) -> None:
-        """Remove the record where jupyter-server removes its own runtime file (``jpserver-<pid>.json``),
-        first thing when it stops; a server that dies without stopping leaves a record its kernels ignore."""
-        remove_info_file = serverapp.remove_server_info_file
-
-        def remove_server_info_file() -> None:
-            self.remove()
-            remove_info_file()
-
-        serverapp.remove_server_info_file = remove_server_info_file
+        """Remove the record when the server stops; a server that dies without stopping leaves a
+        record its kernels ignore."""
+        when_stopping(serverapp, self.remove)
