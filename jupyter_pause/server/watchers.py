@@ -8,6 +8,7 @@ from tornado.ioloop import PeriodicCallback
 
 from ..vocabulary import Trigger
 from .preemption import watcher_for
+from .stopping import when_stopping
 from .sweep import pause_all
 
 __all__ = ["pause_all", "start_watchers"]
@@ -28,7 +29,8 @@ def start_watchers(manager: Any) -> list[PeriodicCallback]:
     manager.preemption = watcher_for(manager)
     if manager.preemption is not None:
         if manager.preemption.publisher is not None:
-            manager.preemption.publisher.remove_when_stopping(manager.serverapp)
+            # a server that dies without stopping leaves a node record its kernels ignore
+            when_stopping(manager.serverapp, manager.preemption.publisher.remove)
         poll = PeriodicCallback(manager.preemption.poll, settings.preemption_poll_interval * 1000)
         poll.start()
         started.append(poll)

@@ -10,7 +10,6 @@ from typing import Any
 
 from ...protocol import nodestate
 from ...protocol.nodestate import FitRecord, NodeState, WatcherRecord
-from ..stopping import when_stopping
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +63,3 @@ class Publisher:
                 "jupyter-pause: cannot remove %s (%s); kernels ignore it once this server is gone", self.path, e
             )
         self.written = None
-
-    def remove_when_stopping(self, serverapp: Any) -> None:
-        """Remove the record when the server stops; a server that dies without stopping leaves a
-        record its kernels ignore."""
-        when_stopping(serverapp, self.remove)
