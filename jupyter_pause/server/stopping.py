@@ -10,11 +10,14 @@ from typing import Any
 
 
 def when_stopping(serverapp: Any, callback: Callable[[], None]) -> None:
-    """Call ``callback`` when ``serverapp`` stops, before it removes its runtime file."""
+    """Call ``callback`` when ``serverapp`` stops, before it removes its runtime file (which it
+    removes whatever the callback raised)."""
     remove_info_file = serverapp.remove_server_info_file
 
     def remove_server_info_file() -> None:
-        callback()
-        remove_info_file()
+        try:
+            callback()
+        finally:
+            remove_info_file()
 
     serverapp.remove_server_info_file = remove_server_info_file
