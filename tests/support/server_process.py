@@ -27,6 +27,7 @@ from typing import Any
 from jupyter_client.asynchronous import AsyncKernelClient
 from tornado.httpclient import AsyncHTTPClient
 
+from jupyter_pause.server import kernelrun
 from tests.support.children import spawn
 from tests.support.kernels import KERNEL_PORT_ARGS
 from tests.support.ports import free_port
@@ -44,8 +45,9 @@ STOP_TIMEOUT = 15.0
 #: (each start runs Node: ``yarn config``, ``npm prefix -g``) took 0.9 of a start's 1.45 CPU-s.
 WITHOUT_LAB = {"jupyterlab": False, "jupyter_lsp": False}
 
-#: How long a client waits for a kernel's answer before it reads the kernel's connection file again.
-CONNECT_ATTEMPT = 15.0
+#: How long a client waits for a kernel's answer before it reads the kernel's connection file again
+#: (a kernel started again on new ports is in a new one): as long as the extension's own wait.
+CONNECT_ATTEMPT = kernelrun.ANSWER_ATTEMPT
 
 
 @dataclass
