@@ -54,12 +54,13 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	$(call uv_install,$(PY)) -e .
 	touch $(LAB_STAMP)
 
-# The test extras: emulators, a Hub, the libraries of the fidelity corpus, the docs' tools. npm
+# The test extras: emulators, a Hub, the libraries of the fidelity corpus (the fine-tuning stack's among
+# them), the docs' tools. npm
 # installs the proxy and Azurite meanwhile.
 $(STAMP): $(LAB_STAMP)
 	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
 		$(NPM_INSTALL) --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION),\
-		$(VENV)/npm.log,the proxy or Azurite,$(call uv_install,$(PY)) -e ".[test]")
+		$(VENV)/npm.log,the proxy or Azurite,$(call uv_install,$(PY)) -e ".[test,test-finetune]")
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
