@@ -21,7 +21,8 @@ Not rehearsed, so nothing large is copied and nothing of the process is touched:
 - a variable that reaches a kind whose restore acts on the process: loggers and handlers
   (registered again by name), open files and archives (opened again), weak references (rehearsed
   alone, their referent would be a copy no one holds), matplotlib figures (added to pyplot), dask
-  expressions (interned by name: loading one rewrites the live expression's cached metadata).
+  expressions (interned by name: loading one rewrites the live expression's cached metadata),
+  objects that keep their state in their class (``serialize.shared``: loading one fills the live class).
 
 Each variable is rehearsed alone: what two variables share is kept by the real restore's one
 memo, and is not what this checks.
@@ -42,7 +43,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..serialize import weakrefs
+from ..serialize import shared, weakrefs
 from ..serialize.arrays import ArrayCollector, ArrayLoader
 from ..serialize.digests import value_digest
 from ..serialize.pickler import DillStatePickler, Refused, Segment, StatePickler, load_variables
@@ -90,6 +91,8 @@ def _may_call(found: Any) -> bool:
         return not issubclass(found, _ACTS_WHEN_MADE)
     if found in _CALLABLE:
         return True
+    if found in shared.ACTS_ON_PROCESS:  # it would load the copy's state into the live class
+        return False
     module = getattr(found, "__module__", None) or ""
     return module.split(".", 1)[0] in _RECONSTRUCTORS
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import dill
 
-from . import arrays, kinds, reducers, weakrefs
+from . import arrays, kinds, reducers, shared, weakrefs
 from .arrays import ArrayCollector, ArrayLoader
 from .moved import find_moved
 from .segments import NullSink, SegmentReader, SegmentWriter
@@ -68,7 +68,7 @@ class _Reducing:
         try:
             handler = self._table[kind]
         except KeyError:
-            handler = self._table[kind] = kinds.reducer_for(kind)
+            handler = self._table[kind] = kinds.reducer_for(kind) or shared.reducer_for(kind)
         if handler is not None:
             return handler(obj)
         return reducers.reduce_by_value(obj)
