@@ -23,7 +23,7 @@ import types
 import zipfile
 from typing import Any, Callable
 
-from . import astronomy, byteorder, containers, openfiles, plotting, thirdparty, weakrefs
+from . import astronomy, byteorder, containers, databases, openfiles, plotting, thirdparty, weakrefs
 
 Reducer = Callable[[Any], Any]
 
@@ -240,6 +240,7 @@ _BY_NAME: dict[str, Reducer] = {
     **plotting.BY_NAME,
     **thirdparty.BY_NAME,
     **astronomy.BY_NAME,
+    **databases.BY_NAME,
 }
 
 
