@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SelectionError
+from ..serialize import modulepaths
 from ..store.manifest import SkippedRecord
 
 #: Name fragments that mark a secret wherever they appear in a name.
@@ -95,7 +96,8 @@ def select(
     names
         Exactly these names (secret-looking ones included); ``None`` means the default selection:
         everything but private names, IPython's own, modules and secret-looking names. Modules
-        are not saved; their names are kept in ``imports`` so a resume imports them again.
+        are not saved; their names are kept in ``imports`` so a resume imports them again (an
+        extension's submodule as its package's attribute: ``serialize.modulepaths``).
     exclude
         Glob patterns of names to leave out.
     hidden
@@ -126,7 +128,7 @@ def select(
         module = _is_module(value)
         if module:
             if value.__name__ != "__main__":
-                selection.imports[name] = value.__name__
+                selection.imports[name] = modulepaths.address(value)
             continue
         if module is None:
             reason = "cannot be inspected (it raises on access; a dead weak proxy?)"

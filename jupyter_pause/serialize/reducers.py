@@ -22,7 +22,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from . import parametrized
+from . import modulepaths, parametrized
 
 # make_class, make_enum and set_class_state stay importable here: checkpoints written before
 # ``classes`` split off name them in this module.
@@ -202,9 +202,13 @@ def reduce_lru_cache(wrapper: Any) -> tuple[Any, ...] | Any:
 
 
 def reduce_module(module: types.ModuleType) -> tuple[Any, ...]:
-    """A module is saved by name and imported again on load."""
+    """A module is saved by name and imported again on load (an extension's submodule that its
+    name does not lead back to, as its package's attribute: ``modulepaths``)."""
     if module.__name__ == "__main__":
         raise TypeError("the notebook's own __main__ module is not saved; save its variables instead")
+    where = modulepaths.address(module)
+    if modulepaths.SEPARATOR in where:
+        return (modulepaths.find, (where,))
     return (importlib.import_module, (module.__name__,))
 
 

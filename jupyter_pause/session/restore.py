@@ -17,7 +17,7 @@ from ..process import rng, settings
 from ..process.selection import shadowing, type_name
 from ..proof import fingerprint, libvalues, probe
 from ..replay import rebuild
-from ..serialize import moved
+from ..serialize import modulepaths, moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
@@ -105,7 +105,7 @@ def _reimport(imports: dict[str, str], namespace: dict[str, Any], failed: dict[s
     done = []
     for name, module in imports.items():
         try:
-            namespace[name] = importlib.import_module(module)
+            namespace[name] = modulepaths.find(module)
         except Exception as e:  # a module missing on this node: reported, the rest goes on
             failed[name] = f"import {module} failed here: {type(e).__name__}: {e}"
             continue
