@@ -66,3 +66,21 @@ def to_bytes(state: dict[str, Any]) -> bytes:
 def from_bytes(data: bytes | bytearray) -> dict[str, Any]:
     """Read state written by ``to_bytes``."""
     return moved.loads(bytes(data))
+
+
+def streams_moved(state: dict[str, Any]) -> list[str]:
+    """The streams of ``state`` whose generator is not in that state now (CUDA: on the devices
+    visible here, those ``restore`` set); what draws next from them differs from what was saved."""
+    now = capture()
+    names = []
+    for name, saved in state.items():
+        here = now.get(name)
+        if name == "numpy" and here is not None:
+            same = saved[0] == here[0] and bytes(saved[1]) == bytes(here[1]) and tuple(saved[2:]) == tuple(here[2:])
+        elif name == "cuda":
+            same = here is None or saved[: len(here)] == here[: len(saved)]
+        else:
+            same = saved == here
+        if not same:
+            names.append(name)
+    return names

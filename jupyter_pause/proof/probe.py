@@ -16,6 +16,7 @@ _as_restored: dict[str, dict[str, str | None]] = {}
 _restore_failures: dict[str, dict[str, str]] = {}
 _rebuilt: dict[str, dict[str, str]] = {}
 _rebuilt_checks: dict[str, dict[str, tuple[str, str]]] = {}
+_rng_moved: dict[str, list[str]] = {}
 
 
 def new_probe() -> str:
@@ -74,6 +75,16 @@ def rebuilt_checks(checkpoint_id: str) -> dict[str, tuple[str, str]]:
     return _rebuilt_checks.get(checkpoint_id, {})
 
 
+def record_rng_moved(checkpoint_id: str, streams: list[str]) -> None:
+    """Remember which random streams were not as ``checkpoint_id`` saved them once its resume ended."""
+    _rng_moved[checkpoint_id] = list(streams)
+
+
+def rng_moved(checkpoint_id: str) -> list[str]:
+    """The random streams the resume of ``checkpoint_id`` left elsewhere than it saved them (empty if none)."""
+    return _rng_moved.get(checkpoint_id, [])
+
+
 def forget() -> None:
     """Hold nothing (what a new process starts with; a test helper)."""
     _probes.clear()
@@ -81,3 +92,4 @@ def forget() -> None:
     _restore_failures.clear()
     _rebuilt.clear()
     _rebuilt_checks.clear()
+    _rng_moved.clear()

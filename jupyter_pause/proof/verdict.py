@@ -37,6 +37,12 @@ DIFFERS = "differs from the checkpoint"
 #: A variable that differs as the checkpoint said it would (``proof.rehearsal``), with its reason.
 NAMED_AT_CHECKPOINT = "differs from the checkpoint, as named when it was taken"
 
+#: Said of random streams that something drew from during the resume, after it restored them.
+STREAMS_MOVED = (
+    "random streams drawn from during the resume, after it restored them (what the session draws next "
+    "differs from an uninterrupted run; run the cell that seeds them again, or resume again)"
+)
+
 #: Said of a checkpoint captured inside a running cell, outside any safe point.
 MID_CELL = (
     "the state was captured mid-cell (SIGTERM while a cell ran, outside any safe point): what that "
@@ -59,6 +65,9 @@ class Verdict:
     #: Variables the resume rebuilt by replay ("") or could not (why): never digest-verified, as
     #: they were never saved (see ``replay.rebuild``).
     rebuilt: dict[str, str] = field(default_factory=dict)
+    #: Random streams (``python``, ``numpy``, ``torch``, ``cuda``) the resume left elsewhere than
+    #: the checkpoint saved them: what the session draws next differs from an uninterrupted run.
+    streams_moved: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         """The verdict word, then the evidence a person checks it against."""
@@ -254,10 +263,14 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
     if hardware_line:
         verdict.details.append(hardware_line)
     verdict.details += manifest.loop_notes  # what running the cell again does with its loops
-    if wrong or failed_models or differs:
+    verdict.streams_moved = probe.rng_moved(manifest.id)
+    if verdict.streams_moved:
+        verdict.details.append(f"{STREAMS_MOVED}: {', '.join(verdict.streams_moved)}")
+    if wrong or failed_models or differs or verdict.streams_moved:
         verdict.kind = "partial"
         named = [f"{n} (named at checkpoint)" if n in manifest.inexact else n for n in wrong]
         named += [f"{n} ({observed.DIFFERS})" for n in differs]
+        named += [f"random stream {n}" for n in verdict.streams_moved]
         verdict.details.append("not back: " + ", ".join(named + [f"model check of {n}" for n in failed_models]))
     else:
         verdict.kind = "restored"

@@ -23,7 +23,18 @@ import types
 import zipfile
 from typing import Any, Callable
 
-from . import astronomy, byteorder, containers, databases, openfiles, plotting, thirdparty, weakrefs
+from . import (
+    astronomy,
+    byteorder,
+    containers,
+    databases,
+    loaderiters,
+    openfiles,
+    passes,
+    plotting,
+    thirdparty,
+    weakrefs,
+)
 
 Reducer = Callable[[Any], Any]
 
@@ -121,6 +132,11 @@ def reduce_super(obj: super) -> tuple[Any, ...]:
     if obj.__self__ is None:
         return (super, (obj.__thisclass__,))
     return (super, (obj.__thisclass__, obj.__self__))
+
+
+def reduce_generator(generator: Any) -> tuple[Any, ...]:
+    """A generator a library is known to make (``passes``) at its place; any other is refused."""
+    return passes.reduce_generator(generator) or refuse_running_code(generator)
 
 
 def refuse_running_code(obj: Any) -> tuple[Any, ...]:
@@ -239,6 +255,7 @@ _BY_NAME: dict[str, Reducer] = {
     "numpy.ndarray": byteorder.reduce_in_byte_order,  # its subclasses; plain arrays go through ``arrays``
     **plotting.BY_NAME,
     **thirdparty.BY_NAME,
+    **loaderiters.BY_NAME,
     **astronomy.BY_NAME,
     **databases.BY_NAME,
 }
@@ -259,7 +276,7 @@ _EXACT: dict[type, Reducer] = {
     _ODICT_ITERATOR: reduce_odict_iterator,
     _SET_ITERATOR: reduce_set_iterator,
     super: reduce_super,
-    types.GeneratorType: refuse_running_code,
+    types.GeneratorType: reduce_generator,
     types.CoroutineType: refuse_running_code,
     types.AsyncGeneratorType: refuse_running_code,
     **weakrefs.REDUCERS,

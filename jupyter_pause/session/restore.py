@@ -372,9 +372,10 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
+    saved_rng: dict[str, Any] | None = None
     if only is None and manifest.rng is not None:
         if manifest.rng.key in blobs:
-            state = rng.from_bytes(blobs[manifest.rng.key])
+            state = saved_rng = rng.from_bytes(blobs[manifest.rng.key])
             notes += rng.restore(state)
             notes.append(f"RNG state restored: {', '.join(state)}")
         else:
@@ -398,6 +399,8 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     current = fingerprint.environment(ctx.config.node)
     if only is None:  # the outside world, once everything is back (``hooks``)
         notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
+    if saved_rng is not None:  # the restore test says which stream no longer goes on as saved
+        probe.record_rng_moved(manifest.id, rng.streams_moved(saved_rng))
     return ResumeResult(
         manifest=manifest,
         store_url=ctx.store.display_url,

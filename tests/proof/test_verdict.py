@@ -280,3 +280,20 @@ def test_a_digest_of_an_unknown_format_is_not_compared_and_not_held_against_the_
     assert verdict.kind == "restored", verdict.summary()
     assert verdict.variables["xs"] == UNKNOWN_FORMAT
     assert "xs: present, its digest is of a format this version does not know" in verdict.summary()
+
+
+@jp.after_resume
+def draw_once() -> None:
+    """Draws from torch's stream at the end of a resume, after the resume restored it."""
+    torch.rand(1)
+
+
+def test_a_random_stream_drawn_from_during_the_resume_is_named(tmp_path) -> None:
+    take(tmp_path, {**state(), "draw_once": draw_once})
+    another_process()
+    ns: dict = {}
+    jp.resume(store=str(tmp_path), session=SESSION, namespace=ns)
+    verdict = check(tmp_path, ns)
+    assert verdict.kind == "partial", verdict.summary()
+    assert verdict.streams_moved == ["torch"]
+    assert "not back: random stream torch" in verdict.summary()
