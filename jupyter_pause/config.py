@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Dict, Float, List, Unicode, default
+from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 from traitlets.config import Configurable
 
 from .errors import PauseError
@@ -27,6 +27,8 @@ ENV_VARS = {
     "hook_time_limit": "JUPYTER_PAUSE_HOOK_TIME_LIMIT",
     "rebuild": "JUPYTER_PAUSE_REBUILD",
     "model_files": "JUPYTER_PAUSE_MODEL_FILES",
+    "data_files_max": "JUPYTER_PAUSE_DATA_FILES_MAX",
+    "data_files_cache": "JUPYTER_PAUSE_DATA_FILES_CACHE",
 }
 
 #: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
@@ -49,6 +51,12 @@ def parse_storage_options(text: str, source: str = ENV_VARS["storage_options"]) 
     if not isinstance(value, dict):
         raise PauseError(f"{source} must be a JSON object, not {type(value).__name__}")
     return value
+
+
+def default_data_files_cache() -> str:
+    """Where a resume stages data files: ``jupyter-pause/files`` in the user's cache folder."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "jupyter-pause", "files")
 
 
 class PauseConfig(Configurable):
@@ -105,6 +113,19 @@ class PauseConfig(Configurable):
         "first checkpoint that sees it (env JUPYTER_PAUSE_MODEL_FILES: 0 or off switches it off).",
     ).tag(config=True)
 
+    data_files_max = Integer(
+        10 << 30,
+        help="Largest file a value reads by path (a datasets Arrow file, a read-only NumPy memmap) that a "
+        "checkpoint keeps, in bytes: each goes into the store once, so the value comes back on another node; "
+        "a larger one is named at the checkpoint and comes back only where its path exists "
+        "(env JUPYTER_PAUSE_DATA_FILES_MAX).",
+    ).tag(config=True)
+
+    data_files_cache = Unicode(
+        help="Node-local folder where a resume puts the data files it copies from the store, one folder per "
+        "digest (env JUPYTER_PAUSE_DATA_FILES_CACHE); default jupyter-pause/files in the user's cache folder.",
+    ).tag(config=True)
+
     hook_time_limit = Float(
         5.0,
         help="Seconds the @jupyter_pause.before_checkpoint hooks of one checkpoint may take together under "
@@ -115,6 +136,10 @@ class PauseConfig(Configurable):
     @default("store")
     def _default_store(self) -> str:
         return default_store_url()
+
+    @default("data_files_cache")
+    def _default_data_files_cache(self) -> str:
+        return default_data_files_cache()
 
     @default("node")
     def _default_node(self) -> str:
@@ -150,6 +175,11 @@ def _from_env(name: str, var: str, raw: str) -> Any:
         if raw.strip().lower() not in SWITCH_WORDS:
             raise PauseError(f"{var} is on or off (1, true, yes, on / 0, false, no, off), not {raw!r}")
         return SWITCH_WORDS[raw.strip().lower()]
+    if name == "data_files_max":
+        try:
+            return int(raw)
+        except ValueError as e:
+            raise PauseError(f"{var} must be a number of bytes (such as 10000000000), not {raw!r}") from e
     if name in ("sigterm_grace", "hook_time_limit"):
         try:
             return float(raw)

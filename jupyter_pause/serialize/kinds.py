@@ -28,6 +28,7 @@ from . import (
     byteorder,
     containers,
     databases,
+    datafiles,
     loaderiters,
     openfiles,
     passes,
@@ -255,6 +256,7 @@ _BY_NAME: dict[str, Reducer] = {
     "numpy.ndarray": byteorder.reduce_in_byte_order,  # its subclasses; plain arrays go through ``arrays``
     **plotting.BY_NAME,
     **thirdparty.BY_NAME,
+    **datafiles.BY_NAME,
     **loaderiters.BY_NAME,
     **astronomy.BY_NAME,
     **databases.BY_NAME,

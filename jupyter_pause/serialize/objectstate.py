@@ -35,6 +35,9 @@ NOT_STATE = {
     "dask._task_spec.Task": frozenset({"_token", "_repr", "_is_coro"}),
     # an open FITS file's memory map: this process's mapping of the file, made again at the next read
     "astropy.io.fits.file._File": frozenset({"_mmap"}),
+    # where a memory-mapped table's Arrow file lies on this node: a resume elsewhere maps a copy,
+    # whose bytes are checked against the digest the checkpoint kept of them (``datafiles``)
+    "datasets.table.MemoryMappedTable": frozenset({"path"}),
 }
 
 #: The libraries ``NOT_STATE`` names classes of: without one of them imported, nothing is skipped.

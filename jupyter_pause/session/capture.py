@@ -25,12 +25,13 @@ from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
 from ..serialize.packing import ArrayPlan, plan_arrays
-from ..serialize.pickler import DumpResult, dump_variables
+from ..serialize.pickler import DumpResult
 from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import (
     ArrayRecord,
     BlobRef,
+    DataFileRecord,
     FileRange,
     ModelFileRecord,
     RecipeRecord,
@@ -39,7 +40,7 @@ from ..store.manifest import (
 )
 from ..store.modelfiles import ModelFile
 from ..vocabulary import Trigger
-from . import lineage, modelfiles, running, travel
+from . import datafiles, lineage, modelfiles, running, travel
 from .context import Context
 from .options import CheckpointOptions
 
@@ -101,6 +102,8 @@ class Prepared:
     #: Array blobs that are ranges of model files (not written), the files, and their uploads.
     references: dict[str, list[FileRange]] = field(default_factory=dict)
     model_files: dict[str, ModelFileRecord] = field(default_factory=dict)
+    #: Files values read by path, kept as blobs of the checkpoint (``datafiles``), by digest.
+    data_files: dict[str, DataFileRecord] = field(default_factory=dict)
     uploads: dict[str, Future[None]] = field(default_factory=dict)
     loops: list[dict[str, Any]] = field(default_factory=list)
     loop_state: BlobRef | None = None
@@ -243,8 +246,7 @@ def _arrays(
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
-    requested = time.time()
-    started = time.perf_counter()
+    requested, started = time.time(), time.perf_counter()
     position = lineage.position(ctx.store.url, ctx.session)
     if position.parent is None:  # else this process took or resumed a checkpoint there: it was reached
         ctx.store.check()
@@ -254,7 +256,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     rng_state = rng.to_bytes(rng.capture())
     positions = running.capture()
     modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
-    dump = dump_variables(chosen.values)
+    dump, data = datafiles.dump(chosen.values, ctx.config, algorithm)  # with the files values read by path
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
     if request.strict:
@@ -263,7 +265,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
-    plan.payloads.update(kept.local_modules.payloads)
+    plan.payloads.update({**kept.local_modules.payloads, **datafiles.payloads(data)})
     history_ref = _payload(plan.payloads, history.current.to_bytes(), algorithm)
     recipes = _recipes(chosen, dump, failed)
     elsewhere = travel.lines(
@@ -274,7 +276,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         kept.settings,
         notebook_folder(ctx.notebook),
         folder_words(ctx.notebook),
-    )
+    ) + datafiles.lines(data)
     prepared = Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -300,6 +302,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         unhashed=plan.unhashed,
         references=plan.references,
         model_files=modelfiles.records(files, plan.references),
+        data_files=datafiles.records(data),
         uploads=modelfiles.uploads(files, plan.references),
         loops=positions.records,
         loop_state=loop_ref,

@@ -301,6 +301,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         session_blobs=writer.session_blobs,
         references=p.references,
         model_files=p.model_files,
+        data_files=p.data_files,
         format=FORMAT if p.references else POOL_FORMAT,
     )
     notes = list(p.notes)

@@ -27,7 +27,7 @@ from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
-from . import activity, hooks, lineage, running
+from . import activity, datafiles, hooks, lineage, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
 
@@ -359,7 +359,8 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     segments = [(v.name, v.pickler, blobs.get(v.blob.key)) for v in manifest.variables]
     with warnings.catch_warnings(record=True) as caught:  # a library loading another version's objects warns
         warnings.simplefilter("always")
-        values, failed = load_variables(segments, loader, ctx.namespace)
+        with datafiles.staging(catalog.store, manifest, ctx.config):  # files values read by path
+            values, failed = load_variables(segments, loader, ctx.namespace)
     damaged = dict(chosen.passed_over)
     if chosen.blobs.bad:  # what verifies is restored; the rest is named
         damaged[manifest.id] = describe(manifest, chosen.blobs.bad)

@@ -70,6 +70,17 @@ class ModelFileRecord:
 
 
 @dataclass
+class DataFileRecord:
+    """A file values read by path, kept as a blob of the pool (``store.datafiles``): its size,
+    where the kernel that took the checkpoint read it, and how (``mapped``: as it was on disk;
+    ``copied``: read whole, as it may change)."""
+
+    size: int
+    path: str = ""
+    how: str = "mapped"
+
+
+@dataclass
 class VariableRecord:
     """One saved variable: its pickled segment and what it is."""
 
@@ -204,6 +215,9 @@ class Manifest:
     references: dict[str, list[FileRange]] = field(default_factory=dict)
     #: The model files ``references`` names, by sha256: each is a blob of the store's pool.
     model_files: dict[str, ModelFileRecord] = field(default_factory=dict)
+    #: Files values read by path (a ``datasets`` Arrow file), by the digest of their bytes: each is
+    #: a blob of the pool, in ``blobs`` too. Empty for older checkpoints and those without any.
+    data_files: dict[str, DataFileRecord] = field(default_factory=dict)
 
     def referenced_size(self, digest: str) -> int:
         """Bytes of the referenced blob ``digest`` (0 when it is not one)."""
@@ -288,6 +302,7 @@ def _manifest_from_dict(body: dict[str, Any]) -> Manifest:
     ]
     data["references"] = {k: [FileRange(**r) for r in v] for k, v in data.get("references", {}).items()}
     data["model_files"] = {k: ModelFileRecord(**f) for k, f in data.get("model_files", {}).items()}
+    data["data_files"] = {k: DataFileRecord(**f) for k, f in data.get("data_files", {}).items()}
     data["recipes"] = [
         RecipeRecord(**{**r, "steps": [ReplayStep(**step) for step in r.get("steps", [])]})
         for r in data.get("recipes", [])
