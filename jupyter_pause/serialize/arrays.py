@@ -307,14 +307,22 @@ class ArrayLoader:
     def poisoned(
         self, value: Any, namespace: dict[str, Any] | None = None, extra: tuple[Any, ...] = (), limit: int = 5_000_000
     ) -> bool:
-        """Whether ``value`` reaches a stand-in for missing bytes, or one of ``extra``.
+        """Whether ``value`` reaches a stand-in for missing bytes, or one of ``extra`` (``reached``)."""
+        return self.reached(value, namespace, extra, limit) is not None
+
+    def reached(
+        self, value: Any, namespace: dict[str, Any] | None = None, extra: tuple[Any, ...] = (), limit: int = 5_000_000
+    ) -> Any:
+        """The first stand-in for missing bytes, or one of ``extra``, that ``value`` reaches (a tensor
+        on a missing storage stands for it); None when it reaches none.
 
         The walk follows containers, instances and notebook-defined classes, not modules,
         importable classes or function globals (those lead to the whole interpreter, not to this
-        variable's data). A value too large to walk within ``limit`` objects counts as reached.
+        variable's data). A value too large to walk within ``limit`` objects counts as reaching
+        one: the value itself is returned.
         """
         if not self.missing and not extra:
-            return False
+            return None
         bad_ids = {id(self._built[k]) for k in self.missing} | {id(x) for x in extra}
         bad_storages = {getattr(self._built[k], "_cdata", None) for k in self.missing} - {None}
         torch = sys.modules.get("torch")
@@ -325,10 +333,10 @@ class ArrayLoader:
             if obj is None or isinstance(obj, _ATOMIC) or id(obj) in seen:
                 continue
             if len(seen) >= limit:
-                return True
+                return value
             seen.add(id(obj))
             if id(obj) in bad_ids:
-                return True
+                return obj
             if obj is namespace or isinstance(obj, types.ModuleType):
                 continue
             if isinstance(obj, type):
@@ -340,11 +348,11 @@ class ArrayLoader:
                 continue
             if torch is not None and isinstance(obj, torch.Tensor):
                 if bad_storages and obj.untyped_storage()._cdata in bad_storages:
-                    return True
+                    return obj
             elif isinstance(obj, np.ndarray) and obj.base is not None:
                 todo.append(obj.base)
             todo.extend(gc.get_referents(obj))
-        return False
+        return None
 
 
 #: Values that hold no references: never walked.

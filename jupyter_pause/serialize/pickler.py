@@ -23,6 +23,7 @@ import dill
 
 from . import arrays, kinds, reducers, shared, weakrefs
 from .arrays import ArrayCollector, ArrayLoader
+from .losses import MISSING_DATA, Lost, cause, lost_ops, lost_with
 from .moved import find_moved
 from .segments import NullSink, SegmentReader, SegmentWriter
 
@@ -30,15 +31,6 @@ from .segments import NullSink, SegmentReader, SegmentWriter
 #: implicitly by count, so one segment that fails to load would shift every later reference.
 PROTOCOL = 3
 
-
-class Lost:
-    """Stands in for objects of a segment that failed to load; whatever reaches it is not restored."""
-
-    def __repr__(self) -> str:
-        return "<lost: part of a variable that could not be restored>"
-
-
-LOST = Lost()
 
 #: Objects complete the moment they are memoised: safe to keep from a segment that failed later.
 _COMPLETE_ON_PUT = (
@@ -261,6 +253,7 @@ def load_variables(
     unpickler = StateUnpickler(reader, loader, namespace, guard)
     values: dict[str, Any] = {}
     failed: dict[str, str] = {}
+    losses: list[Lost] = []  # what stands in for the objects of each failed segment
     streams: list[bytes | bytearray] = []  # the shared-memo segments loaded so far, in order
     for name, kind, data in segments:
         if data is None:
@@ -275,15 +268,19 @@ def load_variables(
         except Exception as e:  # a damaged or dependent segment: reported by name, others go on
             failed[name] = _reason(e)
             if kind != "dill":
-                unpickler = _after_failure(unpickler, data, streams, reader, loader, namespace)
+                met = cause(data, reader.tell(), unpickler.memo.copy())
+                if met is not None:
+                    failed[name] = lost_with(met, failed)
+                unpickler = _after_failure(unpickler, data, streams, reader, loader, namespace, name, losses)
         if kind != "dill":
             streams.append(data)
-    extra = (LOST,) if any(kind != "dill" for n, kind, _ in segments if n in failed) else ()
-    for name in [n for n in values if loader.poisoned(values[n], namespace, extra)]:
-        del values[name]
-        failed[name] = "it holds data that is missing or damaged in the store"
+    for name in list(values):
+        found = loader.reached(values[name], namespace, tuple(losses))
+        if found is not None:
+            del values[name]
+            failed[name] = lost_with(found, failed) if isinstance(found, Lost) else MISSING_DATA
     for name, reason in failed.items():
-        if "Memo value not found" in reason or "lost: part of a variable" in reason:
+        if "Memo value not found" in reason:
             failed[name] = "it shares objects with a variable that could not be restored"
     return values, failed
 
@@ -295,15 +292,17 @@ def _after_failure(
     reader: SegmentReader,
     loader: ArrayLoader,
     namespace: dict[str, Any],
+    variable: str,
+    losses: list[Lost],
 ) -> StateUnpickler:
     """A clean unpickler after a failed segment: same memo, the segment's unfinished objects lost.
 
     A failed load leaves the unpickler's stack dirty, and objects the segment memoised before it
     failed may be half-built (an empty list whose items never came). Those entries are replaced
-    by ``LOST`` so later variables that refer to them are reported, never restored half-built.
-    What the segment would have memoised after it failed is filled in too: a literal (a string
-    such as an attribute name, shared with later variables through the memo) and a global by
-    its value, anything else as ``LOST``.
+    by a ``Lost`` naming ``variable`` (added to ``losses``) so later variables that refer to them
+    are reported with it, never restored half-built. What the segment would have memoised after
+    it failed is filled in too: a literal (a string such as an attribute name, shared with later
+    variables through the memo) and a global by its value, anything else as lost.
     """
     memo = unpickler.memo.copy()
     try:
@@ -323,15 +322,15 @@ def _after_failure(
     fresh.memo = unpickler.memo
     lost = sorted(index for index, source in fills.items() if source is None)
     if lost:
-        reader.feed(_puts(_LOST_OPS, lost))
-        fresh.load()
+        reader.feed(_puts(lost_ops(variable), lost))
+        losses.append(fresh.load())
     for index, ops in sorted((i, ops) for i, ops in fills.items() if ops is not None):
         try:  # one at a time: a global that no longer resolves is lost alone
             reader.feed(_puts(ops, [index]))
             fresh.load()
         except Exception:
-            reader.feed(_puts(_LOST_OPS, [index]))
-            fresh.load()
+            reader.feed(_puts(lost_ops(variable), [index]))
+            losses.append(fresh.load())
     return fresh
 
 
@@ -366,10 +365,6 @@ def _memo_assignments(data: bytes | bytearray, first: int) -> tuple[list[tuple[i
             size = max(size, index + 1)
         previous = (op.name, pos)
     return assigned, size
-
-
-#: Pushes ``LOST``.
-_LOST_OPS = b"c" + f"{__name__}\nLOST\n".encode()
 
 
 def _puts(push: bytes, indices: list[int]) -> bytes:

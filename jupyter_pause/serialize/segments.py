@@ -38,6 +38,10 @@ class SegmentReader:
     def feed(self, data: bytes | bytearray) -> None:
         self._view, self._pos = memoryview(data), 0
 
+    def tell(self) -> int:
+        """How far into the current segment reading has come."""
+        return self._pos
+
     def read(self, n: int = -1) -> bytes:
         end = len(self._view) if n < 0 else self._pos + n
         chunk = self._view[self._pos : end]

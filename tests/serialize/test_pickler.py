@@ -592,6 +592,46 @@ def test_variables_after_a_load_failure_keep_what_earlier_segments_built() -> No
     assert loaded["later"][0] is loaded["first"] == {"weights": [0.5, 0.25]}
 
 
+READS_A_FILE = """
+import torch
+
+class Table:
+    '''Stands for a datasets table: loading it reads its file again.'''
+    def __init__(self, path):
+        self.path = path
+    def __reduce__(self):
+        return (read_table, (self.path,))
+
+def read_table(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+class Row:
+    pass
+
+columns = {"w": torch.ones(3), "names": ["a", "b"]}
+raw = [Table("/nowhere/train.arrow"), columns, Row]
+tokenized = {"columns": columns}
+xs = [columns["w"]]
+trainer = {"data": tokenized, "steps": 3}
+rows = [[1, 2], Row()]
+batch = {"first": rows[0]}
+"""
+
+
+def test_a_variable_lost_with_another_is_named_with_it_and_why() -> None:
+    ns = notebook(READS_A_FILE)
+    _, loaded, failed = roundtrip(pick(ns, "raw tokenized xs trainer rows batch"))
+    cause = "FileNotFoundError: [Errno 2] No such file or directory: '/nowhere/train.arrow'"
+    assert failed["raw"] == cause
+    assert failed["tokenized"] == f"lost with `raw`: {cause}"  # holds an object first saved with raw
+    assert failed["xs"] == f"lost with `raw`: {cause}"  # a tensor first saved with raw
+    assert failed["trainer"] == f"lost with `raw`: {cause}"  # through tokenized
+    assert failed["rows"] == f"lost with `raw`: {cause}"  # failed to load: its class was saved with raw
+    assert failed["batch"] == f"lost with `rows`: lost with `raw`: {cause}"
+    assert loaded == {}
+
+
 def test_constants_a_failed_segment_never_reached_still_serve_later_variables() -> None:
     # The failing segment would have memoised the string and the class after the point where it
     # failed; the later variable refers to them through the memo (a RangeIndex's "step" key and
