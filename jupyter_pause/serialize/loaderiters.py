@@ -9,7 +9,9 @@ workers start from their seeds again: a dataset that draws random numbers inside
 draws, for the rest of this pass, what a new pass's workers would (not what the old ones would
 have). An iterator over an ``IterableDataset`` is refused: its place is inside the dataset's own
 iterator. The dataset, sampler and collate function are shared with the DataLoader that made the
-iterator, as in the notebook.
+iterator, as in the notebook. Lightning's ``CombinedLoader`` iterators (``iter()`` of a
+``CombinedLoader`` is the loader itself, walking one of these) keep the DataLoader iterators they
+walk, which their own pickling leaves out.
 """
 
 from __future__ import annotations
@@ -166,8 +168,16 @@ def make_finished(kind: type, persistent: bool, yielded: int) -> Any:
     return iterator
 
 
-#: Reducers by the qualified name of the class they handle.
+def reduce_combined_iterator(iterator: Any) -> tuple[Any, ...]:
+    """Lightning's iterator of a ``CombinedLoader`` with the DataLoader iterators it walks: its own
+    ``__getstate__`` leaves them out (torch's could not be pickled), and it could not go on."""
+    return (copyreg.__newobj__, (type(iterator),), dict(vars(iterator)))
+
+
+#: Reducers by the qualified name of the class they handle (and its subclasses).
 BY_NAME = {
     "torch.utils.data.dataloader._SingleProcessDataLoaderIter": reduce_single_process,
     "torch.utils.data.dataloader._MultiProcessingDataLoaderIter": reduce_multi_process,
+    "lightning.pytorch.utilities.combined_loader._ModeIterator": reduce_combined_iterator,
+    "pytorch_lightning.utilities.combined_loader._ModeIterator": reduce_combined_iterator,
 }

@@ -42,6 +42,13 @@ loader = accelerator.prepare(DataLoader(TensorDataset(torch.arange(20.0)), batch
 it = iter(loader)
 first = next(it)
 """,
+    "lightning": "from lightning.pytorch.utilities import CombinedLoader\n"  # its import draws: before the seeds
+    + SEEDED
+    + """
+loader = DataLoader(TensorDataset(torch.arange(20.0)), batch_size=3, shuffle=True)
+it = iter(CombinedLoader({"a": loader}, "max_size_cycle"))
+first = next(it)
+""",
 }
 
 RESUME = (
@@ -54,7 +61,14 @@ import jupyter_pause as jp
 def observe(ns):
     import random, numpy as np, torch
     seed = getattr(ns["it"], "_base_seed", None)
-    left = [b[0].tolist() for b in ns["it"]]
+    left = []  # by next(): iter() of a CombinedLoader starts it again
+    while True:
+        try:
+            batch = next(ns["it"])
+        except StopIteration:
+            break
+        batch = batch[0]["a"] if isinstance(batch, tuple) else batch  # a CombinedLoader's (batch, index, loader)
+        left.append(batch[0].tolist())
     draws = [torch.rand(2).tolist(), float(np.random.rand()), random.random()]
     return {"left": left, "draws": draws, "seed": seed, "next pass": [b[0].tolist() for b in ns["loader"]]}
 
@@ -80,7 +94,7 @@ def test_an_iterator_mid_epoch_goes_on_as_an_uninterrupted_run(name: str, tmp_pa
     got = resume_elsewhere(RESUME, tmp_path / "store", name, tmp_path, timeout=180)
     assert got["got"]["left"] == got["twin"]["left"]  # the same batches left, in the same order
     assert got["got"]["seed"] == got["twin"]["seed"]  # the same worker seeds
-    assert got["got"]["draws"] == got["twin"]["draws"]  # torch, NumPy and random go on as the twin's
+    assert got["got"]["draws"] == got["twin"]["draws"], got["summary"]  # torch, NumPy and random go on as the twin's
     assert got["got"]["next pass"] == got["twin"]["next pass"]
     assert got["verdict"] == "restored", got["summary"]
 
