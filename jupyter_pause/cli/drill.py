@@ -11,9 +11,11 @@ directory, resume, run the restore test and a check cell, and write the run repo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -21,7 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from queue import Empty
-from typing import Any
+from typing import Any, Iterator
 
 from .. import units
 from ..errors import PauseError
@@ -29,6 +31,7 @@ from ..notebook import session_from_path
 from ..protocol import PauseReply, PauseRequest, ResumeReply, ResumeRequest, call_source, parse_reply
 from ..session.options import CheckpointOptions, ResumeOptions
 from ..vocabulary import Trigger
+from . import othernode
 
 
 class DrillError(PauseError):
@@ -69,11 +72,17 @@ def load_notebook(path: Path) -> list[str]:
 class _Kernel:
     """A kernel for the drill, with a blocking way to run code."""
 
-    def __init__(self, cwd: Path, env: dict[str, str], timeout: float) -> None:
+    def __init__(self, cwd: Path, env: dict[str, str], timeout: float, specs: Path | None = None) -> None:
+        from jupyter_client.kernelspec import KernelSpecManager
         from jupyter_client.manager import KernelManager
 
         self.timeout = timeout
-        self.manager = KernelManager(kernel_name="python3")
+        if specs is None:
+            self.manager = KernelManager(kernel_name="python3")
+        else:  # another node's kernel (``othernode.kernel_spec_dir``)
+            found = KernelSpecManager(kernel_dirs=[str(specs)], ensure_native_kernel=False)
+            self.manager = KernelManager(kernel_name="pause-other-node", kernel_spec_manager=found)
+            self.manager.connection_file = str(specs / "connection.json")  # where that kernel can read it
         # The kernel's own start-up chatter would bury the drill's report; its failures still
         # reach the drill as error messages.
         self.manager.start_kernel(cwd=str(cwd), env=env, stderr=subprocess.DEVNULL)
@@ -124,6 +133,31 @@ def _check_cell(cells: list[str]) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _second_place(
+    notebook_folder: Path, store: str | None, another_node: bool, echo: Any
+) -> Iterator[tuple[Path, Path | None, dict[str, str]]]:
+    """Where the resuming kernel starts, its kernel spec folder (None: the usual ``python3``) and
+    the environment it gets beside the drill's: a temp folder, or another node (``othernode``)."""
+    if not another_node:
+        with tempfile.TemporaryDirectory(prefix="pause-drill-") as elsewhere:
+            yield Path(elsewhere), None, {}
+        return
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    own = othernode.drill_folder()
+    try:
+        node = othernode.prepare(dict(os.environ), str(notebook_folder), store, jupyter_runtime_dir(), own)
+        for line in node.lines():
+            echo("  " + line)
+        where = notebook_folder if node.wrapper else own / "node" / "work"
+        if not node.wrapper:  # a folder of the kernel's own; with a namespace, the hidden one's path
+            where.mkdir(parents=True, exist_ok=True)
+        yield where, othernode.kernel_spec_dir(own, node), node.env
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
+
+
 def drill_options(args: argparse.Namespace) -> tuple[CheckpointOptions, ResumeOptions]:
     """The options of the drill's checkpoint and resume, from ``jupyter pause drill``'s parsed arguments."""
     return (
@@ -145,6 +179,7 @@ def run_drill(
     resume: ResumeOptions,
     *,
     kill: bool = False,
+    another_node: bool = False,
     report_file: str | Path | None = None,
     timeout: float = 600,
     echo: Any = print,
@@ -153,7 +188,8 @@ def run_drill(
 
     Of ``pause``, the store, session and trigger reach the first kernel; of ``resume``, the
     store, session and map location reach the second, which resumes the checkpoint the first
-    took. An unset store is the configured one; an unset session is ``drill-<notebook>``.
+    took. An unset store is the configured one; an unset session is ``drill-<notebook>``. With
+    ``another_node``, the second kernel cannot see node A's folders (``othernode``).
     """
     from ..config import PauseConfig
 
@@ -187,8 +223,8 @@ def run_drill(
 
     moments["resume_requested"] = time.time()
     moments["resources_available"] = moments["resume_requested"]
-    with tempfile.TemporaryDirectory(prefix="pause-drill-") as elsewhere:
-        second = _Kernel(Path(elsewhere), _kernel_env(resume.store, resume.session), timeout)
+    with _second_place(path.parent, resume.store, another_node, echo) as (where, specs, env):
+        second = _Kernel(where, {**_kernel_env(resume.store, resume.session), **env}, timeout, specs)
         moments["kernel_ready"] = time.time()
         try:
             asked = ResumeRequest(checkpoint, resume.session or "", resume.map_location, moments=moments)
@@ -209,11 +245,19 @@ def run_drill(
             second.stop(kill=False)
 
     result = DrillResult(report["verdict"], checkpoint, probe_back, check, report)
-    result.report["drill"] = {"probe_back": probe_back, "check_cell": check, "kill": kill, "notebook": str(path)}
+    result.report["drill"] = dict(
+        probe_back=probe_back, check_cell=check, kill=kill, another_node=another_node, notebook=str(path)
+    )
     if report_file is not None:
         Path(report_file).write_text(json.dumps(result.report, indent=1))
-    echo(f"verdict: {result.verdict}   probe: {'back' if probe_back else 'MISSING'}   check cell: {check}")
-    for name, seconds in report["durations"].items():
+    _echo_outcome(result, echo)
+    return result
+
+
+def _echo_outcome(result: DrillResult, echo: Any) -> None:
+    """The drill's last lines: the verdict, the probe, the check cell, the durations."""
+    probe = "back" if result.probe_back else "MISSING"
+    echo(f"verdict: {result.verdict}   probe: {probe}   check cell: {result.check_cell}")
+    for name, seconds in result.report["durations"].items():
         if seconds is not None:
             echo(f"  {name.replace('_', ' '):24} {units.duration(seconds)}")
-    return result

@@ -320,6 +320,7 @@ def cmd_drill(args: argparse.Namespace) -> tuple[Any, str]:
         pause,
         resume,
         kill=args.kill,
+        another_node=args.another_node,
         report_file=args.report,
         timeout=args.timeout,
         echo=echo,
@@ -383,6 +384,11 @@ def parser() -> argparse.ArgumentParser:
     drill.add_argument("notebook", help="the .ipynb file to drill")
     drill.add_argument("--report", metavar="FILE", help="also write the run report (JSON) here")
     drill.add_argument("--kill", action="store_true", help="stop the first kernel with SIGKILL, as a preemption would")
+    drill.add_argument(
+        "--another-node",
+        action="store_true",
+        help="resume where this node's HOME, caches, temp folder and notebook folder are hidden, as on another node",
+    )
     drill.add_argument("--timeout", type=duration, default=600.0, help="limit for each cell (default 10m)")
     drill.set_defaults(run=cmd_drill)
     hours.add_parser(sub, common).set_defaults(run=cmd_hours)
