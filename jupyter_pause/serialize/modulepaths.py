@@ -18,6 +18,10 @@ import types
 #: Separates the package from the attribute path in an address (``tokenizers:trainers``).
 SEPARATOR = ":"
 
+#: The notebook's own namespace, under the names a kernel gives it (multiprocessing aliases
+#: ``__main__`` as ``__mp_main__``): never the package a submodule is found in again.
+NOTEBOOKS = frozenset({"__main__", "__mp_main__"})
+
 
 def _holders(module: types.ModuleType) -> list[tuple[str, str]]:
     """``(package, attribute)`` pairs of loaded modules holding ``module``: those holding it under
@@ -41,7 +45,7 @@ def address(module: types.ModuleType) -> str:
     name = module.__name__
     if sys.modules.get(name) is module:
         return name
-    holders = [(package, attribute) for package, attribute in _holders(module) if package != "__main__"]
+    holders = [(package, attribute) for package, attribute in _holders(module) if package not in NOTEBOOKS]
     if not holders:
         return name
     package, attribute = min(holders, key=lambda pair: (pair[0].count("."), len(pair[0]), pair))

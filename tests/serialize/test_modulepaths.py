@@ -24,6 +24,14 @@ def test_a_submodule_made_by_an_extension_is_found_as_its_package_attribute() ->
     assert address(types) == "types" and find("types") is types
 
 
+def test_the_notebook_namespace_is_never_its_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a kernel the notebook's namespace is also ``__mp_main__``, and it holds ``trainers`` too."""
+    notebook = types.ModuleType("__mp_main__")
+    notebook.trainers = trainers
+    monkeypatch.setitem(sys.modules, "__mp_main__", notebook)
+    assert address(trainers) == "tokenizers:trainers"
+
+
 @pytest.mark.usefixtures("new_process")
 def test_a_namespace_binding_one_resumes_with_it(tmp_path: Path) -> None:
     ns = {"trainers": trainers, "n": 1}
