@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.finetune import LIBRARIES, Node, report_of, start_on
+from tests.support.finetune import LIBRARIES
+from tests.support.nodes import Node, report
 
 pytestmark = [pytest.mark.integration]
 
@@ -110,13 +111,13 @@ def resumed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         pytest.importorskip(library)
     root = tmp_path_factory.mktemp("finetune")
     store = str(root / "store")
-    node_a, twin_node, node_b = (Node(root / name).make() for name in ("a", "t", "b"))
-    twin = start_on(twin_node, TWIN)
-    checkpoint = report_of(start_on(node_a, CHECKPOINT, store), TIMEOUT)
-    same_node = report_of(start_on(node_a, RESUME, store), TIMEOUT)
-    node_a.hide()
-    new_node = report_of(start_on(node_b, RESUME, store), TIMEOUT)
-    return {"checkpoint": checkpoint, "twin": report_of(twin, TIMEOUT), "same": same_node, "new": new_node}
+    node_a, twin_node, node_b = (Node(root / name) for name in ("a", "t", "b"))
+    twin = twin_node.start(TWIN)
+    checkpoint = node_a.run(CHECKPOINT, store, timeout=TIMEOUT)
+    same_node = node_a.run(RESUME, store, timeout=TIMEOUT)
+    node_a.leave()
+    new_node = node_b.run(RESUME, store, timeout=TIMEOUT)
+    return {"checkpoint": checkpoint, "twin": report(twin, TIMEOUT), "same": same_node, "new": new_node}
 
 
 def _check(resumed: dict[str, Any], which: str, elsewhere: bool) -> tuple[list[str], dict[str, str]]:

@@ -11,21 +11,12 @@ is written by the cell, the models are built from configs.
 batches), and ``rng`` (last) draws from every global random stream, which must then equal an
 uninterrupted run's draws.
 
-A node is a folder with its own HOME, Hugging Face cache, temp folder and notebook folder
-(``Node``); ``run_on`` runs a script there in a new process and returns its ``REPORT`` line.
+The nodes it runs on are ``tests.support.nodes.Node``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[2]
 
 #: The libraries the notebook imports (a test is skipped where one is missing).
 LIBRARIES = ("datasets", "transformers", "accelerate", "lightning", "polars", "duckdb", "xgboost", "lightgbm")
@@ -143,57 +134,3 @@ def probe(namespace: dict[str, Any]) -> dict[str, str]:
         except Exception as e:  # what raises is part of what a user sees
             seen[name] = f"raises {type(e).__name__}: {e}"
     return seen
-
-
-@dataclass(frozen=True)
-class Node:
-    """A machine as a notebook sees it: its own HOME, Hugging Face cache, temp folder and notebook folder."""
-
-    root: Path
-
-    @property
-    def notebook(self) -> Path:
-        return self.root / "notebook"
-
-    def env(self) -> dict[str, str]:
-        """This node's environment: the test's, with HOME, caches and temp folder of its own; offline."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_", "TRANSFORMERS_"))}
-        return {
-            **env,
-            "HOME": str(self.root / "home"),
-            "HF_HOME": str(self.root / "home" / ".cache" / "huggingface"),
-            "TMPDIR": str(self.root / "tmp"),
-            "HF_HUB_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "PYTHONPATH": str(ROOT),
-            "MPLBACKEND": "Agg",
-        }
-
-    def make(self) -> Node:
-        for folder in ("home", "tmp", "notebook"):
-            (self.root / folder).mkdir(parents=True, exist_ok=True)
-        return self
-
-    def hide(self) -> None:
-        """Take this node away: its caches, temp folder and notebook folder are gone from their paths."""
-        self.root.rename(self.root.with_name(self.root.name + "-gone"))
-
-
-def start_on(node: Node, script: str, *args: str) -> subprocess.Popen[str]:
-    """Start ``script`` in a new Python process on ``node`` (in its notebook folder)."""
-    return subprocess.Popen(
-        [sys.executable, "-c", script, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=node.notebook,
-        env=node.env(),
-    )
-
-
-def report_of(process: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
-    """The JSON a process started by ``start_on`` printed on its ``REPORT`` line, once it exits."""
-    out, err = process.communicate(timeout=timeout)
-    assert process.returncode == 0, err[-4000:]
-    line = next(x for x in out.splitlines() if x.startswith("REPORT "))
-    return json.loads(line[len("REPORT ") :])

@@ -2,7 +2,9 @@
 
 ``Node.run`` runs a script in a new Python process as that node would (its variables point into
 its own folders, the datasets libraries offline) and returns the JSON it prints on its
-``REPORT`` line; ``Node.leave`` moves the node's folders away, as another node would not have them.
+``REPORT`` line (``Node.start`` and ``report`` do the same in two steps, so that processes of
+several nodes run at once); ``Node.leave`` moves the node's folders away, as another node would
+not have them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class Node:
     @property
     def env(self) -> dict[str, str]:
         """The environment of a process on this node."""
-        kept = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "XDG_", "JUPYTER_PAUSE_"))}
+        mine = ("HF_", "XDG_", "TRANSFORMERS_", "JUPYTER_PAUSE_")
+        kept = {k: v for k, v in os.environ.items() if not k.startswith(mine)}
         return {
             **kept,
             "HOME": str(self.root / "home"),
@@ -40,22 +43,32 @@ class Node:
             "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",
             "PYTHONPATH": str(ROOT),
+            "MPLBACKEND": "Agg",
         }
 
-    def run(self, script: str, *args: str, timeout: float = 180) -> dict[str, Any]:
-        """Run ``script`` (with ``args``) in a new process here; the JSON of its ``REPORT`` line."""
-        proc = subprocess.run(
+    def start(self, script: str, *args: str) -> subprocess.Popen[str]:
+        """Start ``script`` (with ``args``) in a new process here (see ``report``)."""
+        return subprocess.Popen(
             [sys.executable, "-c", script, *args],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             cwd=self.root / "nb",
             env=self.env,
-            timeout=timeout,
         )
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        line = next(x for x in proc.stdout.splitlines() if x.startswith("REPORT "))
-        return json.loads(line[len("REPORT ") :])
+
+    def run(self, script: str, *args: str, timeout: float = 180) -> dict[str, Any]:
+        """Run ``script`` (with ``args``) in a new process here; the JSON of its ``REPORT`` line."""
+        return report(self.start(script, *args), timeout)
 
     def leave(self) -> None:
         """Move this node's folders away: no other node has them."""
         self.root.rename(self.root.with_name(self.root.name + ".gone"))
+
+
+def report(process: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """The JSON a process started by ``Node.start`` printed on its ``REPORT`` line, once it exits."""
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err[-4000:]
+    line = next(x for x in out.splitlines() if x.startswith("REPORT "))
+    return json.loads(line[len("REPORT ") :])
