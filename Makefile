@@ -55,12 +55,14 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	touch $(LAB_STAMP)
 
 # The test extras: emulators, a Hub, the libraries of the fidelity corpus (the fine-tuning stack's among
-# them), the docs' tools. npm
-# installs the proxy and Azurite meanwhile.
+# them), the docs' tools. npm installs the proxy and Azurite meanwhile. (A variable: the comma between
+# the extras would split the arguments of $(call).)
+TEST_EXTRAS := .[test,test-finetune]
+
 $(STAMP): $(LAB_STAMP)
 	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
 		$(NPM_INSTALL) --prefix $(VENV)/azurite azurite@$(AZURITE_VERSION),\
-		$(VENV)/npm.log,the proxy or Azurite,$(call uv_install,$(PY)) -e ".[test,test-finetune]")
+		$(VENV)/npm.log,the proxy or Azurite,$(call uv_install,$(PY)) -e "$(TEST_EXTRAS)")
 	touch $(STAMP)
 
 # The older image of tests/proof/test_upgrade.py: the releases a session is checkpointed with before the
