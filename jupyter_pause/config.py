@@ -14,6 +14,7 @@ from traitlets.config import Configurable
 
 from .errors import PauseError
 from .store.signing import Keyring
+from .store.storage import Store
 
 #: Environment variables that override configuration, by trait name.
 ENV_VARS = {
@@ -29,6 +30,7 @@ ENV_VARS = {
     "model_files": "JUPYTER_PAUSE_MODEL_FILES",
     "data_files_max": "JUPYTER_PAUSE_DATA_FILES_MAX",
     "data_files_cache": "JUPYTER_PAUSE_DATA_FILES_CACHE",
+    "encrypt": "JUPYTER_PAUSE_ENCRYPT",
 }
 
 #: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
@@ -87,6 +89,14 @@ class PauseConfig(Configurable):
         Unicode(),
         help="Former signing keys, still accepted when loading and never used to sign: a key "
         "rotation (env JUPYTER_PAUSE_VERIFY_KEYS, separated by commas). Needs signing_key.",
+    ).tag(config=True)
+    encrypt = Bool(
+        True,
+        help="With a signing key set, encrypt everything written to the store with a key derived from it "
+        "(AES-256-GCM): blobs, model and data files, manifests, notebooks, journals, status, leases, ledger. "
+        "Whoever holds the store's credential without the key sees only ciphertext and sizes; a store read "
+        "without the key cannot be resumed (env JUPYTER_PAUSE_ENCRYPT: 0 or off writes plaintext, still "
+        "signed). Without a signing key nothing is encrypted.",
     ).tag(config=True)
     checkpoint_on_sigterm = Bool(
         True, help="Checkpoint the kernel when it gets SIGTERM (a preemption's warning), then exit."
@@ -164,6 +174,12 @@ class PauseConfig(Configurable):
             return None
         return Keyring(self.signing_key, tuple(k for k in self.verify_keys if k and k != self.signing_key))
 
+    def open_store(self, url: str | None = None, storage_options: dict[str, Any] | None = None) -> Store:
+        """The store at ``url`` (default this configuration's), opened with its storage options and
+        this process's keys: pool names keyed, and everything encrypted where ``encrypt`` is on."""
+        options = dict(self.storage_options) if storage_options is None else storage_options
+        return Store(url or self.store, options, keys=self.keyring, encrypt=self.encrypt)
+
 
 def _from_env(name: str, var: str, raw: str) -> Any:
     """A setting's value from its environment variable's text."""
@@ -171,7 +187,7 @@ def _from_env(name: str, var: str, raw: str) -> Any:
         return parse_storage_options(raw)
     if name == "verify_keys":
         return [key.strip() for key in raw.split(",") if key.strip()]
-    if name in ("rebuild", "model_files"):
+    if name in ("rebuild", "model_files", "encrypt"):
         if raw.strip().lower() not in SWITCH_WORDS:
             raise PauseError(f"{var} is on or off (1, true, yes, on / 0, false, no, off), not {raw!r}")
         return SWITCH_WORDS[raw.strip().lower()]

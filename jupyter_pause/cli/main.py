@@ -41,7 +41,7 @@ def _when(epoch: float) -> str:
 
 def _catalog(args: argparse.Namespace) -> Catalog:
     config = PauseConfig()
-    return Catalog(Store(args.store or config.store, dict(config.storage_options)))
+    return Catalog(config.open_store(args.store))
 
 
 def _key() -> Keyring | None:

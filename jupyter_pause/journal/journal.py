@@ -386,6 +386,6 @@ def journal(name: str, version: str | int = "1", *, store: str | None = None, se
     layout.check_journal(name)
     layout.check_journal(version, "journal version")  # type: ignore[arg-type]
     config = PauseConfig()
-    target = Store(store or config.store, dict(config.storage_options))
+    target = config.open_store(store)
     who = layout.check_session(session or config.session or default_session())
     return Journal(target, who, name, version, config.node, config.keyring)  # type: ignore[arg-type]

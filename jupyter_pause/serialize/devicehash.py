@@ -71,8 +71,9 @@ from typing import Any
 
 from ..errors import StoreError
 from ..store.integrity import read_manifest
-from ..store.layout import blob_key, manifest_key, pool_key
+from ..store.layout import manifest_key
 from ..store.manifest import ArrayRecord, FileRange, Manifest
+from ..store.names import Names
 from ..store.signing import Keys
 from ..store.storage import Store
 
@@ -137,7 +138,7 @@ _latest: dict[tuple[str, str], Previous] = {}
 
 def remember(store: Store, manifest: Manifest) -> None:
     """Keep ``manifest``'s fingerprints for the next checkpoint of its session (called at commit)."""
-    _latest[(store.url, manifest.session)] = _previous(manifest)
+    _latest[(store.url, manifest.session)] = _previous(manifest, store.names)
 
 
 def forget() -> None:
@@ -145,14 +146,14 @@ def forget() -> None:
     _latest.clear()
 
 
-def _previous(manifest: Manifest) -> Previous:
+def _previous(manifest: Manifest, names: Names) -> Previous:
     recorded = manifest.fingerprints
     if recorded.get("scheme") != SCHEME or manifest.hash != ALGORITHM:
         return Previous(manifest.id, "", {})
     references = {b: manifest.references[b] for b in recorded.get("blobs", {}) if b in manifest.references}
     sizes = {**manifest.blobs, **{b: manifest.referenced_size(b) for b in references}}
     blobs = {(sizes.get(b, -1), fp): b for b, fp in recorded.get("blobs", {}).items()}
-    keys = {b: k for k, b in manifest.blob_keys(b for b in blobs.values() if b not in references).items()}
+    keys = {b: k for k, b in manifest.blob_keys((b for b in blobs.values() if b not in references), names).items()}
     named = {r.file for ranges in references.values() for r in ranges}
     files = {f: r.size for f, r in manifest.model_files.items() if f in named}
     return Previous(manifest.id, recorded.get("seed", ""), blobs, keys, references, files)
@@ -170,7 +171,12 @@ def previous(store: Store, session: str, parent: str | None, signing_key: Keys =
         manifest = read_manifest(store.read(manifest_key(session, parent)), parent, signing_key, session)
     except (FileNotFoundError, StoreError):  # gone or unreadable: every storage is hashed
         return None
-    return _previous(manifest) if isinstance(manifest, Manifest) else None
+    if not isinstance(manifest, Manifest):
+        return None
+    try:
+        return _previous(manifest, store.names)
+    except KeyError:  # named with a key this process lacks: every storage is hashed
+        return None
 
 
 def skip_unchanged(collector: Any, store: Store, session: str, before: Previous | None, algorithm: str) -> Seen | None:
@@ -195,7 +201,7 @@ def skip_unchanged(collector: Any, store: Store, session: str, before: Previous 
     matches = {k: before.blobs.get((candidates[k].size, fp)) for k, fp in seen.fingerprints.items()}
     matches = {k: b for k, b in matches.items() if b is not None}
     if matches:
-        ways = {b: _ways(before, session, b, candidates[k].size) for k, b in matches.items()}
+        ways = {b: _ways(before, store.names, b, candidates[k].size) for k, b in matches.items()}
         sizes = store.sizes(key for found in ways.values() for way in found for key in way)
         for k, b in matches.items():
             if any(all(sizes[key] == size for key, size in way.items()) for way in ways[b]):
@@ -205,18 +211,17 @@ def skip_unchanged(collector: Any, store: Store, session: str, before: Previous 
     return seen
 
 
-def _ways(before: Previous, session: str, blob: str, size: int) -> list[dict[str, int]]:
+def _ways(before: Previous, names: Names, blob: str, size: int) -> list[dict[str, int]]:
     """Where the store may hold ``blob`` of ``before`` (``size`` bytes): each way is store keys
     with the size each must have, all there. A blob that is ranges of model files is held
     when its files are in the pool."""
     ranges = before.references.get(blob)
     if ranges is None:
-        keys = [before.keys[blob]] if blob in before.keys else [pool_key(blob), blob_key(session, blob)]
-        return [{key: size} for key in keys]
+        return [{before.keys[blob] if blob in before.keys else names.pool_key(blob): size}]
     files = {r.file for r in ranges}
     if not files <= before.files.keys():
         return []
-    return [{pool_key(f): before.files[f] for f in files}]
+    return [{names.pool_key(f): before.files[f] for f in files}]
 
 
 def release(collector: Any, seen: Seen | None, before: Previous | None, files: set[str]) -> bool:

@@ -44,7 +44,7 @@ class PauseManager:
         self.serverapp = serverapp
         self.settings = settings
         self.config = config
-        self.store = Store(config.store, dict(config.storage_options))
+        self.store = config.open_store()
         self.catalog = Catalog(self.store)
         self.choice = Choice(self.store, self.catalog, config.keyring)
         self.board = StatusBoard(self.store, config.node, config.keyring)

@@ -298,6 +298,7 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         elsewhere=p.elsewhere,
         user=seals.this_user(),
         pool=True,
+        names=catalog.store.names.key_id,
         session_blobs=writer.session_blobs,
         references=p.references,
         model_files=p.model_files,

@@ -55,6 +55,6 @@ def make_context(
     if namespace is None:
         namespace, hidden = user_namespace()
     options = storage_options if storage_options is not None else dict(config.storage_options)
-    target = Store(store or config.store, options)
+    target = config.open_store(store, options)
     name = check_session(session or config.session or default_session())
     return Context(config, target, name, namespace, hidden, notebook_path())

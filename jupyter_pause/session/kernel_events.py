@@ -143,7 +143,7 @@ def kernel_loaded(config: Any, shell: Any = None) -> bool:
     if os.environ.get(SERVER_RECORDS) or _loaded or not config.store:
         return False
     try:
-        store = Store(config.store, dict(config.storage_options))
+        store = config.open_store()
     except StoreError as e:
         records.log.warning("jupyter-pause ledger: kernel start not recorded: %s", e)
         return False

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..errors import CheckpointDamaged, CheckpointNotFound
+from .encryption import DecryptionError
 from .integrity import Damage, check, read_manifest
 from .layout import (
     SESSIONS,
@@ -269,6 +270,9 @@ class Catalog:
         damaged: dict[str, Damage] = {}
         for path, data in self.store.read_many(list(ids)).items():
             checkpoint_id = ids[path]
+            if isinstance(data, DecryptionError):
+                damaged[checkpoint_id] = Damage(data.why)
+                continue
             if isinstance(data, BaseException):
                 found.unreadable[checkpoint_id] = str(data)
                 continue
@@ -297,7 +301,11 @@ class Catalog:
     def manifest(self, session: str, checkpoint_id: str, key: Keys = None) -> Manifest | Damage:
         """Checkpoint ``checkpoint_id``'s manifest, verified (a ``Damage`` when it does not),
         read by its key alone: no listing."""
-        return read_manifest(self.store.read(manifest_key(session, checkpoint_id)), checkpoint_id, key, session)
+        try:
+            data = self.store.read(manifest_key(session, checkpoint_id))
+        except DecryptionError as e:
+            return Damage(e.why)
+        return read_manifest(data, checkpoint_id, key, session)
 
     def checkpoints(self, session: str, key: Keys = None) -> list[Manifest]:
         """Intact committed checkpoints of ``session``, newest first."""

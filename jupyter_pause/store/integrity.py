@@ -143,7 +143,10 @@ def fetch(
     if good and progress is not None:
         base, report = sum(manifest.referenced_size(k) for k in good), progress
         progress = lambda n: report(base + n)  # noqa: E731
-    paths = manifest.blob_keys(keys)  # in the store's pool, or (older checkpoints) the session's folder
+    try:  # in the store's pool (by a keyed name where a key named them), or the session's folder
+        paths = manifest.blob_keys(keys, store.names)
+    except KeyError as e:  # named with a key this reader lacks
+        return good, {**bad, **{k: f"not found: {e.args[0]}" for k in keys}}
 
     def verify(path: str, data: Buffer) -> Any:
         key = paths[path]

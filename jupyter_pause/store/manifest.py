@@ -10,7 +10,8 @@ from typing import Any
 import xxhash
 
 from ..errors import IntegrityError
-from .layout import blob_place
+from .layout import blob_place, pool_key
+from .names import Names
 from .signing import MANIFEST, Keys, manifest_place, seal
 
 #: Version of the manifest layout; readers refuse layouts newer than they know. 2: blobs may live
@@ -218,6 +219,10 @@ class Manifest:
     #: Files values read by path (a ``datasets`` Arrow file), by the digest of their bytes: each is
     #: a blob of the pool, in ``blobs`` too. Empty for older checkpoints and those without any.
     data_files: dict[str, DataFileRecord] = field(default_factory=dict)
+    #: The id of the key that named its objects in the pool (``store.names``): a keyed checkpoint's
+    #: blobs and model files are found under an HMAC of their digest. None: under their digest
+    #: (without a key, and for older checkpoints).
+    names: str | None = None
 
     def referenced_size(self, digest: str) -> int:
         """Bytes of the referenced blob ``digest`` (0 when it is not one)."""
@@ -227,14 +232,31 @@ class Manifest:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
         return {a.device for a in self.arrays.values()}
 
-    def blob_key(self, digest: str) -> str:
-        """The store key of this checkpoint's blob ``digest``: where it lives."""
-        return blob_place(self.session, digest, self.pool and digest not in self.session_blobs)
+    def blob_key(self, digest: str, names: Names | None = None) -> str:
+        """The store key of this checkpoint's blob ``digest``: where it lives (``names``: the
+        reader's, to find a keyed checkpoint's blobs)."""
+        return next(iter(self.blob_keys([digest], names)))
 
-    def blob_keys(self, digests: Iterable[str]) -> dict[str, str]:
-        """The store key of each of this checkpoint's blobs ``digests``: key -> digest."""
+    def blob_keys(self, digests: Iterable[str], names: Names | None = None) -> dict[str, str]:
+        """The store key of each of this checkpoint's blobs ``digests``: key -> digest. A
+        checkpoint whose pool names are keyed needs the reader's ``names`` (``KeyError`` when
+        they lack its key)."""
         own = set(self.session_blobs)
-        return {blob_place(self.session, d, self.pool and d not in own): d for d in dict.fromkeys(digests)}
+        if self.names is not None and names is None:
+            raise KeyError(f"checkpoint {self.id} names its blobs with key id {self.names}: no key given to find them")
+        keys = {}
+        for d in dict.fromkeys(digests):
+            if not self.pool or d in own:
+                keys[blob_place(self.session, d, False)] = d
+            else:
+                keys[pool_key(d) if names is None else names.pool_key(d, self.names)] = d
+        return keys
+
+    def file_key(self, sha256: str, names: Names | None = None) -> str:
+        """The pool key of the model file (or data file) ``sha256`` this checkpoint references."""
+        if self.names is not None and names is None:
+            raise KeyError(f"checkpoint {self.id} names its files with key id {self.names}: no key given to find them")
+        return pool_key(sha256) if names is None else names.pool_key(sha256, self.names)
 
     #: Set when read: the signature block and the exact bytes it covers (not part of the body).
     signature: dict[str, Any] | None = field(default=None, compare=False, repr=False)

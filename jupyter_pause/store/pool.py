@@ -28,7 +28,7 @@ _empty: set[tuple[str, str]] = set()
 
 def remember(store: Store, manifest: Manifest) -> None:
     """Keep what ``manifest`` (just committed) names, for the next checkpoint of its session."""
-    keys = manifest.blob_keys(manifest.blobs)
+    keys = manifest.blob_keys(manifest.blobs, store.names)
     blobs = {digest: (key, manifest.blobs[digest]) for key, digest in keys.items()}
     with _lock:
         _latest[(store.url, manifest.session)] = blobs

@@ -39,6 +39,11 @@ def hash_for(key: str | None) -> str:
     return "sha256" if key else "xxh3_128"
 
 
+def algorithm_of(digest: str) -> str:
+    """The algorithm of a blob digest, from its length (sha256: 64 hex digits, xxh3-128: 32)."""
+    return "sha256" if len(digest) == 64 else "xxh3_128"
+
+
 def digest(data: Any, algorithm: str) -> str:
     """Hex digest of ``data`` with ``algorithm`` (a key of ``HASHES``)."""
     return HASHES[algorithm](data)
@@ -175,7 +180,9 @@ JOURNAL = "journal-record"
 STATUS = "status"
 LEASE = "lease"
 LEDGER = "ledger-event"
-KINDS = frozenset({MANIFEST, JOURNAL, STATUS, LEASE, LEDGER})
+#: The index of a model file in the pool (``modelfiles``): its tensors' ranges and digests.
+FILE_INDEX = "model-file-index"
+KINDS = frozenset({MANIFEST, JOURNAL, STATUS, LEASE, LEDGER, FILE_INDEX})
 
 _KDF = b"jupyter-pause record key v1\0"
 

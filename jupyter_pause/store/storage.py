@@ -9,25 +9,26 @@ from __future__ import annotations
 
 import functools
 import secrets
-import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
-
-import fsspec
 
 from ..errors import StoreError
 from . import conditions, credentials, layout, placeholders
 from .backends import for_filesystem
 from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
 from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
+from .clients import filesystem, mtime
 from .credentials import redact
+from .encryption import Cipher, DecryptionError, plain_size, sealed_size
+from .names import Names
+from .signing import Keyring, Keys, keyring
+from .transfers import Counter, Progress
 
 #: Blobs in flight at once when writing or reading many keys.
 PARALLELISM = 8
 
-Progress = Callable[[int], None]
 
 __all__ = [
     "ALIGNMENT",
@@ -43,23 +44,6 @@ __all__ = [
 ]
 
 
-class _Counter:
-    """Bytes done so far across worker threads, reported to an optional callback."""
-
-    def __init__(self, progress: Progress | None) -> None:
-        self.progress = progress
-        self.total = 0
-        self.lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        if self.progress is None:
-            return
-        with self.lock:
-            self.total += n
-            total = self.total
-        self.progress(total)
-
-
 @dataclass(frozen=True)
 class Entry:
     """A key found in the store, with its size in bytes and modification time (epoch seconds)."""
@@ -69,45 +53,6 @@ class Entry:
     mtime: float | None
 
 
-def _mtime(info: dict[str, Any]) -> float | None:
-    for field in ("mtime", "LastModified", "created", "updated"):
-        value = info.get(field)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return float(value.timestamp())
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
-
-
-#: Object store clients by (URL, options, where credentials come from): a store opened again
-#: while none of those changed gets the client made the first time (making one, and its first
-#: request, takes a tenth of a second and more); one changed makes a new client.
-_clients: dict[str, tuple[Any, str]] = {}
-_clients_lock = threading.Lock()
-
-
-def _filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """The fsspec filesystem and root of ``url``: for an object store, the client made before
-    for the same URL, options and credentials environment, else a new one."""
-    if "://" not in url or url.startswith(("file://", "local://")):
-        return fsspec.url_to_fs(url, **options)
-    options = {"skip_instance_cache": True, **options}
-    key = repr((url, sorted(options.items(), key=lambda kv: kv[0]), credentials.environment()))
-    with _clients_lock:
-        found = _clients.get(key)
-    if found is None:
-        found = fsspec.url_to_fs(url, **options)
-        with _clients_lock:
-            if len(_clients) > 64:
-                _clients.clear()
-            found = _clients.setdefault(key, found)
-    return found
-
-
 class Store:
     """A folder of keys (``a/b/c``) on any filesystem fsspec opens.
 
@@ -115,7 +60,9 @@ class Store:
     On a local folder every write is flushed to disk (fsync) before it returns.
     """
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, url: str, storage_options: dict[str, Any] | None = None, keys: Keys = None, encrypt: bool = True
+    ) -> None:
         if not url or not isinstance(url, str):
             raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
         url = placeholders.expand(url)
@@ -124,7 +71,7 @@ class Store:
         self._secrets = credentials.secrets(url, storage_options or {})
         options = credentials.storage_options(url, storage_options or {})
         try:
-            fs, root = _filesystem(url, options)
+            fs, root = filesystem(url, options)
         except (ImportError, ValueError, TypeError, OSError) as e:
             raise StoreError(
                 f"cannot open store {self.display_url}: {self.scrub(str(e))}; check the URL "
@@ -132,6 +79,11 @@ class Store:
             ) from e
         self.root = root.rstrip("/")
         self.fs = fs
+        #: The user's keys (signing and former ones): they name the pool (``names``) and, with
+        #: ``encrypt``, seal every object written (``cipher``); None without a key.
+        self.keys: Keyring | None = keyring(keys)
+        self.names = Names(self.keys)
+        self.cipher: Cipher | None = Cipher(self.keys) if self.keys is not None and encrypt else None
 
     @property
     def fs(self) -> Any:
@@ -173,6 +125,8 @@ class Store:
         pool, which other sessions' writers may be writing too, is never seen part-written."""
         try:
             view = memoryview(data).cast("B")
+            if self.cipher is not None:
+                view = self.cipher.seal(key, view)
             if layout.pool_digest(key):
                 self.backend.write_whole(self.path(key), view)
             else:
@@ -198,6 +152,8 @@ class Store:
 
     def _create(self, key: str, data: bytes) -> bool:
         """``create`` without looking first: what the store itself answers."""
+        if self.cipher is not None:
+            data = bytes(self.cipher.seal(key, data))
         try:
             self.backend.create(self.path(key), data)
             return True
@@ -251,11 +207,60 @@ class Store:
         try:
             # A blob never changes once written (its key is its digest): what a listing said of
             # it stays true, which saves a request per blob. Any other key may have been rewritten.
-            return self.backend.read(path, size, bool(layout.any_blob_digest(key)), mapped)
+            if self.cipher is None:
+                return self.backend.read(path, size, bool(layout.any_blob_digest(key)), mapped)
+            stored = None if size is None else sealed_size(size)
+            return self.cipher.open(key, self.backend.read(path, stored, bool(layout.any_blob_digest(key)), mapped))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
+        except DecryptionError:
+            raise
+        except Exception as e:
+            raise self._fail("read", key, e) from e
+
+    def read_range(self, key: str, start: int, stop: int) -> Buffer:
+        """Bytes ``[start, stop)`` of the object at ``key`` (a tensor of a model file in the pool)."""
+        try:
+            if self.cipher is not None:
+                return self.cipher.read_range(key, self._ranged(key), start, stop)
+            return memoryview(self.fs.cat_file(self.path(key), start=start, end=stop))
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:
             raise self._fail("read", key, e) from e
+
+    def _ranged(self, key: str) -> Callable[[int, int], bytes]:
+        path = self.path(key)
+        return lambda start, stop: self.fs.cat_file(path, start=start, end=stop)
+
+    def download(self, key: str, target: str) -> None:
+        """Copy the object at ``key`` into the local file ``target`` (written whole; a large
+        object is never held in memory)."""
+        try:
+            if self.cipher is not None:
+                with self.fs.open(self.path(key), "rb", block_size=REMOTE_BLOCK) as f, open(target, "wb") as out:
+                    self.cipher.open_stream(key, f, out)
+                return
+            self.fs.get_file(self.path(key), target)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
+        except Exception as e:
+            raise self._fail("copy", key, e) from e
+
+    def write_stream(self, key: str, chunks: Iterable[bytes], keep: Callable[[], bool]) -> None:
+        """Put the bytes of ``chunks`` at ``key``, a part at a time (a file too large to hold in
+        memory); when ``keep()`` then answers False, the object is removed again."""
+        try:
+            if self.cipher is not None:
+                chunks = self.cipher.seal_stream(key, chunks)
+            self.backend.write_stream(self.path(key), chunks, keep)
+        except Exception as e:
+            raise self._fail("write", key, e) from e
+
+    @property
+    def mappable(self) -> bool:
+        """Whether an object's file can be used as it lies (a local folder, its bytes not sealed)."""
+        return self.local and self.cipher is None
 
     def read_many(
         self,
@@ -279,14 +284,14 @@ class Store:
         than through threads: on SeaweedFS on loopback about half the time of the threaded path.
         Blobs are not read this way: nothing here splits a large object into parts.
         """
-        done = _Counter(progress)
+        done = Counter(progress)
         if small and not self.local and getattr(self.fs, "async_impl", False):
             return self._read_small(list(dict.fromkeys(keys)), done, then)
 
         def one(key: str) -> Any:
             try:
                 data = self.read(key, mapped, None if sizes is None else sizes.get(key))
-            except (FileNotFoundError, StoreError) as e:
+            except (FileNotFoundError, StoreError, DecryptionError) as e:
                 return e
             done.add(len(data))
             if then is not None:
@@ -300,7 +305,7 @@ class Store:
         with ThreadPoolExecutor(PARALLELISM) as pool:
             return dict(zip(keys, pool.map(one, keys), strict=True))
 
-    def _read_small(self, keys: list[str], done: _Counter, then: Callable[[str, Buffer], Any] | None) -> dict[str, Any]:
+    def _read_small(self, keys: list[str], done: Counter, then: Callable[[str, Buffer], Any] | None) -> dict[str, Any]:
         """``read_many(small=True)`` on an async backend: one whole-object GET a key, gathered."""
 
         def finish(key: str, data: Any) -> Any:
@@ -309,6 +314,11 @@ class Store:
             if isinstance(data, BaseException):
                 return self._fail("read", key, data)
             view = memoryview(bytes(data))
+            if self.cipher is not None:
+                try:
+                    view = self.cipher.open(key, view)
+                except DecryptionError as e:
+                    return e
             done.add(len(view))
             if then is None:
                 return view
@@ -329,7 +339,7 @@ class Store:
         ``read_many``, each a single PUT gathered on the backend's event loop (remote async
         stores; elsewhere the same as without).
         """
-        done = _Counter(progress)
+        done = Counter(progress)
         if small and not self.local and getattr(self.fs, "async_impl", False) and items:
             self._write_small(items, done)
             return
@@ -345,10 +355,12 @@ class Store:
             for future in [pool.submit(one, key, data) for key, data in items.items()]:
                 future.result()
 
-    def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: _Counter) -> None:
+    def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: Counter) -> None:
         """``write_many(small=True)`` on an async backend: one PUT a key, gathered; the first
         failure raised once all have stopped."""
-        errors = self.backend.write_small({self.path(key): data for key, data in items.items()})
+        cipher = self.cipher
+        sealed = {key: data if cipher is None else cipher.seal(key, data) for key, data in items.items()}
+        errors = self.backend.write_small({self.path(key): data for key, data in sealed.items()})
         for (key, data), error in zip(items.items(), errors, strict=True):
             if error is not None:
                 raise self._fail("write", key, error) from error
@@ -372,8 +384,16 @@ class Store:
                 continue
             path = path.strip("/")
             key = path[len(root) + 1 :] if root else path
-            entries[key] = Entry(key, int(info.get("size") or 0), _mtime(info))
+            entries[key] = Entry(key, self._plain(int(info.get("size") or 0)), mtime(info))
         return entries
+
+    def _plain(self, stored: int | None) -> int | None:
+        """The size of the bytes an object of ``stored`` bytes holds: with a cipher, what it seals
+        (an object of no sealed size, written before encryption was on, counts as it is)."""
+        if stored is None or self.cipher is None:
+            return stored
+        plain = plain_size(stored)
+        return stored if plain is None else plain
 
     def sizes(self, keys: Iterable[str]) -> dict[str, int | None]:
         """The size of each of ``keys``, None for one that is not there: asked of the store key
@@ -385,7 +405,7 @@ class Store:
             found = self.backend.sizes([self._fresh(self.path(key)) for key in keys])
         except Exception as e:
             raise self._fail("look up", keys[0], e) from e
-        return dict(zip(keys, found, strict=True))
+        return {key: self._plain(size) for key, size in zip(keys, found, strict=True)}
 
     def exists(self, key: str) -> bool:
         """Whether ``key`` exists."""

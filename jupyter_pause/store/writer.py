@@ -37,7 +37,7 @@ from typing import Any, Callable
 from ..errors import StoreError
 from . import pool, signing
 from .catalog import Catalog
-from .layout import blob_prefix, file_index_key, pool_key
+from .layout import blob_prefix
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
@@ -80,8 +80,13 @@ class BlobWriter:
         self.written = 0
         self.queued = 0
         self.done = 0
-        #: Blobs the store holds as far as this writer knows: digest -> (key, size).
-        self._held: dict[str, tuple[str, int]] = pool.session_folder(catalog.store, session)
+        self.names = catalog.store.names
+        #: Blobs the store holds as far as this writer knows: digest -> (key, size). Each was
+        #: written by this process, found under a keyed name, or hashed where it was found.
+        self._held: dict[str, tuple[str, int]] = {}
+        #: Blobs in the session's own folder (written before the store had a pool): named by their
+        #: digest, so used only once what is there is hashed.
+        self._folder = pool.session_folder(catalog.store, session)
         if reused_data_stays:  # taken on trust until ``finish`` looks: one gone is written again
             self._held.update(pool.latest(catalog.store, session))
         self._looked: set[str] = set()
@@ -134,17 +139,40 @@ class BlobWriter:
             self._asking.update((k, asked) for k in todo)
         try:
             if todo:
-                found = self.catalog.store.sizes([pool_key(k) for k in todo])
+                found = self._found(todo)
                 with self._lock:
-                    for key, size in zip(todo, found.values(), strict=True):
-                        if size is not None:
-                            self._held.setdefault(key, (pool_key(key), size))
+                    for key, held in found.items():
+                        self._held.setdefault(key, held)
         finally:
             with self._lock:
                 for k in todo:
                     del self._asking[k]
             asked.set_result(None)
         futures.wait(others)
+
+    def _found(self, digests: list[str]) -> dict[str, tuple[str, int]]:
+        """Where the store holds each of ``digests`` (its key and size), asked all at once: under
+        a keyed name, found is enough (no one without the key can predict or plant one); under
+        a name anyone can compute (no key, or the session's own folder), only where the bytes
+        there hash to the digest: a same-size object planted under a predicted name is written
+        over instead of trusted."""
+        store = self.catalog.store
+        pooled = {self.names.pool_key(k): k for k in digests}
+        places = {**pooled, **{self._folder[k][0]: k for k in digests if k in self._folder}}
+        sizes = {path: size for path, size in store.sizes(places).items() if size is not None}
+        held: dict[str, tuple[str, int]] = {}
+        if self.names.key_id is not None:
+            held = {pooled[p]: (p, sizes[p]) for p in pooled if p in sizes}
+        unsure = {p: size for p, size in sizes.items() if places[p] not in held}
+        if unsure:
+
+            def check(path: str, data: Any) -> bool:
+                return signing.digest(data, signing.algorithm_of(places[path])) == places[path]
+
+            for path, ok in store.read_many(unsure, then=check, mapped=True, sizes=unsure).items():
+                if ok is True:
+                    held.setdefault(places[path], (path, unsure[path]))
+        return held
 
     def has(self, key: str, size: int) -> bool:
         """Whether the store holds blob ``key`` (of ``size`` bytes), in its pool or (written
@@ -183,7 +211,7 @@ class BlobWriter:
         """Write ``{key: data}`` unless an earlier write of this checkpoint failed."""
         if self._failed or not items:  # the checkpoint is lost already: write no more of it
             return
-        paths = {pool_key(key): data for key, data in items.items()}
+        paths = {self.names.pool_key(key): data for key, data in items.items()}
         size = sum(len(d) for d in items.values())
         reported = 0
 
@@ -202,7 +230,7 @@ class BlobWriter:
             raise
         with self._lock:
             self.written += size
-            self._held.update((key, (pool_key(key), len(data))) for key, data in items.items())
+            self._held.update((key, (self.names.pool_key(key), len(data))) for key, data in items.items())
 
     def reference(self, files: dict[str, Future[None]], algorithm: str) -> None:
         """Note that this checkpoint references model files ``files`` (sha256 -> their upload,
@@ -276,7 +304,8 @@ class BlobWriter:
                 batch.result()
             self._wait_for_files()
             unsure = {self._held[k][0]: k for k in self._reused}
-            records = [k for f in self._files for k in (pool_key(f), file_index_key(f, self._algorithm))]
+            names = self.names
+            records = [k for f in self._files for k in (names.pool_key(f), names.file_index_key(f, self._algorithm))]
             now = self.catalog.store.sizes([*unsure, *records])  # one look at both, at once
             self._put_back_missing(unsure, now)
             self._files_in_store(records, now)

@@ -19,7 +19,8 @@ from tokenizers import trainers  # noqa: E402  (a module named "trainers", made 
 
 def test_a_submodule_made_by_an_extension_is_found_as_its_package_attribute() -> None:
     assert trainers.__name__ == "trainers" and "trainers" not in sys.modules
-    assert address(trainers) == "tokenizers:trainers"
+    # tokenizers:trainers, or tokenizers.trainers:trainers once its Python wrapper is imported (it holds the module too)
+    assert address(trainers).split(":") in (["tokenizers", "trainers"], ["tokenizers.trainers", "trainers"])
     assert find(address(trainers)) is trainers
     assert address(types) == "types" and find("types") is types
 
@@ -29,7 +30,7 @@ def test_the_notebook_namespace_is_never_its_package(monkeypatch: pytest.MonkeyP
     notebook = types.ModuleType("__mp_main__")
     notebook.trainers = trainers
     monkeypatch.setitem(sys.modules, "__mp_main__", notebook)
-    assert address(trainers) == "tokenizers:trainers"
+    assert address(trainers).startswith("tokenizers") and find(address(trainers)) is trainers
 
 
 @pytest.mark.usefixtures("new_process")

@@ -60,14 +60,14 @@ def test_a_json_record_round_trips_and_an_edit_is_named():
 
 def _take(store, session, key, **ns):
     another_process()
-    config = PauseConfig(signing_key=key or "")
+    config = PauseConfig(signing_key=key or "", encrypt=False)
     return jp.checkpoint(store=str(store), session=session, namespace=ns, config=config).manifest
 
 
 def _resume(store, session, key, ref="latest"):
     another_process()
     target: dict = {}
-    config = PauseConfig(signing_key=key or "")
+    config = PauseConfig(signing_key=key or "", encrypt=False)
     return jp.resume(ref, store=str(store), session=session, namespace=target, config=config), target
 
 

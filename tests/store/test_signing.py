@@ -17,6 +17,7 @@ from jupyter_pause.errors import CheckpointDamaged
 from jupyter_pause.store import signing
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.signing import SignatureError, key_id
+from jupyter_pause.store.storage import Store
 from tests.support.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -32,14 +33,16 @@ def no_signing_key_in_the_environment(monkeypatch):
 def _take(store, key=None, **ns):
     another_process()
     return jp.checkpoint(
-        store=str(store), session="s", namespace=ns, config=PauseConfig(signing_key=key or "")
+        store=str(store), session="s", namespace=ns, config=PauseConfig(signing_key=key or "", encrypt=False)
     ).manifest
 
 
 def _resume(store, key=None, ref="latest"):
     another_process()
     target: dict = {}
-    result = jp.resume(ref, store=str(store), session="s", namespace=target, config=PauseConfig(signing_key=key or ""))
+    result = jp.resume(
+        ref, store=str(store), session="s", namespace=target, config=PauseConfig(signing_key=key or "", encrypt=False)
+    )
     return result, target
 
 
@@ -97,7 +100,7 @@ def test_changed_after_signing_is_refused_even_with_a_valid_checksum(tmp_path, c
 
 def test_a_swapped_blob_is_caught_by_its_sha256(tmp_path):
     first = _take(tmp_path, KEY, payload=[1, 2, 3])
-    blob = tmp_path / first.blob_key(first.variables[0].blob.key)
+    blob = tmp_path / first.blob_key(first.variables[0].blob.key, Store(str(tmp_path), keys=KEY).names)
     blob.write_bytes(pickle.dumps([9, 9, 9], protocol=3))
     with pytest.raises(CheckpointDamaged, match=rf"{first.id} of session 's' is damaged: blob .* checksum mismatch"):
         _resume(tmp_path, KEY, first.id)
@@ -215,7 +218,7 @@ NEW = "the new key, after a rotation 41c9"
 
 def test_after_a_rotation_a_checkpoint_of_the_former_key_resumes_and_new_ones_use_the_new_key(tmp_path):
     old = _take(tmp_path, KEY, marker=1)
-    rotated = PauseConfig(signing_key=NEW, verify_keys=[KEY])
+    rotated = PauseConfig(signing_key=NEW, verify_keys=[KEY], encrypt=False)
     another_process()
     target: dict = {}
     result = jp.resume(store=str(tmp_path), session="s", namespace=target, config=rotated)

@@ -16,6 +16,14 @@ from jupyter_pause.store.storage import Store
 from jupyter_pause.store.writer import BlobWriter
 
 
+def _d(data: bytes) -> str:
+    """The digest a checkpoint names ``data`` by: a writer hashes what it finds under a name anyone can compute."""
+    return signing.digest(data, "xxh3_128")
+
+
+KEPT, NEW, OTHERS, HELD = _d(b"kept"), _d(b"new bytes"), _d(b"another session's"), _d(b"held")
+
+
 def _writer(store: Store, progress=None) -> BlobWriter:
     return BlobWriter(Catalog(store), "s", "20260101-000000-abcdef", 1.0, progress=progress)
 
@@ -48,33 +56,60 @@ def test_blobs_already_stored_are_not_written_again(tmp_path):
     """Whether the pool holds them (another session wrote them) or the session's own folder
     (written before the store had a pool: they stay there, and the checkpoint names them so)."""
     store = Store(str(tmp_path))
-    store.write(blob_key("s", "a" * 32), b"kept")
-    store.write(pool_key("c" * 32), b"another session's")
+    store.write(blob_key("s", KEPT), b"kept")
+    store.write(pool_key(OTHERS), b"another session's")
     progress: list[tuple[int, int]] = []
     writer = _writer(store, progress=lambda done, total: progress.append((done, total)))
-    writer.send({"a" * 32: b"kept", "b" * 32: b"new bytes", "c" * 32: b"another session's"})
+    writer.send({KEPT: b"kept", NEW: b"new bytes", OTHERS: b"another session's"})
     assert writer.finish() == len(b"new bytes")
     assert progress[-1] == (len(b"new bytes"), len(b"new bytes"))
-    assert writer.sizes == {"a" * 32: 4, "b" * 32: 9, "c" * 32: 17}
-    assert writer.session_blobs == ["a" * 32] and store.read(pool_key("b" * 32)) == b"new bytes"
-    assert not store.exists(pool_key("a" * 32)) and not store.exists(blob_key("s", "b" * 32))
+    assert writer.sizes == {KEPT: 4, NEW: 9, OTHERS: 17}
+    assert writer.session_blobs == [KEPT] and store.read(pool_key(NEW)) == b"new bytes"
+    assert not store.exists(pool_key(KEPT)) and not store.exists(blob_key("s", NEW))
+
+
+def test_garbage_planted_under_a_predicted_name_is_written_over_not_trusted(tmp_path):
+    """Without a key a blob's name is its digest, which anyone can compute (a tensor of zeros): a
+    co-tenant's same-size garbage there, in the pool or the session's folder, is hashed and written over."""
+    store = Store(str(tmp_path))
+    zeros = bytes(4096)
+    store.write(pool_key(_d(zeros)), b"\xff" * 4096)
+    store.write(blob_key("s", KEPT), b"junk")
+    writer = _writer(store)
+    writer.send({_d(zeros): zeros, KEPT: b"kept"})
+    assert writer.finish() == 4096 + 4 and writer.session_blobs == []
+    assert store.read(pool_key(_d(zeros))) == zeros and store.read(pool_key(KEPT)) == b"kept"
+
+
+def test_with_a_key_blobs_are_named_by_an_hmac_no_one_else_can_predict(tmp_path):
+    """A name planted under the plain digest is never looked at; the blob goes under its keyed
+    name, which another key names differently."""
+    store = Store(str(tmp_path), keys="alice's key", encrypt=False)
+    zeros = bytes(4096)
+    store.write(pool_key(_d(zeros)), b"\xff" * 4096)
+    writer = _writer(store)
+    writer.send({_d(zeros): zeros})
+    assert writer.finish() == 4096
+    keyed = store.names.pool_key(_d(zeros))
+    assert keyed != pool_key(_d(zeros)) and store.read(keyed) == zeros
+    assert Store(str(tmp_path), keys="mallory's key").names.pool_key(_d(zeros)) != keyed
 
 
 def test_the_pool_is_never_listed_only_asked_about_new_blobs(tmp_path, monkeypatch):
     """A pool shared by every session may hold millions of blobs: a checkpoint asks about its own."""
     store = Store(str(tmp_path))
-    store.write(pool_key("c" * 32), b"held")
+    store.write(pool_key(HELD), b"held")
     listed: list[str] = []
     asked: list[str] = []
     real_list, real_sizes = Store.list, Store.sizes
     monkeypatch.setattr(Store, "list", lambda self, prefix: listed.append(prefix) or real_list(self, prefix))
     monkeypatch.setattr(Store, "sizes", lambda self, keys: real_sizes(self, asked.extend(keys) or asked[-len(keys) :]))
     writer = _writer(store)
-    writer.send({"b" * 32: b"new", "c" * 32: b"held"})
+    writer.send({"b" * 32: b"new", HELD: b"held"})
     writer.send({"b" * 32: b"new", "d" * 32: b"newer"})
     assert writer.finish() == 8
     assert pool_prefix() not in listed and "" not in listed
-    assert sorted(asked) == sorted(pool_key(k) for k in ("b" * 32, "c" * 32, "d" * 32, "c" * 32))
+    assert sorted(asked) == sorted(pool_key(k) for k in ("b" * 32, HELD, "d" * 32, HELD))
 
 
 def test_a_failed_batch_stops_the_batches_after_it(tmp_path, monkeypatch):
@@ -123,11 +158,11 @@ def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path, place):
 @pytest.mark.parametrize("place", [pool_key, lambda digest: blob_key("s", digest)], ids=["pool", "session"])
 def test_a_deleted_reused_blob_fails_the_checkpoint_when_its_data_may_have_changed(tmp_path, place):
     store = Store(str(tmp_path))
-    store.write(place("a" * 32), b"kept")
+    store.write(place(KEPT), b"kept")
     writer = _writer(store)  # a background checkpoint: the live data was not copied
-    writer.send({"a" * 32: b"kept"})
+    writer.send({KEPT: b"kept"})
     writer.wait_sent()
-    store.delete([place("a" * 32)])
+    store.delete([place(KEPT)])
     with pytest.raises(StoreError, match="take the checkpoint again"):
         writer.finish()
 
