@@ -33,6 +33,16 @@ for _variable in THREAD_VARIABLES:
 STARTS_PROCESSES = frozenset({"start_kernel", "jp_serverapp", "s3_server", "gcs_emulator", "azurite"})
 
 
+@pytest.fixture(autouse=True)
+def plaintext_where_a_signature_is_edited(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test of the ``signature`` damage (tests/support/damage.py) edits a signed manifest's
+    plaintext: its store is written unencrypted, as ``JUPYTER_PAUSE_ENCRYPT=0`` writes one (an
+    encrypted manifest edited is the ``sealed`` damage)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("kind") == "signature":
+        monkeypatch.setenv("JUPYTER_PAUSE_ENCRYPT", "0")
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return tmp_path / "store"

@@ -59,7 +59,7 @@ def test_a_kernel_under_our_server_signs_its_checkpoint_and_resume_records(tmp_p
     another_process()
     moments = {"resume_requested": 1.0e9, "resources_available": 1.0e9 + 1, "kernel_ready": 1.0e9 + 2}
     jp.resume_and_verify(store=str(tmp_path), session="nb", namespace={}, moments=moments)
-    events, _ = ledger.read(Store(str(tmp_path)))
+    events, _ = ledger.read(Store(str(tmp_path), keys=key))  # encrypted with the key: read with it
     kinds = ["checkpoint_committed", "resume_requested", "resources_available", "kernel_ready", "next_cell_run"]
     assert sorted(e.event for e in events) == sorted(kinds)
     assert {e.event: ledger.trust(e, key) for e in events} == dict.fromkeys(kinds, ledger.VERIFIED)

@@ -23,10 +23,11 @@ def _commit(catalog: Catalog, checkpoint_id: str, created: float, key: str | Non
 
 @pytest.fixture
 def two(tmp_path):
-    """A store with two intact checkpoints of session "s", signed for the signature kind."""
+    """A store with two intact checkpoints of session "s", signed for the signature kind (and
+    encrypted for the sealed kind)."""
 
     def make(kind: str) -> Catalog:
-        catalog = Catalog(Store(str(tmp_path)))
+        catalog = Catalog(Store(str(tmp_path), keys=key_for(kind), encrypt=kind == "sealed"))
         _commit(catalog, OLDER, 1_000.0, key_for(kind))
         _commit(catalog, NEWER, 2_000.0, key_for(kind))
         return catalog

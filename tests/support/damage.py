@@ -13,13 +13,15 @@ import xxhash
 
 from jupyter_pause.store.layout import manifest_key
 
-#: The signing key of the "signature" kind: its checkpoints are signed with it, and read with it.
+#: The signing key of the "signature" and "sealed" kinds: their checkpoints are signed (and, for
+#: "sealed", encrypted) with it, and read with it.
 KEY = "damage tests signing key 3c9a"
 
 #: Each kind of damage and what its "why" starts with.
 WHY = {
     "checksum": "checksum mismatch",
     "signature": "signature: does not match",
+    "sealed": "encryption: does not open here",
     "torn": "torn write (truncated JSON",
     "garbage": "unreadable JSON",
 }
@@ -27,8 +29,8 @@ KINDS = tuple(WHY)
 
 
 def key_for(kind: str) -> str | None:
-    """The signing key a test of ``kind`` writes and reads with (only the signature kind has one)."""
-    return KEY if kind == "signature" else None
+    """The signing key a test of ``kind`` writes and reads with (the signature and sealed kinds have one)."""
+    return KEY if kind in ("signature", "sealed") else None
 
 
 def manifest_path(store: Path, session: str, checkpoint_id: str) -> Path:
@@ -49,6 +51,9 @@ def damage(store: Path, session: str, checkpoint_id: str, kind: str) -> None:
         canonical = json.dumps(outer["manifest"], sort_keys=True, separators=(",", ":")).encode()
         outer["checksum"] = xxhash.xxh3_128_hexdigest(canonical)
         path.write_text(json.dumps(outer))
+    elif kind == "sealed":  # one byte of an encrypted manifest changed: it no longer opens
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1 :])
     elif kind == "torn":  # a write cut short on a local disk
         path.write_bytes(data[: len(data) // 2])
     elif kind == "garbage":
