@@ -70,7 +70,11 @@ def resolver(store: Store, manifest: Manifest, root: str) -> datafiles.Resolver:
             )
         if stored.holds(path, digest, size, algorithm):
             return path
-        return stored.stage(store, digest, size, algorithm, root, os.path.basename(path))
+        try:
+            key = manifest.blob_key(digest, store.names)
+        except KeyError as e:
+            raise IntegrityError(f"data file {path} ({digest[:12]}) cannot be found in the store: {e.args[0]}") from e
+        return stored.stage(store, key, digest, size, algorithm, root, os.path.basename(path))
 
     return find
 

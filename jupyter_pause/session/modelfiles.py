@@ -23,7 +23,7 @@ from typing import Any
 from ..proof import modelcheck
 from ..serialize.filerefs import Matcher
 from ..serialize.weakrefs import is_dead_proxy
-from ..store import mapping, modelfiles
+from ..store import hubcache, mapping, modelfiles
 from ..store.manifest import FileRange, ModelFileRecord
 from ..store.modelfiles import SUFFIX, ModelFile
 from ..store.storage import Store
@@ -31,9 +31,6 @@ from ..store.storage import Store
 #: Seconds a checkpoint waits for the indexes of the files it saw (reading a file once); past
 #: that, it copies their tensors as before.
 INDEX_WAIT = 600.0
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
 
 def mapped() -> list[tuple[int, int, str]]:
     """Where ``safetensors`` files are mapped into this process now: (start, end, path); none
@@ -70,18 +67,13 @@ def _mapped_files(values: Iterable[Any]) -> set[str]:
     return found
 
 
-def _hub_cache() -> str:
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or os.path.join(home, "hub")
-
-
 def folder_files(name: str) -> list[str]:
     """The ``safetensors`` files of model ``name``: a local folder, or a model id in the Hugging Face cache."""
     if os.path.isdir(name):
         return sorted(glob.glob(os.path.join(name, f"*{SUFFIX}")))
     if not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
         return []
-    repo = os.path.join(_hub_cache(), "models--" + name.replace("/", "--"))
+    repo = os.path.join(hubcache.hub_cache(), "models--" + name.replace("/", "--"))
     try:
         with open(os.path.join(repo, "refs", "main")) as ref:
             snapshots = [os.path.join(repo, "snapshots", ref.read().strip())]
@@ -117,8 +109,7 @@ def loaded(values: Iterable[Any]) -> dict[str, str | None]:
         real = os.path.realpath(path)
         if real not in seen:
             seen.add(real)
-            base = os.path.basename(real)
-            found[path] = base if _SHA256.fullmatch(base) else None
+            found[path] = hubcache.claimed_sha256(real)
     return found
 
 
@@ -138,6 +129,7 @@ class Offered:
                 if future not in done:
                     raise TimeoutError(f"not indexed within {timeout:.0f} s")
                 ready.append(future.result())
+                self.notes += ready[-1].notes
             except Exception as e:
                 self.notes.append(f"a model file could not be indexed ({e}): its tensors are copied")
         return ready

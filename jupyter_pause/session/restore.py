@@ -21,7 +21,7 @@ from ..serialize import modulepaths, moved
 from ..serialize.arrays import ArrayLoader, target_device, to_device
 from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
-from ..store import signing
+from ..store import references, signing
 from ..store.catalog import Catalog, Decision, Listing
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
@@ -368,6 +368,7 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     for name in restored:
         ctx.namespace[name] = values[name]
     notes = [signing.describe(manifest.signature, key), *kept, *_changed_types(manifest, values, restored)]
+    notes += references.passed_over(catalog.store, manifest)  # model file copies that did not verify
     notes += shadowing(restored, ctx.hidden, "restored")
     notes += libvalues.warned(caught)
     imported: list[str] = []

@@ -1,11 +1,13 @@
 """Data files in the store's pool: their digests here, and staging them from the pool onto a node.
 
 A checkpoint keeps a file that a value reads by path (a ``datasets`` Arrow file) as one blob of
-the pool, named by the digest of its bytes in the checkpoint's algorithm (``signing``). On
-resume, a file is used where it was read when that path holds the same bytes; else it is copied
-from the pool into a node-local folder, ``<root>/<digest>/<name>``, and its bytes hashed there
-before anything reads them: an object planted under the pool's name (same name, same size,
-other bytes) is refused, never used.
+the pool, by the digest of its bytes in the checkpoint's algorithm (``signing``), under the name
+the checkpoint's key gives that digest (``Manifest.blob_key``; keyed, with a key, so no one
+without it can plant one). On resume, a file is used where it was read when that path holds the
+same bytes; else it is copied from the pool (through the store, so an encrypted object is opened)
+into a node-local folder, ``<root>/<digest>/<name>``, and its bytes hashed there before anything
+reads them: an object planted under the pool's name (same name, same size, other bytes) is
+refused, never used.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 
 from ..errors import IntegrityError, StoreError
 from . import signing
-from .layout import pool_key
 from .storage import Store
 
 _lock = threading.Lock()
@@ -60,9 +61,9 @@ def holds(path: str, digest: str, size: int, algorithm: str) -> bool:
         return False
 
 
-def stage(store: Store, digest: str, size: int, algorithm: str, root: str, name: str) -> str:
-    """The pool's file ``digest`` as a local file under ``root``, its bytes verified: one staged
-    before (and still whole) is used again, else it is copied from ``store`` first.
+def stage(store: Store, key: str, digest: str, size: int, algorithm: str, root: str, name: str) -> str:
+    """The pool's file ``digest`` (at ``key``) as a local file under ``root``, its bytes verified:
+    one staged before (and still whole) is used again, else it is copied from ``store`` first.
 
     Raises ``IntegrityError`` when the pool's object holds other bytes, ``StoreError`` when it
     cannot be read or the folder cannot be written.
@@ -71,15 +72,14 @@ def stage(store: Store, digest: str, size: int, algorithm: str, root: str, name:
     target = folder / (os.path.basename(name) or "data")
     if holds(str(target), digest, size, algorithm):
         return str(target)
-    key = pool_key(digest)
     partial = folder / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.part"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        store.fs.get_file(store.path(key), str(partial))
+        store.download(key, str(partial))
     except FileNotFoundError as e:
         partial.unlink(missing_ok=True)
         raise StoreError(f"data file {name} ({digest[:12]}) is not in the store's pool ({key})") from e
-    except Exception as e:  # fsspec backends raise their own types; all mean the same here
+    except (OSError, StoreError, IntegrityError) as e:
         partial.unlink(missing_ok=True)
         raise StoreError(f"data file {name} ({digest[:12]}) could not be copied from {key} into {folder}: {e}") from e
     try:

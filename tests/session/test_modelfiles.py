@@ -27,8 +27,9 @@ import xxhash
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.errors import CheckpointDamaged
+from jupyter_pause.hub.keys import user_key
 from jupyter_pause.session import modelfiles as session_modelfiles
-from jupyter_pause.store import modelfiles
+from jupyter_pause.store import modelfiles, signing
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
 from jupyter_pause.store.layout import file_index_key, pool_key
@@ -42,9 +43,11 @@ transformers.logging.set_verbosity_error()
 
 pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
 
+ALICE = user_key("a hub secret of at least thirty-two characters 3b9e", "alice")
 
-def _tiny(family: str) -> torch.nn.Module:
-    torch.manual_seed(0)
+
+def _tiny(family: str, seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
     t = transformers
     if family == "gpt2":
         return t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=300, n_positions=32))
@@ -62,9 +65,9 @@ def _tiny(family: str) -> torch.nn.Module:
     return t.T5ForConditionalGeneration(config)
 
 
-def _saved(tmp_path: Path, family: str) -> str:
-    folder = tmp_path / f"model-{family}"
-    _tiny(family).save_pretrained(folder)
+def _saved(tmp_path: Path, family: str, seed: int = 0) -> str:
+    folder = tmp_path / (f"model-{family}" if not seed else f"model-{family}-{seed}")
+    _tiny(family, seed).save_pretrained(folder)
     return str(folder)
 
 
@@ -75,8 +78,9 @@ def _load(folder: str) -> torch.nn.Module:
     return auto.from_pretrained(folder).eval()
 
 
-def _take(url: str, session: str, **namespace: object) -> Manifest:
-    return jp.checkpoint(store=url, session=session, namespace=namespace, config=PauseConfig()).manifest
+def _take(url: str, session: str, key: str | None = None, **namespace: object) -> Manifest:
+    config = PauseConfig(signing_key=key) if key else PauseConfig()
+    return jp.checkpoint(store=url, session=session, namespace=namespace, config=config).manifest
 
 
 def _referenced(manifest: Manifest) -> int:
@@ -95,13 +99,17 @@ ns = {}
 cycle = jp.resume_and_verify(store=sys.argv[1], session=sys.argv[2], namespace=ns)
 model = ns["model"]
 sums = {k: float(v.double().sum()) for k, v in model.state_dict().items()}
-print(json.dumps({"kind": cycle.verdict.kind, "summary": cycle.verdict.summary(), "sums": sums}))
+print(json.dumps({"kind": cycle.verdict.kind, "summary": cycle.verdict.summary(), "sums": sums,
+                  "checkpoint": cycle.result.manifest.id, "notes": cycle.result.notes, "step": ns.get("step")}))
 """
 
 
-def _resume_elsewhere(url: str, session: str) -> dict:
-    """Resume in a new Python process; what its restore test says, and the model's weights' sums."""
+def _resume_elsewhere(url: str, session: str, key: str | None = None) -> dict:
+    """Resume in a new Python process (signing with ``key``); what its restore test says, and the
+    model's weights' sums."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    if key:
+        env["JUPYTER_PAUSE_SIGNING_KEY"] = key
     done = subprocess.run(
         [sys.executable, "-c", _RESUME, url, session], capture_output=True, text=True, env=env, timeout=300
     )
@@ -195,9 +203,13 @@ def test_a_local_copy_of_the_file_stands_in_for_a_damaged_pool(tmp_path):
 
     another_process()
     namespace: dict = {}
-    jp.resume(store=url, session="tune", namespace=namespace)
+    result = jp.resume(store=url, session="tune", namespace=namespace)
     restored, original = namespace["model"].state_dict(), model.state_dict()
     assert restored.keys() == original.keys() and all(torch.equal(restored[k], original[k]) for k in original)
+    (said,) = [
+        n for n in result.notes if n.startswith(f"model file {file[:12]}")
+    ]  # the resume names what it passed over
+    assert "read from its copy where it was read" in said and "passed over the store's pool: checksum mismatch" in said
 
 
 def test_a_pause_after_the_upload_writes_only_what_changed(tmp_path):
@@ -370,22 +382,90 @@ def test_a_model_from_the_hub_cache_is_found_and_named_by_its_blob_once_verified
     assert check(Store(url), second) == {}
 
 
-def test_a_hub_cache_blob_whose_name_lies_is_not_taken_at_its_word(tmp_path, monkeypatch):
+@pytest.mark.parametrize("key", [None, ALICE], ids=["no key", "alice's key"])
+def test_a_hub_cache_blob_whose_name_lies_is_not_taken_at_its_word(tmp_path, monkeypatch, key):
+    """A second session's cache blob claims the first one's sha256 with other bytes. With a key the
+    store's sealed index of the claimed file is used, and the tensor that differs is copied; without
+    one no stored index is used: the file is indexed from its own bytes and named by its own sha256."""
     snapshot, sha = _hub_cache(tmp_path, monkeypatch)
     url = str(tmp_path / "store")
-    _take(url, "a", model=transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval())
+    _take(url, "a", key, model=transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval())
     another_process()
     shutil.rmtree(tmp_path / "hub")
-    modelfiles.forget()
     snapshot, _ = _hub_cache(tmp_path, monkeypatch, lie=True)  # same name and size, other bytes
     model = transformers.AutoModelForCausalLM.from_pretrained(snapshot).eval()
-    manifest = _take(url, "b", model=model)
-    lied = xxhash.xxh3_128_hexdigest(model.lm_head.weight.detach().numpy().tobytes())
-    assert lied not in manifest.references  # its bytes are not the pool file's: copied
-    assert _referenced(manifest) == _loaded_bytes(model) - model.lm_head.weight.nbytes
+    manifest = _take(url, "b", key, model=model)
+    lied = signing.digest(model.lm_head.weight.detach().numpy().tobytes(), manifest.hash)
+    if key:
+        assert list(manifest.model_files) == [sha] and lied not in manifest.references  # copied
+        assert _referenced(manifest) == _loaded_bytes(model) - model.lm_head.weight.nbytes
+    else:
+        actual = hashlib.sha256(Path(snapshot, "model.safetensors").read_bytes()).hexdigest()
+        assert list(manifest.model_files) == [actual] != [sha] and lied in manifest.references
     expected = {k: v.clone() for k, v in model.state_dict().items()}
     another_process()
     target: dict = {}
-    cycle = jp.resume_and_verify(store=url, session="b", namespace=target, write_report=False)
+    config = PauseConfig(signing_key=key) if key else PauseConfig()
+    cycle = jp.resume_and_verify(store=url, session="b", namespace=target, write_report=False, config=config)
     assert cycle.verdict.kind == "restored", cycle.verdict.details
     assert all(torch.equal(target["model"].state_dict()[k], v) for k, v in expected.items())
+
+
+#: What a co-tenant plants under the public sha256 of the user's model file before the user's first
+#: checkpoint: a garbage copy of its size (and an index record saying it is there); the genuine bytes
+#: with an index of wrong digests; the co-tenant's own weights, of the same size, with their index.
+PLANTS = ["garbage copy", "wrong digests", "their weights"]
+
+
+def _plant(url: str, plant: str, mine: Path, theirs: Path) -> None:
+    """Write ``plant`` into the user's store with the shared credential and no key of the user's."""
+    store = Store(url)
+    sha = hashlib.sha256(mine.read_bytes()).hexdigest()
+    for algorithm in ("xxh3_128", "sha256"):  # whichever the user's checkpoints digest with
+        index = modelfiles.index_file(str(mine), algorithm)
+        data = mine.read_bytes()
+        if plant == "garbage copy":
+            data = bytes(len(data))
+        elif plant == "wrong digests":
+            wrong = [hashlib.sha256(t.name.encode()).hexdigest() for t in index.tensors]
+            index.tensors = [
+                modelfiles.Tensor(t.name, t.start, t.stop, d) for t, d in zip(index.tensors, wrong, strict=True)
+            ]
+        else:
+            index = modelfiles.index_file(str(theirs), algorithm)
+            index.file, data = sha, theirs.read_bytes()
+        store.write(pool_key(sha), data)
+        store.write(file_index_key(sha, algorithm), index.to_record(None))
+
+
+def _sums(model: torch.nn.Module) -> dict[str, float]:
+    return {k: float(v.double().sum()) for k, v in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+@pytest.mark.parametrize(
+    ("via", "key"), [("folder", None), ("hub cache", None), ("hub cache", ALICE)], ids=["folder", "hub", "hub-keyed"]
+)
+def test_a_cotenants_plant_is_passed_over_and_the_user_loses_nothing(tmp_path, monkeypatch, plant, via, key):
+    if via == "folder":
+        folder = _saved(tmp_path, "llama")
+        mine, local = Path(folder, "model.safetensors"), Path(folder)
+    else:
+        folder, _ = _hub_cache(tmp_path, monkeypatch)
+        mine, local = Path(folder, "model.safetensors").resolve(), tmp_path / "hub"
+    theirs = Path(_saved(tmp_path, "llama", seed=1), "model.safetensors")
+    assert theirs.stat().st_size == mine.stat().st_size
+    url = str(tmp_path / "store")
+    _plant(url, plant, mine, theirs)
+
+    model = _load(folder) if via == "folder" else transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    _take(url, "tune", key, model=model, step=1)
+    second = _take(url, "tune", key, model=model, step=2)
+    assert list(second.model_files) == [hashlib.sha256(mine.read_bytes()).hexdigest()]
+    assert _referenced(second) >= _loaded_bytes(model)  # every loaded byte a reference into the pool
+    shutil.rmtree(local)  # the pool alone gives the bytes
+
+    found = _resume_elsewhere(url, "tune", key)
+    assert found["kind"] == "restored" and found["checkpoint"] == second.id and found["step"] == 2, found
+    assert found["sums"] == pytest.approx(_sums(model), abs=0)
+    assert found["sums"] != pytest.approx(_sums(_load(str(theirs.parent))), abs=0)

@@ -11,7 +11,7 @@ from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash
 from jupyter_pause.session import lineage
-from jupyter_pause.store import datafiles, modelfiles, pool
+from jupyter_pause.store import datafiles, modelfiles, pool, references
 
 
 def forget_session_state() -> None:
@@ -22,6 +22,7 @@ def forget_session_state() -> None:
     positions.forget()
     pool.forget()
     modelfiles.forget()
+    references.forget()
     datafiles.forget()
 
 
