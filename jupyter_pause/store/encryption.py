@@ -26,8 +26,9 @@ import hmac
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+import numpy as np
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -44,6 +45,22 @@ TAG = 16
 HEADER = 32
 _HEAD = struct.Struct(">4sB3x8s16s")  # magic, chunk size (log2), key id, salt
 _LABEL = b"jupyter-pause encryption key v1\0"
+
+
+class _Opened(np.ndarray):
+    """The plaintext of a sealed object that opened: its every chunk authenticated."""
+
+
+def buffer_opened(size: int) -> memoryview:
+    """An aligned buffer for the plaintext of a sealed object, known as such by ``opened``."""
+    return memoryview(np.frombuffer(buffer(size), dtype=np.uint8).view(_Opened))
+
+
+def opened(data: Any) -> bool:
+    """Whether ``data`` is (a view of) the plaintext of a sealed object that opened here: bytes a
+    holder of the user's key sealed for the store key it was read from. Where that key names
+    the bytes' digest (a pool blob), the tags vouch for them as hashing them would."""
+    return isinstance(getattr(data, "obj", None), _Opened)
 
 
 class DecryptionError(IntegrityError):
@@ -127,6 +144,24 @@ class Cipher:
             aead.encrypt_into(_nonce(i), chunk, _aad(header, key, i, i == count - 1), out[at : at + len(chunk) + TAG])
         return out
 
+    def seal_pieces(self, key: str, data: Buffer | bytes, chunks: int = 8) -> Iterator[memoryview]:
+        """``seal(key, data)`` a part of ``chunks`` sealed chunks at a time, each part in the same
+        buffer (consumed before the next is asked for): a large blob is never held twice."""
+        view = memoryview(data).cast("B")
+        header = self._header(key)
+        aead = self._aead(header, key)
+        yield memoryview(header)
+        count = max(1, -(-len(view) // CHUNK))
+        out = bytearray(min(count, chunks) * (CHUNK + TAG))
+        for first in range(0, count, chunks):
+            at = 0
+            for i in range(first, min(first + chunks, count)):
+                chunk = view[i * CHUNK : (i + 1) * CHUNK]
+                end = at + len(chunk) + TAG
+                aead.encrypt_into(_nonce(i), chunk, _aad(header, key, i, i == count - 1), memoryview(out)[at:end])
+                at = end
+            yield memoryview(out)[:at]
+
     def seal_stream(self, key: str, pieces: Iterable[bytes]) -> Iterator[bytes]:
         """The sealed object for ``key`` of the bytes of ``pieces``, a part at a time (a model
         file too large to hold in memory)."""
@@ -158,7 +193,7 @@ class Cipher:
             )
         header = bytes(view[:HEADER])
         aead = self._aead(header, key)
-        out = buffer(size)
+        out = buffer_opened(size)
         count = max(1, -(-size // CHUNK))
         for i in range(count):
             at, n = HEADER + i * (CHUNK + TAG), min(CHUNK, size - i * CHUNK)

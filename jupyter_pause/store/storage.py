@@ -21,7 +21,7 @@ from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
 from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
 from .clients import filesystem, mtime
 from .credentials import redact
-from .encryption import Cipher, DecryptionError, plain_size, sealed_size
+from .encryption import CHUNK, Cipher, DecryptionError, plain_size, sealed_size
 from .names import Names
 from .signing import Keyring, Keys, keyring
 from .transfers import Counter, Progress
@@ -125,6 +125,9 @@ class Store:
         pool, which other sessions' writers may be writing too, is never seen part-written."""
         try:
             view = memoryview(data).cast("B")
+            if self.cipher is not None and len(view) > CHUNK:  # sealed a part at a time, never held twice
+                self.backend.write_stream(self.path(key), self.cipher.seal_pieces(key, view), lambda: True)
+                return
             if self.cipher is not None:
                 view = self.cipher.seal(key, view)
             if layout.pool_digest(key):

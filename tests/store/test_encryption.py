@@ -25,6 +25,8 @@ def test_what_is_sealed_opens_whole_and_by_range_and_as_a_stream(size):
     assert bytes(cipher.open(key, sealed)) == data
     streamed = b"".join(cipher.seal_stream(key, [data[i : i + 300_001] for i in range(0, size, 300_001)]))
     assert bytes(cipher.open(key, streamed)) == data
+    in_parts = b"".join(bytes(part) for part in cipher.seal_pieces(key, data, chunks=2))
+    assert len(in_parts) == sealed_size(size) and bytes(cipher.open(key, in_parts)) == data
     out = io.BytesIO()
     cipher.open_stream(key, io.BytesIO(streamed), out)
     assert out.getvalue() == data
