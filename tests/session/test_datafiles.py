@@ -16,6 +16,8 @@ import pytest
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
+from jupyter_pause.hub.keys import user_key
+from jupyter_pause.store import signing
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.layout import pool_key
 from jupyter_pause.store.retention import sweep_pool
@@ -26,6 +28,8 @@ from tests.support.processes import another_process
 datasets = pytest.importorskip("datasets")
 
 pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
+
+ALICE = user_key("a hub secret of at least thirty-two characters 5a2c", "alice")
 
 #: Node A: a JSON file loaded into the Hugging Face cache, mapped, shuffled; checkpointed.
 CHECKPOINT = """
@@ -110,6 +114,29 @@ def test_an_object_planted_under_the_pool_name_is_refused_and_nothing_else_is_lo
     again: dict[str, object] = {}
     assert not jp.resume(store=url, session="s", namespace=again, config=_config(tmp_path)).skipped
     assert again["ds"][:] == want  # type: ignore[index]
+
+
+def test_with_a_key_a_copy_planted_under_the_public_name_is_never_read(tmp_path):
+    """A co-tenant plants garbage under the public name of the dataset's Arrow file before the
+    checkpoint; with alice's key the file goes under a keyed, encrypted name, and a resume on a node
+    without the file stages it from there: the dataset comes back whole."""
+    url = str(tmp_path / "store")
+    ds = _saved_dataset(tmp_path / "saved")
+    want = ds[:]
+    (arrow,) = (tmp_path / "saved").glob("*.arrow")
+    digest = signing.digest(arrow.read_bytes(), "sha256")
+    Store(url).write(pool_key(digest), b"x" * arrow.stat().st_size)  # the shared credential, no key of alice's
+    config = _config(tmp_path, signing_key=ALICE)
+    manifest = jp.checkpoint(store=url, session="s", namespace={"ds": ds}, config=config).manifest
+    assert list(manifest.data_files) == [digest]
+    assert bytes(Store(url).read(pool_key(digest))) == b"x" * arrow.stat().st_size  # the plant, untouched and unread
+    del ds
+    for f in (tmp_path / "saved").iterdir():
+        f.unlink()
+    another_process()
+    ns: dict[str, object] = {}
+    result = jp.resume(store=url, session="s", namespace=ns, config=config)
+    assert not result.skipped and ns["ds"][:] == want  # type: ignore[index]
 
 
 def test_a_file_over_the_size_limit_is_named_at_the_checkpoint(tmp_path):

@@ -37,6 +37,7 @@ from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.retention import collect
 from jupyter_pause.store.storage import Store
 from tests.support.processes import another_process
+from tests.support.tensorfiles import hub_cached
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
@@ -348,21 +349,12 @@ def _hub_cache(tmp_path: Path, monkeypatch, lie: bool = False) -> tuple[str, str
     """A Hugging Face cache holding model ``org/tiny`` (its file a blob named by its sha256, or,
     with ``lie``, by the sha256 of another file of the same size); its snapshot folder (what
     ``from_pretrained("org/tiny")`` loads from) and the blob's name."""
-    folder = _saved(tmp_path, "llama")
-    data = Path(folder, "model.safetensors").read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
+    folder = Path(_saved(tmp_path, "llama"))
+    data = (folder / "model.safetensors").read_bytes()
     if lie:  # the same size, one byte of lm_head different: the name no longer tells the truth
-        (at,) = [start for n, start, _ in modelfiles.tensor_ranges(Path(folder, "model.safetensors")) if "lm_head" in n]
+        (at,) = [start for n, start, _ in modelfiles.tensor_ranges(folder / "model.safetensors") if "lm_head" in n]
         data = data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1 :]
-    repo = tmp_path / "hub" / "models--org--tiny"
-    snapshot = repo / "snapshots" / ("a" * 40)
-    (repo / "blobs").mkdir(parents=True)
-    snapshot.mkdir(parents=True)
-    (repo / "blobs" / sha).write_bytes(data)
-    (snapshot / "model.safetensors").symlink_to(Path("..", "..", "blobs", sha))
-    shutil.copy(Path(folder, "config.json"), snapshot / "config.json")
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text("a" * 40)
+    snapshot, sha = hub_cached(folder, tmp_path / "hub", data=data)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     return str(snapshot), sha
 
