@@ -19,7 +19,7 @@ from .watchers import start_watchers
 
 
 def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
-    """Kernels this server starts get its store and node, so ``%checkpoint`` there agrees with it.
+    """Kernels this server starts get its store, node and keys, so ``%checkpoint`` there agrees with it.
 
     The server's own environment is left alone; only the environment it hands to kernels grows.
     """
@@ -35,6 +35,8 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
         exported[ENV_VARS["signing_key"]] = config.signing_key  # process memory only, never a file
     if config.verify_keys:
         exported[ENV_VARS["verify_keys"]] = ",".join(config.verify_keys)
+    if config.signing_key:  # kernels write what this server reads: encrypted as it encrypts
+        exported[ENV_VARS["encrypt"]] = "1" if config.encrypt else "0"
     sessions = serverapp.session_manager
     original = sessions.get_kernel_env
 
