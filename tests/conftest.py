@@ -120,14 +120,15 @@ SLOWEST_FIRST = (
     "hub/test_service.py",  # 47 s
     "faults/test_s3_server_stops.py",  # 46 s
     "ledger/test_rollup.py",  # 43 s
+    "session/test_modelfiles.py",  # 42 s
     "test_packaging.py",  # 40 s
     "session/test_kernel_roundtrip.py",  # 40 s
     "store/test_storage.py",  # 39 s
     "faults/test_kill_during_checkpoint_s3.py",  # 38 s
     "store/test_s3_scoped_identities.py",  # 34 s
-    "session/test_modelfiles.py",  # 34 s
     "server/test_damage.py",  # 33 s
     "serialize/test_digests.py",  # 30 s
+    "session/test_modelfiles_shared_store.py",  # 30 s
     "benchmarks/test_gpu_check.py",  # 30 s
     "cli/test_drill.py",  # 29 s
     "hub/test_harness.py",  # 28 s

@@ -457,7 +457,10 @@ def test_a_cotenants_plant_is_passed_over_and_the_user_loses_nothing(tmp_path, m
     assert _referenced(second) >= _loaded_bytes(model)  # every loaded byte a reference into the pool
     shutil.rmtree(local)  # the pool alone gives the bytes
 
-    found = _resume_elsewhere(url, "tune", key)
-    assert found["kind"] == "restored" and found["checkpoint"] == second.id and found["step"] == 2, found
-    assert found["sums"] == pytest.approx(_sums(model), abs=0)
-    assert found["sums"] != pytest.approx(_sums(_load(str(theirs.parent))), abs=0)
+    another_process()
+    target: dict = {}
+    config = PauseConfig(signing_key=key) if key else PauseConfig()
+    cycle = jp.resume_and_verify(store=url, session="tune", namespace=target, write_report=False, config=config)
+    assert cycle.verdict.kind == "restored" and cycle.result.manifest.id == second.id, cycle.verdict.details
+    assert target["step"] == 2 and _sums(target["model"]) == pytest.approx(_sums(model), abs=0)
+    assert _sums(target["model"]) != pytest.approx(_sums(_load(str(theirs.parent))), abs=0)
