@@ -247,6 +247,8 @@ class Store:
             self.fs.get_file(self.path(key), target)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
+        except DecryptionError:
+            raise
         except Exception as e:
             raise self._fail("copy", key, e) from e
 
