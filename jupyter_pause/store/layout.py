@@ -40,7 +40,9 @@ A store is a folder or an object-store prefix (its URL is ``<root>``); every rec
 
 ``<session>`` is 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit; ``<id>``
 is ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC time and six hex digits, so ids sort by age), for checkpoints
-and releases alike; ``<digest>`` is the lowercase hex digest of the blob's bytes. ``<journal>`` and
+and releases alike; ``<digest>`` is the lowercase hex digest of the blob's bytes, or, where the
+user has a key, an HMAC of it under a key derived from theirs (``store.names``: no one else can
+predict it), and so is ``<file>`` of a model file and its index. ``<journal>`` and
 ``<version>`` are named like sessions; ``<item>`` is 32 hex digits naming an item's key (its hash;
 the key itself is inside the record) and ``<xx>`` its first two; ``<epoch>`` is 12 decimal digits
 (zero-padded, so epochs sort as numbers); ``<hex>`` is 32 hex digits; ``<run>`` is
