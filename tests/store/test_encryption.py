@@ -105,3 +105,24 @@ def test_on_s3_ranged_parts_of_a_large_sealed_object_open_whole(s3_env):
     )
     raw = Store(s3_env).read(pool_key("ef" * 32))
     assert len(raw) == sealed_size(len(data)) and bytes(raw[-1000:]) not in data
+
+
+@pytest.mark.usefixtures("new_process")
+def test_after_a_rotation_an_encrypted_checkpoint_resumes_with_the_former_key(tmp_path):
+    """Its pool names and its ciphertext are the former key's: the new keyring finds and opens both."""
+    import torch
+
+    import jupyter_pause as jp
+    from jupyter_pause.config import PauseConfig
+    from tests.support.processes import another_process
+
+    weights = torch.arange(300_000, dtype=torch.float32) * 0.731
+    jp.checkpoint(store=str(tmp_path), session="s", namespace={"w": weights}, config=PauseConfig(signing_key=FORMER))
+    another_process()
+    target: dict = {}
+    rotated = PauseConfig(signing_key=ALICE, verify_keys=[FORMER])
+    result = jp.resume(store=str(tmp_path), session="s", namespace=target, config=rotated)
+    assert torch.equal(target["w"], weights) and not result.damaged
+    another_process()
+    with pytest.raises(jp.PauseError, match="encrypted with another key"):
+        jp.resume(store=str(tmp_path), session="s", namespace={}, config=PauseConfig(signing_key=ALICE))
