@@ -13,17 +13,14 @@ from .. import units
 from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..journal.journal import Journal
-from ..ledger import rollup
 from ..store import report as reports
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
 from ..store.manifest import Manifest
-from ..store.retention import DEFAULT_GRACE_SECONDS, Kind, collect, sweep_pool
 from ..store.signing import Keyring
 from ..store.storage import Store
-from ..store.uploads import unlisted as unlisted_uploads
-from . import hours
+from . import gc, hours
 from .drill import drill_options, run_drill
 
 
@@ -225,54 +222,7 @@ def _verdict(row: dict[str, Any]) -> str:
 
 
 def cmd_gc(args: argparse.Namespace) -> tuple[Any, str]:
-    if args.keep is not None and args.keep < 1:
-        raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
-    if args.older_than is not None and args.older_than <= 0:
-        raise ValueError("--older-than must be a positive age, such as 7d")
-    if args.ledger_older_than is not None and args.ledger_older_than <= 0:
-        raise ValueError("--ledger-older-than must be a positive age, such as 90d")
-    catalog = _catalog(args)
-    reports = [
-        collect(
-            catalog,
-            session,
-            keep=args.keep,
-            older_than=args.older_than,
-            grace=args.grace,
-            dry_run=args.dry_run,
-            pool=False,
-        )
-        for session in _sessions(catalog, args.session)
-    ]
-    swept = sweep_pool(catalog, grace=args.grace, dry_run=args.dry_run)  # once, after every session's
-    unlisted = unlisted_uploads(catalog.store)
-    counts = {str(kind): sum(r.counts()[str(kind)] for r in [*reports, swept]) for kind in Kind}
-    data = {
-        "dry_run": args.dry_run,
-        "counts": counts,
-        "bytes_freed": sum(r.bytes_freed for r in reports) + swept.bytes_freed,
-        "uploads_unlisted": unlisted,
-        "sessions": [{**asdict(r), "counts": r.counts()} for r in reports],
-        "pool": {**asdict(swept), "counts": swept.counts()},
-    }
-    if args.ledger_older_than is not None:
-        pruned = rollup.prune_raw(catalog.store, args.ledger_older_than, dry_run=args.dry_run)
-        data["ledger"] = [asdict(p) for p in pruned]
-    lines = []
-    for r in [*reports, swept]:
-        lines.append(r.summary())
-        if args.dry_run:
-            lines += [item.line(True) for item in r.items]
-    if unlisted:
-        lines.append(f"incomplete uploads not looked for: {unlisted}")
-    verb = "would remove" if args.dry_run else "removed"
-    for p in data.get("ledger", []):
-        if p["kept"]:
-            lines.append(f"ledger {p['day']}: {p['records']} raw records {p['kept']}")
-        else:
-            size = units.size(p["bytes"])
-            lines.append(f"ledger {p['day']}: {verb} {p['records']} raw records ({size}); its roll-up stays")
-    return data, "\n".join(lines) or "nothing to clean"
+    return gc.run(args, _catalog(args))
 
 
 def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
@@ -352,27 +302,7 @@ def parser() -> argparse.ArgumentParser:
         "checkpoint", nargs="?", help="just this checkpoint (id or prefix), or a session's newest (default: all)"
     )
     verify.set_defaults(run=cmd_verify)
-    gc = sub.add_parser(
-        "gc",
-        parents=[common],
-        help="remove garbage (blobs no checkpoint of any session names, abandoned writes, incomplete uploads); "
-        "with --keep or --older-than, old checkpoints too",
-    )
-    gc.add_argument("--keep", type=int, help="also remove checkpoints beyond the newest N of each lineage")
-    gc.add_argument("--older-than", type=duration, help="also remove checkpoints older than this (e.g. 7d)")
-    gc.add_argument(
-        "--grace",
-        type=duration,
-        default=DEFAULT_GRACE_SECONDS,
-        help="leave garbage younger than this alone: it may belong to a checkpoint being written (default 1h)",
-    )
-    gc.add_argument(
-        "--ledger-older-than",
-        type=duration,
-        help="also remove the raw ledger records of days older than this whose roll-up holds them (e.g. 90d)",
-    )
-    gc.add_argument("--dry-run", action="store_true", help="list what would be removed, with size and age")
-    gc.set_defaults(run=cmd_gc)
+    gc.add_parser(sub, common, duration).set_defaults(run=cmd_gc)
     sub.add_parser("report", parents=[common], help="run reports: verdicts and timings of resumes").set_defaults(
         run=cmd_report
     )

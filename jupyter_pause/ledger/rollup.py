@@ -20,14 +20,13 @@ events, whoever wrote it: a forged record stays unsigned, or keeps its bad signa
 
 The first reader of a settled day without a roll-up writes it (``create``: of two readers at
 once, the second finds it done); the raw events stay, for ``jupyter pause gc
---ledger-older-than``. A roll-up is versioned and checksummed like a manifest: a damaged one, or
-one of another version, is ignored, rebuilt from the raw events and replaced, and the reader
-says so.
+--ledger-older-than`` (``pruning``: only where the roll-up holds what they give). A roll-up is
+versioned and checksummed like a manifest: a damaged one, or one of another version, is
+ignored, rebuilt from the raw events and replaced, and the reader says so.
 """
 
 from __future__ import annotations
 
-import calendar
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -216,6 +215,13 @@ def _packed(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v.encode() if isinstance(v, Packed) else v for k, v in record.items()}
 
 
+def held(records: list[dict[str, Any]], malformed: int) -> bytes:
+    """What a roll-up's records say (and how many malformed records it counted), as canonical
+    bytes: two roll-ups hold the same when these are equal, whenever each was written."""
+    packed = [_packed(r) if PARTS in r else r for r in records]
+    return canonical_body({"records": packed, "malformed": malformed})
+
+
 #: How ``encode`` frames a roll-up's body and checksum (``decode`` checks the body's bytes as framed).
 _HEAD, _MARK, _TAIL = b'{"rollup":', b',"checksum":"', b'"}\n'
 
@@ -267,47 +273,3 @@ def decode(data: Any, day: str) -> Rollup | str:
             except ValueError as e:
                 return f"a merged record cannot be read ({e})"
     return Rollup(day, body["records"], int(body.get("raw") or 0), int(body.get("malformed") or 0))
-
-
-@dataclass(frozen=True)
-class Pruned:
-    """What ``prune_raw`` did (or would do) with one day's raw records: removed them, or kept them and why."""
-
-    day: str
-    records: int
-    bytes: int
-    kept: str = ""
-
-
-def prune_raw(store: Any, older_than: float, now: float | None = None, dry_run: bool = False) -> list[Pruned]:
-    """Remove the raw records of the days that ended over ``older_than`` seconds ago and whose
-    roll-up is whole and accounts for every one of them; a roll-up is never removed. A day
-    without a usable roll-up, or with records its roll-up does not count, is kept and named."""
-    from ..store.layout import ledger_of
-
-    now = time.time() if now is None else now
-    days: dict[str, dict[str, Any]] = {}
-    for path, entry in store.list(LEDGER).items():
-        if ledger_of(path):
-            days.setdefault(day_of(path.rsplit("/", 1)[0] + "/"), {})[path] = entry
-    done = []
-    for day, entries in sorted(days.items()):
-        ended = calendar.timegm(time.strptime(day, "%Y%m%d")) + 86400
-        if now - ended <= older_than:
-            continue
-        size = sum(getattr(e, "size", 0) or 0 for e in entries.values())
-        try:
-            found = decode(store.read(key(day)), day)
-        except FileNotFoundError:
-            found = "it has no roll-up yet (a report over that day writes it)"
-        if isinstance(found, str):
-            done.append(Pruned(day, len(entries), size, kept=f"kept: {found}"))
-            continue
-        if found.raw != len(entries):
-            kept = f"kept: its roll-up counts {found.raw} records, the folder holds {len(entries)}"
-            done.append(Pruned(day, len(entries), size, kept=kept))
-            continue
-        if not dry_run:
-            store.delete(list(entries))
-        done.append(Pruned(day, len(entries), size))
-    return done

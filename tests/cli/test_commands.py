@@ -133,7 +133,7 @@ def test_plain_gc_removes_garbage_and_never_a_checkpoint(store, capsys):
     assert all((path / orphan).exists() for orphan in orphans)
     code, out, _ = _run(capsys, "gc", "--grace", "0", "--json", "--store", str(path))
     result = json.loads(out)
-    assert result["counts"] == {"checkpoint": 0, "blob": 2, "pending": 0, "torn": 0, "upload": 0}
+    assert result["counts"] == {"checkpoint": 0, "blob": 2, "pending": 0, "torn": 0, "unverified": 0, "upload": 0}
     assert result["pool"]["blobs_removed"] == 1 and result["uploads_unlisted"] is None
     assert result["bytes_freed"] == 2000 and not any((path / orphan).exists() for orphan in orphans)
     code, out, _ = _run(capsys, "list", "--store", str(path), "--json")

@@ -10,12 +10,14 @@ import pytest
 import torch
 
 import jupyter_pause as jp
+from jupyter_pause.config import PauseConfig
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
 from jupyter_pause.store.layout import blob_key, manifest_key, pending_key, pool_key, pool_prefix
 from jupyter_pause.store.manifest import FORMAT, canonical_body, checksum
 from jupyter_pause.store.retention import collect, sweep_pool
 from jupyter_pause.store.storage import Store
+from tests.support.plants import ANOTHER_KEY, COPIED, PLANTS, SEALED_BY_ANOTHER_KEY, UNSIGNED, plant_manifest
 from tests.support.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -129,3 +131,78 @@ def test_a_checkpoint_of_a_newer_format_is_kept_with_every_blob_of_its_session(t
     swept = sweep_pool(Catalog(store), now=later)
     assert swept.blobs_removed == 0 and f"checkpoints this release cannot read ({second})" in swept.summary()
     assert check(store, Catalog(store).checkpoints("s")[0]) == {}
+
+
+USER_KEY = "ab" * 32
+
+#: What the report says of each plant, by whether the user's store is encrypted.
+WHY_NOT_COUNTED = {
+    (UNSIGNED, "on"): "not signed",
+    (UNSIGNED, "off"): "not signed",
+    (ANOTHER_KEY, "on"): "another key",
+    (ANOTHER_KEY, "off"): "another key",
+    (SEALED_BY_ANOTHER_KEY, "on"): "another key",
+    (SEALED_BY_ANOTHER_KEY, "off"): "encrypted with a key not held here",
+    (COPIED, "on"): "does not open here",
+    (COPIED, "off"): "misplaced",
+}
+
+
+@pytest.fixture(params=["on", "off"])
+def signed(request, tmp_path, monkeypatch):
+    """Three checkpoints of session ``s`` by a user with a signing key (their store encrypted, or
+    not); the store as that user opens it, and the ids, oldest first."""
+    monkeypatch.setenv("JUPYTER_PAUSE_SIGNING_KEY", USER_KEY)
+    monkeypatch.setenv("JUPYTER_PAUSE_ENCRYPT", "1" if request.param == "on" else "0")
+    ids = _series(str(tmp_path), 3)
+    return PauseConfig().open_store(str(tmp_path)), ids, request.param
+
+
+@pytest.mark.parametrize("how", PLANTS)
+def test_a_planted_newer_manifest_never_counts_toward_keep_nor_decides_what_goes(signed, tmp_path, how):
+    """Attack 4 of issue 54: a co-tenant's manifest, newer than the user's, in their lineage.
+    ``--keep 1`` keeps the user's newest and all it references, names the plant as not counted,
+    keeps it and every blob; asked to, it removes the plant, and then the old blobs."""
+    store, ids, encrypted = signed
+    newest = Catalog(store).checkpoints("s", store.keys)[0]
+    planted = plant_manifest(str(tmp_path), newest, how)
+    pool = set(store.list(pool_prefix()))
+
+    report = collect(Catalog(store), "s", keep=1, grace=0)
+    assert report.kept == [ids[-1]] and report.removed == sorted(ids[:-1])
+    assert list(report.not_counted) == [planted] and WHY_NOT_COUNTED[how, encrypted] in report.not_counted[planted]
+    assert "1 manifest(s) not verified here, not counted" in report.summary()
+    assert store.exists(manifest_key("s", planted)) and set(store.list(pool_prefix())) == pool
+    target: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=target)
+    assert float(target["t"][0]) == 2.0 and check(store, newest) == {}
+
+    again = collect(Catalog(store), "s", keep=1, grace=0, remove_unverified=True)
+    assert again.counts()["unverified"] == 1 and not store.exists(manifest_key("s", planted))
+    assert again.blobs_removed >= 2 and again.kept == [ids[-1]]
+    assert check(store, newest) == {}
+
+
+def test_without_a_key_signed_checkpoints_are_never_pruned_nor_taken_for_torn(signed, tmp_path):
+    """A gc run where no key is set (a laptop holding only the bucket's credential) cannot tell
+    the user's checkpoints from a plant: it prunes none, and a sealed manifest is never torn."""
+    store, ids, encrypted = signed
+    planted = plant_manifest(str(tmp_path), Catalog(store).checkpoints("s", store.keys)[0], UNSIGNED)
+    report = collect(Catalog(Store(str(tmp_path))), "s", keep=1, grace=0)
+    assert report.removed == [] and report.counts()["torn"] == 0 and report.blobs_removed == 0
+    if encrypted == "on":  # only the plant reads as a manifest: the user's are sealed, not counted
+        assert sorted(report.not_counted) == sorted(ids) and report.kept == [planted]
+    else:
+        assert "no signing key is set here" in report.summary() and report.kept == [planted, *ids[::-1]]
+    assert [m.id for m in Catalog(store).checkpoints("s", store.keys)] == ids[::-1]
+
+
+def test_a_torn_manifest_is_still_garbage_with_a_key(signed, tmp_path):
+    """A commit cut off mid-write left bytes that are no manifest: removed once past the grace
+    period, as without a key; the user's checkpoints stay."""
+    store, ids, _ = signed
+    torn = manifest_key("s", "20991231-000000-abcdef")
+    Store(str(tmp_path)).write(torn, b'{"manifest": {"id": "2099')
+    report = collect(Catalog(store), "s", grace=0)
+    assert report.counts()["torn"] == 1 and not store.exists(torn) and report.not_counted == {}
+    assert [m.id for m in Catalog(store).checkpoints("s", store.keys)] == ids[::-1]
