@@ -15,7 +15,7 @@ from .. import ledger, units
 from ..config import PauseConfig
 from ..errors import PauseError
 from ..hours import records, text, timeline, totals, whatif
-from ..store import signing
+from ..store import placeholders, signing
 from ..store.catalog import Catalog
 from ..store.layout import SESSIONS, check_session
 from ..store.storage import Store
@@ -77,7 +77,7 @@ def store_bytes(store: Store, sessions: list[str]) -> dict[str, int | None]:
     unread: set[str] = set()  # sessions whose checkpoints cannot be read: their bytes are unknown
     for session in catalog.sessions():
         try:
-            manifests = catalog.checkpoints(session)
+            manifests = catalog.checkpoints(session, store.keys)  # a planted manifest is no share of the pool
         except PauseError:
             unread.add(session)
             continue
@@ -133,15 +133,22 @@ def ledger_keys(env: dict[str, str] | None = None) -> Callable[[str | None], sig
 
 
 def owner(args: argparse.Namespace, keys_for: Any) -> str | None:
-    """The user whose prefix the store is, whose records alone count: ``--user`` where given,
-    else, on a Hub, the user this process works for (JUPYTERHUB_USER); None where unknown (a
-    Hub's shared root, read with the Hub's secret: each record counts for the user its key is)."""
+    """The user whose prefix the store is, whose records alone count: ``--user`` where given;
+    else the user the store URL is the prefix of, under the configured URL's ``{user}``
+    (``JUPYTER_PAUSE_STORE=s3://team/pause/{user}``: ``--store s3://team/pause/ana`` is ana's;
+    no ``--store``, this process's user's); else, on a Hub, the user this process works for
+    (``JUPYTERHUB_USER``). None where none is known (a Hub service's own ledger, read with the
+    Hub's secret: each record counts for the user its key is)."""
     if keys_for is None:
         return None
-    return getattr(args, "user", None) or os.environ.get("JUPYTERHUB_USER") or None
+    if getattr(args, "user", None):
+        return str(args.user)
+    template = PauseConfig().store
+    prefix = placeholders.user_of(getattr(args, "store", None) or template, template) if template else None
+    return prefix or os.environ.get("JUPYTERHUB_USER") or None
 
 
-def _trust_line(counts: dict[str, int] | None, signed_only: bool) -> str:
+def _trust_line(counts: dict[str, int] | None, signed_only: bool, prefix: str | None) -> str:
     if counts is None:
         return (
             "ledger signatures not checked: no JUPYTER_PAUSE_SIGNING_KEY or JUPYTER_PAUSE_HUB_SECRET here, and "
@@ -152,7 +159,13 @@ def _trust_line(counts: dict[str, int] | None, signed_only: bool) -> str:
         f"ledger signatures: {counts[ledger.VERIFIED]} verified, {counts[ledger.UNSIGNED]} unsigned ({unsigned}), "
         f"{counts[ledger.BAD_SIGNATURE]} with a signature that does not verify (not counted); "
         f"refused: {counts[ledger.FOREIGN]} naming another user than the prefix's, "
-        f"{counts[ledger.REPLAYED]} replayed copies of a record already counted"
+        f"{counts[ledger.REPLAYED]} replayed copies of a record already counted; "
+        + (
+            f"read as {prefix}'s prefix"
+            if prefix
+            else "read as a shared ledger: each record counts for the user whose key signed it (--user U reads "
+            "the store as U's prefix)"
+        )
     )
 
 
@@ -170,10 +183,11 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
             "--signed-only needs the keys that signed the records: set JUPYTER_PAUSE_SIGNING_KEY (one user's), "
             "or JUPYTER_PAUSE_HUB_SECRET (every user's, as the Hub derives them)"
         )
-    events, counts = ledger.checked(events, keys_for, signed_only, owner(args, keys_for))
+    prefix = owner(args, keys_for)
+    events, counts = ledger.checked(events, keys_for, signed_only, prefix)
     hours, lines = build(events, args, store, malformed)
     what = whatif.what_if(lines, hours, args.what_if) if args.what_if else None
-    out = text.report(hours) + "\n" + _trust_line(counts, signed_only)
+    out = text.report(hours) + "\n" + _trust_line(counts, signed_only, prefix)
     out += "".join(f"\nnote: {note}" for note in reader.notes)
     if what is not None:
         out += "\n\n" + text.what_if(*what, price=args.price)
@@ -191,6 +205,7 @@ def run(args: argparse.Namespace, store: Store) -> tuple[Any, str]:
     data["signatures"] = {"checked": False} if counts is None else {"checked": True}
     if counts is not None:
         data["signatures"].update({verdict.replace(" ", "_"): n for verdict, n in counts.items()})
+        data["signatures"]["prefix_of"] = prefix
     return data, out
 
 

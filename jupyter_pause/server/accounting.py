@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from .. import ledger
+from ..store import seals
 from ..vocabulary import LedgerEvent
 
 #: Days of ledger read back at most to find when a session was paused.
@@ -23,12 +24,17 @@ def paused(
     newest checkpoint's): only the ledger's day folders from there on are read. The pause is the
     session's last ``kernel_stopped`` not followed by a ``kernel_started`` or ``kernel_ready``;
     the hours are the time since, times the GPUs that kernel held. A session the ledger has no
-    stop for keeps its hint as ``paused_since``, and unknown (None) hours.
+    stop for keeps its hint as ``paused_since``, and unknown (None) hours. With the store's keys,
+    only the records they verify (or unsigned ones) naming this user count (``ledger.checked``):
+    a co-tenant's record in this prefix never moves the pause.
     """
     now = time.time() if now is None else now
     known = [h for h in hints.values() if h is not None]
     since = max(min(known, default=now) - MARGIN, now - LOOKBACK_DAYS * 86400)
     events, _ = cache.read(since)
+    ring = cache.store.keys
+    if ring is not None:  # a record another key signed, or naming another user, is no pause of this user's
+        events, _ = ledger.checked(events, lambda _user: ring, False, seals.this_user())
     stops: dict[str, ledger.Event | None] = {}
     for event in events:
         if event.session not in hints:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import string
 
 from ..errors import StoreError
@@ -97,3 +98,29 @@ def expand(url: str, known: dict[str, str] | None = None) -> str:
                 f"set {'JUPYTERHUB_USER' if name == 'user' else 'JUPYTERHUB_SERVER_NAME'} to a plain name"
             )
     return url.format_map({name: given[name] for name in names})
+
+
+def user_of(url: str, template: str) -> str | None:
+    """The user whose prefix ``url`` is under ``template`` (a store URL with ``{user}``, as
+    configured): what ``{user}`` stands for where ``url`` is ``template`` expanded (``url`` the
+    template itself: this process's user). None when ``template`` names no user, or ``url`` is
+    none of its expansions (another store: the Hub service's, a shared root)."""
+    url, template = url.rstrip("/"), template.rstrip("/")
+    try:
+        if "user" not in _fields(template):
+            return None
+    except StoreError:
+        return None
+    if url == template:
+        return values()["user"]
+    pattern, named = "", set()
+    for literal, name, _, _ in string.Formatter().parse(template):
+        pattern += re.escape(literal)
+        if name is None:
+            continue
+        if name not in KNOWN:
+            return None
+        pattern += f"(?P={name})" if name in named else f"(?P<{name}>[^/]+)"
+        named.add(name)
+    found = re.fullmatch(pattern, url)
+    return None if found is None else found.group("user")

@@ -224,6 +224,43 @@ def test_records_of_another_user_and_replayed_copies_never_change_a_users_hours(
     assert _gpu_figures(own) == _gpu_figures(clean) and own["signatures"]["bad_signature"] == len(bens)
 
 
+def test_a_record_a_cotenant_signed_in_a_users_prefix_never_counts_with_signed_only(tmp_path, capsys, monkeypatch):
+    """Issue 54, attack 5: in ana's prefix of a team store (``JUPYTER_PAUSE_STORE=<team>/{user}``),
+    ben writes records for ana's session signed with his own key, naming himself. Read with the
+    Hub's secret over ana's prefix, without --user and off a Hub, the store URL says whose prefix it
+    is: ben's records are foreign and ana's figures are what her own records say."""
+    from jupyter_pause.store.signing import user_key
+
+    secret = "t" * 64
+    team = tmp_path / "team"
+    store = Store(str(team / "ana"))
+    anas = [r for r in week().records if r.get("user") == "ana"]
+    bens = [{**r, "user": "ben"} for r in anas if r.get("session") == "ana-train"]
+    ledger.sign_with(lambda e: user_key(secret, e.user) if e.user else None)
+    try:
+        for record in anas:
+            ledger.write(store, ledger.Event.from_dict(record))
+        shutil.copytree(team / "ana", tmp_path / "clean")  # ana's records alone
+        for record in bens:
+            ledger.write(store, ledger.Event.from_dict(record))
+    finally:
+        ledger.sign_with(None)
+    for var in ("JUPYTERHUB_USER", "JUPYTER_PAUSE_SIGNING_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("JUPYTER_PAUSE_HUB_SECRET", secret)
+    monkeypatch.setenv("JUPYTER_PAUSE_STORE", str(team / "{user}"))
+    clean = tmp_path / "clean"
+    _, out, _ = _run(capsys, "hours", "--store", str(clean), *WINDOW, "--json", "--signed-only", "--user", "ana")
+    expected = _gpu_figures(json.loads(out))
+
+    _, out, _ = _run(capsys, "hours", "--store", str(team / "ana"), *WINDOW, "--json", "--signed-only")
+    data = json.loads(out)
+    assert _gpu_figures(data) == expected and data["signatures"]["prefix_of"] == "ana"
+    assert data["signatures"]["foreign"] == len(bens) and {r["user"] for r in data["sessions"]} == {"ana"}
+    _, text, _ = _run(capsys, "hours", "--store", str(team / "ana"), *WINDOW, "--signed-only")
+    assert f"refused: {len(bens)} naming another user than the prefix's" in text and "read as ana's prefix" in text
+
+
 def _gpu_figures(report: dict) -> list[dict]:
     """A report's rows without the store's size (the forged records take room in the store)."""
     return [{k: v for k, v in r.items() if k not in ("store_bytes", "storage_gb_months")} for r in report["sessions"]]

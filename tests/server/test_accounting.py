@@ -8,6 +8,7 @@ import pytest
 from jupyter_pause import ledger
 from jupyter_pause.server import accounting
 from jupyter_pause.store import layout
+from jupyter_pause.store.signing import user_key
 from jupyter_pause.store.storage import Store
 
 NOW = 1_767_300_000.0  # 2026-01-01 20:40 UTC
@@ -40,3 +41,26 @@ def test_a_resumed_session_is_not_paused_in_the_ledger(tmp_path) -> None:
     ledger.write(store, ledger.make("kernel_stopped", at=NOW - 600, session="a", gpus=1))
     ledger.write(store, ledger.make("kernel_started", at=NOW - 300, session="a", gpus=1))
     assert accounting.paused(ledger.Cache(store), {"a": NOW - 600}, now=NOW) == {"a": (NOW - 600, None)}
+
+
+def test_a_stop_record_a_cotenant_signed_in_the_users_prefix_is_not_the_pause(tmp_path, monkeypatch) -> None:
+    """Ben, holding the shared credential and his own key, writes stop records for ana's session
+    into her prefix (naming himself, or naming her): her panel counts neither."""
+    ana, ben = user_key("k" * 64, "ana"), user_key("k" * 64, "ben")
+    monkeypatch.setenv("JUPYTERHUB_USER", "ana")
+    store = Store(str(tmp_path), keys=ana)
+    ledger.sign_with(ana)
+    try:
+        ledger.write(store, ledger.make("kernel_stopped", at=NOW - 7200, session="a", gpus=4, trigger="button"))
+    finally:
+        ledger.sign_with(None)
+    ledger.sign_with(ben)
+    try:
+        for user in ("ben", "ana"):  # written as he can: plain bytes, with his own key's signature
+            ledger.write(
+                Store(str(tmp_path)), ledger.make("kernel_stopped", at=NOW - 600, session="a", gpus=8, user=user)
+            )
+    finally:
+        ledger.sign_with(None)
+    found = accounting.paused(ledger.Cache(store), {"a": NOW - 7000}, now=NOW)
+    assert found == {"a": (NOW - 7200, pytest.approx(8.0))}

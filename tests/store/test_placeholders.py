@@ -8,7 +8,7 @@ import getpass
 import pytest
 
 from jupyter_pause.errors import StoreError
-from jupyter_pause.store.placeholders import expand
+from jupyter_pause.store.placeholders import expand, user_of
 from jupyter_pause.store.storage import Store
 
 
@@ -78,3 +78,22 @@ def test_an_unknown_placeholder_opens_nothing(on_a_hub, tmp_path):
     with pytest.raises(StoreError, match=r"\{usr\}"):
         Store(str(tmp_path / "{usr}"))
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "template", "user"),
+    [
+        ("s3://team/pause/ana", "s3://team/pause/{user}", "ana"),
+        ("s3://team/pause/ana/", "s3://team/pause/{user}", "ana"),
+        ("s3://team/pause/ana/gpu", "s3://team/pause/{user}/{server}", "ana"),
+        ("s3://team/x{y}/ana", "s3://team/x{{y}}/{user}", "ana"),
+        ("s3://team/pause/{user}", "s3://team/pause/{user}", "alice"),  # the configured store itself: this user's
+        ("s3://team/pause", "s3://team/pause/{user}", None),  # the shared root
+        ("s3://team/pause/ana/more", "s3://team/pause/{user}", None),
+        ("s3://other/pause/ana", "s3://team/pause/{user}", None),
+        ("s3://team/pause/gpu", "s3://team/pause/{server}", None),  # no user in the template
+    ],
+)
+def test_the_user_whose_prefix_a_store_url_is(on_a_hub, url, template, user):
+    """Whose records a prefix holds: what ``{user}`` stands for in the URL, under the configured one."""
+    assert user_of(url, template) == user
