@@ -81,8 +81,19 @@ def resume(hub, user: str) -> dict:
 
 
 def marker_of(hub, user: str) -> int:
+    """``marker`` in the kernel of ``user``'s one notebook."""
+    return value_of(hub, user, "marker")
+
+
+def kernel_of(hub, user: str) -> str:
+    """The id of the kernel of ``user``'s one notebook."""
     (session,) = hub.server_fetch(user, "api/sessions").body
-    return json.loads(hub.execute(user, session["kernel"]["id"], "import json; print(json.dumps(marker))"))
+    return session["kernel"]["id"]
+
+
+def value_of(hub, user: str, expression: str) -> object:
+    """What ``expression`` (its value JSON-serialisable) is in the kernel of ``user``'s one notebook."""
+    return json.loads(hub.execute(user, kernel_of(hub, user), f"import json; print(json.dumps({expression}))"))
 
 
 def checkpoint_ids(team: Path, user: str, session: str = SESSION) -> list[str]:
@@ -97,3 +108,45 @@ def run_report(team: Path, user: str, checkpoint: str) -> dict:
     store = Store(str(team / user))
     keys = sorted(k for k in store.list(report_prefix(SESSION)) if k.split("/")[-1].startswith(checkpoint))
     return json.loads(bytes(store.read(keys[-1])))  # the newest resume's
+
+
+def planted_blobs(target_store: str, sizes: dict[str, int]) -> str:
+    """The cell mallory runs: same-size garbage under the plain pool name of each digest of
+    ``sizes`` in the store at ``target_store``, written with the credential her server has; prints
+    the keys it wrote, one a line."""
+    return (
+        "import fsspec\n"
+        "from jupyter_pause.store.layout import pool_key\n"
+        f"fs, root = fsspec.core.url_to_fs({target_store!r})\n"
+        f"for digest, size in {sizes!r}.items():\n"
+        "    fs.pipe_file(f'{root}/{pool_key(digest)}', (b'mallory!' * (size // 8 + 1))[:size])\n"
+        "    print(pool_key(digest))\n"
+    )
+
+
+def jupyter_pause_list(target_store: str) -> str:
+    """A cell that runs ``jupyter pause list`` on the store at ``target_store`` with the kernel's
+    environment and prints what it printed, errors included."""
+    command = ["jupyter_pause.cli", "list", "--store", target_store]
+    return (
+        "import subprocess, sys\n"
+        f"done = subprocess.run([sys.executable, '-m', *{command!r}], capture_output=True, text=True)\n"
+        "print(done.stdout, done.stderr)\n"
+    )
+
+
+def resume_from(target_store: str, session: str = SESSION) -> str:
+    """The cell mallory runs: ``%resume`` of ``session`` in the store at ``target_store``; prints
+    what it said or the error it was refused with, as JSON."""
+    return (
+        "import contextlib, io, json\n"
+        "from IPython.core.error import UsageError\n"
+        "said, refused = io.StringIO(), None\n"
+        "get_ipython().run_line_magic('load_ext', 'jupyter_pause')\n"
+        "with contextlib.redirect_stdout(said):\n"
+        "    try:\n"
+        f"        get_ipython().run_line_magic('resume', '--store {target_store} --session {session}')\n"
+        "    except UsageError as e:\n"
+        "        refused = str(e)\n"
+        "print(json.dumps({'said': said.getvalue(), 'refused': refused}))\n"
+    )
