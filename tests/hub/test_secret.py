@@ -56,5 +56,5 @@ def test_after_a_secret_rotation_checkpoints_of_the_old_key_still_resume(tmp_pat
         hub.execute("dora", session["kernel"]["id"], "marker = 5\n%load_ext jupyter_pause\n%checkpoint")
         hub.stop_server("dora")
     (after,) = set(checkpoint_ids(team, "dora")) - {before}
-    written = written_manifest(team, "dora", after)
+    written = written_manifest(team, "dora", after, user_key(new, "dora"))
     assert written["signature"]["key_id"] == key_id(user_key(new, "dora"))  # signs with the new key only

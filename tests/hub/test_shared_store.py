@@ -80,17 +80,17 @@ def test_a_checkpoint_planted_by_another_user_is_refused_unread_and_her_own_resu
     hub.start_server("alice")
     rows = hub.server_fetch("alice", "jupyter-pause/api/sessions").body["sessions"]
     (row,) = [r for r in rows if r["session"] == SESSION]
-    assert planted_id in json.dumps(row) and "signed with another key" in json.dumps(row), row
+    assert planted_id in json.dumps(row) and "encrypted with another key" in json.dumps(row), row
 
     status = resume(hub, "alice")
     assert status["state"] == "ready" and status["verdict"] == "restored", status
     assert not canary.exists(), "mallory's checkpoint was unpickled in alice's server"
     assert marker_of(hub, "alice") == 1
-    assert planted_id in status["detail"] and "signed with another key" in status["detail"], status
+    assert planted_id in status["detail"] and "encrypted with another key" in status["detail"], status
     assert status["checkpoint"] != planted_id
 
-    report = run_report(team, "alice", status["checkpoint"])
-    assert planted_id in report["damaged"] and "signed with another key" in report["damaged"][planted_id], report
+    report = run_report(team, "alice", status["checkpoint"], user_key(hub.secret, "alice"))
+    assert planted_id in report["damaged"] and "encrypted with another key" in report["damaged"][planted_id], report
     assert report["signature"] == f"signature checked (key id {key_id(user_key(hub.secret, 'alice'))})"
     assert (team / "alice").is_dir() and not (team / "{user}").exists()
     hub.stop_server("alice")
@@ -246,7 +246,8 @@ def test_a_checkpoint_of_her_other_notebook_spliced_into_this_one_is_refused_and
     status = resume(hub, "s-alice")
     assert status["verdict"] == "restored" and status["checkpoint"] != spliced, status
     assert marker_of(hub, "s-alice") == 1
-    assert f"{spliced}" in status["detail"] and "found under session 'train'" in status["detail"], status
+    # sealed for the other notebook's place: it does not open here (unencrypted, its signed body says whose it is)
+    assert f"{spliced}" in status["detail"] and "a copy from another place" in status["detail"], status
     assert "notebook A" in (hub.home("s-alice") / NOTEBOOK).read_text()
     hub.stop_server("s-alice")
 
@@ -275,7 +276,8 @@ def test_a_deleted_checkpoint_and_a_forged_status_neither_roll_back_silently_nor
     assert marker_of(hub, "r-alice") == 1
     gone = f"the checkpoint this session was paused from, {newest}, is gone; resumed {older}, older"
     assert gone in status["detail"], status
-    assert run_report(team, "r-alice", older)["damaged"][newest].startswith("gone"), run_report(team, "r-alice", older)
+    report = run_report(team, "r-alice", older, user_key(hub.secret, "r-alice"))
+    assert report["damaged"][newest].startswith("gone"), report
 
     hub.execute("r-alice", running_kernel(hub, "r-alice"), "marker = 3")
     third = pause_one(hub, "r-alice", NOTEBOOK)["checkpoint"]

@@ -100,12 +100,14 @@ def checkpoint_ids(team: Path, user: str, session: str = SESSION) -> list[str]:
     return sorted(i for key in Store(str(team / user)).list(manifest_prefix(session)) if (i := manifest_id(key)))
 
 
-def written_manifest(team: Path, user: str, checkpoint: str) -> dict:
-    return json.loads(bytes(Store(str(team / user)).read(manifest_key(SESSION, checkpoint))))
+def written_manifest(team: Path, user: str, checkpoint: str, key: str | None = None) -> dict:
+    """The manifest as ``user``'s server wrote it, opened with their ``key`` (a Hub's servers encrypt)."""
+    return json.loads(bytes(Store(str(team / user), keys=key).read(manifest_key(SESSION, checkpoint))))
 
 
-def run_report(team: Path, user: str, checkpoint: str) -> dict:
-    store = Store(str(team / user))
+def run_report(team: Path, user: str, checkpoint: str, key: str | None = None) -> dict:
+    """The newest run report of a resume of ``checkpoint``, opened with ``user``'s ``key``."""
+    store = Store(str(team / user), keys=key)
     keys = sorted(k for k in store.list(report_prefix(SESSION)) if k.split("/")[-1].startswith(checkpoint))
     return json.loads(bytes(store.read(keys[-1])))  # the newest resume's
 
