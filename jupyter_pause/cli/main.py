@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -14,6 +15,7 @@ from ..config import PauseConfig
 from ..errors import CheckpointNotFound, PauseError
 from ..journal.journal import Journal
 from ..store import report as reports
+from ..store import signing
 from ..store.catalog import Catalog
 from ..store.integrity import check, describe
 from ..store.layout import check_session, journal_versions_prefix
@@ -37,13 +39,22 @@ def _when(epoch: float) -> str:
 
 
 def _catalog(args: argparse.Namespace) -> Catalog:
+    """The store of ``--store`` (else the configured one), opened with ``_keys``."""
     config = PauseConfig()
-    return Catalog(config.open_store(args.store))
+    url = args.store or config.store
+    return Catalog(Store(url, dict(config.storage_options), keys=_keys(args, config), encrypt=config.encrypt))
 
 
-def _key() -> Keyring | None:
-    """The signing keys configured here: with them, a checkpoint none of them signed is damaged."""
-    return PauseConfig().keyring
+def _keys(args: argparse.Namespace, config: PauseConfig) -> Keyring | None:
+    """The keys the store is read with (a checkpoint none of them signed is damaged): this
+    process's signing keys; else, beside a Hub (its secret here, ``JUPYTER_PAUSE_HUB_SECRET``),
+    those of the user whose prefix the store is (``--user``, or ``{user}`` of the configured
+    store URL), so an operator reads a user's encrypted prefix as the user's server does."""
+    if config.keyring is not None:
+        return config.keyring
+    per_user = signing.hub_keyrings(dict(os.environ))
+    user = hours.owner(args, per_user) if per_user is not None else None
+    return per_user(user) if per_user is not None and user else None
 
 
 def _sessions(catalog: Catalog, session: str | None) -> list[str]:
@@ -60,14 +71,14 @@ def _named(sessions: list[str], session: str | None, ref: str | None) -> tuple[s
 
 def _find(catalog: Catalog, session: str | None, ref: str) -> Manifest:
     if session:
-        return catalog.resolve(session, ref, _key())
+        return catalog.resolve(session, ref, catalog.store.keys)
     sessions = catalog.sessions()
     named, ref = _named(sessions, None, ref)
     if named:
-        return catalog.resolve(named, ref, _key())  # type: ignore[arg-type]
+        return catalog.resolve(named, ref, catalog.store.keys)  # type: ignore[arg-type]
     for name in sessions:
         try:  # a damaged one (CheckpointDamaged) is named, not passed over
-            return catalog.resolve(name, ref, _key())
+            return catalog.resolve(name, ref, catalog.store.keys)
         except CheckpointNotFound:
             continue
     raise CheckpointNotFound(f"no checkpoint {ref!r} in store {catalog.store.display_url}; see `jupyter pause list`")
@@ -77,7 +88,7 @@ def cmd_list(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     rows = []
     for session in _sessions(catalog, args.session):
-        listing = catalog.listing(session, _key())
+        listing = catalog.listing(session, catalog.store.keys)
         found = []
         for m in listing.checkpoints:
             found.append(
@@ -153,7 +164,7 @@ def cmd_show(args: argparse.Namespace) -> tuple[Any, str]:
 
 def cmd_verify(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
-    key = _key()
+    key = catalog.store.keys
     sessions = _sessions(catalog, args.session)
     args.session, args.checkpoint = _named(sessions, args.session, args.checkpoint)
     results = []
@@ -244,7 +255,7 @@ def cmd_report(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_journal(args: argparse.Namespace) -> tuple[Any, str]:
     catalog = _catalog(args)
     found = [
-        Journal(catalog.store, session, args.name, version, "", _key())
+        Journal(catalog.store, session, args.name, version, "", catalog.store.keys)
         for session in _sessions(catalog, args.session)
         for version in journal_versions(catalog.store, session, args.name, args.version)
     ]

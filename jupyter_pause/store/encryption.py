@@ -92,6 +92,18 @@ def is_sealed(data: Buffer | bytes) -> bool:
     return len(data) >= HEADER + TAG and bytes(data[:4]) == MAGIC
 
 
+def plaintext(key: str, data: Buffer) -> Buffer:
+    """``data`` read from ``key`` by a process without a key: as it is, unless it is a sealed
+    object (then ``DecryptionError``, saying which key opens it), never taken for plaintext."""
+    if is_sealed(data) and plain_size(len(data)) is not None:
+        raise DecryptionError(
+            f"{key} is encrypted, and no key is set here: set JUPYTER_PAUSE_SIGNING_KEY to its user's key "
+            "(beside a Hub: JUPYTER_PAUSE_HUB_SECRET, and --user for a command line)",
+            "encryption: encrypted, and no key here opens it",
+        )
+    return data
+
+
 def content_addressed(key: str) -> bool:
     """Whether ``key`` names its bytes (a pool blob or model file): the same bytes seal the same way."""
     return layout.pool_digest(key) is not None

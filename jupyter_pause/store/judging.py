@@ -24,13 +24,9 @@ from dataclasses import dataclass, field
 
 from ..errors import IntegrityError
 from .catalog import Catalog, Listing
-from .encryption import is_sealed
 from .layout import manifest_key
 from .manifest import Manifest
 from .storage import Buffer
-
-#: Why a manifest read without the key that encrypted it is not counted (nor ever torn).
-SEALED = "encrypted with a key not held here: set the signing key that wrote it (JUPYTER_PAUSE_SIGNING_KEY) to read it"
 
 
 @dataclass
@@ -53,8 +49,8 @@ def judge(catalog: Catalog, session: str) -> Judged:
     """``session``'s manifests, read with the keys of ``catalog``'s store, sorted for a cleanup.
 
     A damaged manifest (not a newer format) is read again: one whose bytes are no manifest is
-    torn; one that is a manifest, that does not open (another key's seal) or that is sealed and
-    read without a key, is unverified; one gone meanwhile is neither; one the store would not
+    torn; one that is a manifest, or that does not open (another key's seal, or sealed and read
+    without a key), is unverified; one gone meanwhile is neither; one the store would not
     give this time is unverified (kept).
     """
     store = catalog.store
@@ -66,9 +62,7 @@ def judge(catalog: Catalog, session: str) -> Judged:
         why = listing.damaged[checkpoint_id]
         if isinstance(data, FileNotFoundError):
             continue
-        if not isinstance(data, BaseException) and is_sealed(data):
-            judged.unverified[checkpoint_id] = SEALED
-        elif isinstance(data, BaseException) or _well_formed(data):
+        if isinstance(data, BaseException) or _well_formed(data):  # a sealed one does not open: an exception
             judged.unverified[checkpoint_id] = why
         else:
             judged.torn[checkpoint_id] = why

@@ -21,7 +21,7 @@ from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
 from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
 from .clients import filesystem, mtime
 from .credentials import redact
-from .encryption import CHUNK, Cipher, DecryptionError, plain_size, sealed_size
+from .encryption import CHUNK, Cipher, DecryptionError, plain_size, plaintext, sealed_size
 from .names import Names
 from .signing import Keyring, Keys, keyring
 from .transfers import Counter, Progress
@@ -79,11 +79,12 @@ class Store:
             ) from e
         self.root = root.rstrip("/")
         self.fs = fs
-        #: The user's keys (signing and former ones): they name the pool (``names``) and, with
-        #: ``encrypt``, seal every object written (``cipher``); None without a key.
+        #: The user's keys: they name the pool (``names``), open sealed objects (``cipher``) and,
+        #: with ``encrypt``, seal every object written (``sealer``); None without a key.
         self.keys: Keyring | None = keyring(keys)
         self.names = Names(self.keys)
-        self.cipher: Cipher | None = Cipher(self.keys) if self.keys is not None and encrypt else None
+        self.cipher: Cipher | None = Cipher(self.keys) if self.keys is not None else None
+        self.sealer = self.cipher if encrypt else None
 
     @property
     def fs(self) -> Any:
@@ -125,11 +126,11 @@ class Store:
         pool, which other sessions' writers may be writing too, is never seen part-written."""
         try:
             view = memoryview(data).cast("B")
-            if self.cipher is not None and len(view) > CHUNK:  # sealed a part at a time, never held twice
-                self.backend.write_stream(self.path(key), self.cipher.seal_pieces(key, view), lambda: True)
+            if self.sealer is not None and len(view) > CHUNK:  # sealed a part at a time, never held twice
+                self.backend.write_stream(self.path(key), self.sealer.seal_pieces(key, view), lambda: True)
                 return
-            if self.cipher is not None:
-                view = self.cipher.seal(key, view)
+            if self.sealer is not None:
+                view = self.sealer.seal(key, view)
             if layout.pool_digest(key):
                 self.backend.write_whole(self.path(key), view)
             else:
@@ -155,8 +156,8 @@ class Store:
 
     def _create(self, key: str, data: bytes) -> bool:
         """``create`` without looking first: what the store itself answers."""
-        if self.cipher is not None:
-            data = bytes(self.cipher.seal(key, data))
+        if self.sealer is not None:
+            data = bytes(self.sealer.seal(key, data))
         try:
             self.backend.create(self.path(key), data)
             return True
@@ -210,10 +211,10 @@ class Store:
         try:
             # A blob never changes once written (its key is its digest): what a listing said of
             # it stays true, which saves a request per blob. Any other key may have been rewritten.
-            if self.cipher is None:
-                return self.backend.read(path, size, bool(layout.any_blob_digest(key)), mapped)
-            stored = None if size is None else sealed_size(size)
-            return self.cipher.open(key, self.backend.read(path, stored, bool(layout.any_blob_digest(key)), mapped))
+            # in the store: sealed where this seals; unknown where one may be sealed (encryption switched off)
+            stored = size if self.cipher is None else sealed_size(size) if size is not None and self.sealer else None
+            data = self.backend.read(path, stored, bool(layout.any_blob_digest(key)), mapped)
+            return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except DecryptionError:
@@ -256,8 +257,8 @@ class Store:
         """Put the bytes of ``chunks`` at ``key``, a part at a time (a file too large to hold in
         memory); when ``keep()`` then answers False, the object is removed again."""
         try:
-            if self.cipher is not None:
-                chunks = self.cipher.seal_stream(key, chunks)
+            if self.sealer is not None:
+                chunks = self.sealer.seal_stream(key, chunks)
             self.backend.write_stream(self.path(key), chunks, keep)
         except Exception as e:
             raise self._fail("write", key, e) from e
@@ -265,7 +266,7 @@ class Store:
     @property
     def mappable(self) -> bool:
         """Whether an object's file can be used as it lies (a local folder, its bytes not sealed)."""
-        return self.local and self.cipher is None
+        return self.local and self.sealer is None
 
     def read_many(
         self,
@@ -318,12 +319,11 @@ class Store:
                 return FileNotFoundError(f"{key} not found in store {self.display_url}")
             if isinstance(data, BaseException):
                 return self._fail("read", key, data)
-            view = memoryview(bytes(data))
-            if self.cipher is not None:
-                try:
-                    view = self.cipher.open(key, view)
-                except DecryptionError as e:
-                    return e
+            try:
+                view = memoryview(bytes(data))
+                view = plaintext(key, view) if self.cipher is None else self.cipher.open(key, view)
+            except DecryptionError as e:
+                return e
             done.add(len(view))
             if then is None:
                 return view
@@ -363,8 +363,8 @@ class Store:
     def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: Counter) -> None:
         """``write_many(small=True)`` on an async backend: one PUT a key, gathered; the first
         failure raised once all have stopped."""
-        cipher = self.cipher
-        sealed = {key: data if cipher is None else cipher.seal(key, data) for key, data in items.items()}
+        sealer = self.sealer
+        sealed = {key: data if sealer is None else sealer.seal(key, data) for key, data in items.items()}
         errors = self.backend.write_small({self.path(key): data for key, data in sealed.items()})
         for (key, data), error in zip(items.items(), errors, strict=True):
             if error is not None:
@@ -395,7 +395,7 @@ class Store:
     def _plain(self, stored: int | None) -> int | None:
         """The size of the bytes an object of ``stored`` bytes holds: with a cipher, what it seals
         (an object of no sealed size, written before encryption was on, counts as it is)."""
-        if stored is None or self.cipher is None:
+        if stored is None or self.sealer is None:
             return stored
         plain = plain_size(stored)
         return stored if plain is None else plain

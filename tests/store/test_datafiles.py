@@ -11,6 +11,7 @@ from jupyter_pause.hub.keys import user_key
 from jupyter_pause.store import datafiles, signing
 from jupyter_pause.store.layout import pool_key
 from jupyter_pause.store.storage import Store
+from tests.support.stores import stored_bytes
 
 DATA = b"arrow bytes " * 1000
 ALICE = user_key("a hub secret of at least thirty-two characters 0d4e", "alice")
@@ -38,7 +39,7 @@ def test_a_pool_file_is_staged_read_only_and_used_again(store_url, tmp_path):
 
 def test_an_encrypted_pool_file_is_staged_as_its_plaintext(store_url, tmp_path):
     store, digest = _pooled(store_url, ALICE)
-    assert DATA[:64] not in bytes(Store(store_url).read(store.names.pool_key(digest)))  # ciphertext in the store
+    assert DATA[:64] not in stored_bytes(store_url, store.names.pool_key(digest))  # ciphertext in the store
     path = _stage(store, digest, str(tmp_path / "cache"))
     assert open(path, "rb").read() == DATA
 

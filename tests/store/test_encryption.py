@@ -12,6 +12,7 @@ from jupyter_pause.store.encryption import CHUNK, Cipher, DecryptionError, plain
 from jupyter_pause.store.layout import pool_key
 from jupyter_pause.store.signing import Keyring
 from jupyter_pause.store.storage import Store
+from tests.support.stores import stored_bytes
 
 ALICE, FORMER, MALLORY = "alice's key 1f0c", "alice's former key 77aa", "mallory's key 0b3e"
 SIZES = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17]
@@ -90,7 +91,10 @@ def test_a_store_with_a_key_holds_only_ciphertext_and_reads_objects_written_befo
     assert (tmp_path / "copy").read_bytes() == secret
     with pytest.raises(DecryptionError):
         Store(str(tmp_path), keys=MALLORY).read("sessions/s/notebook")
-    assert not store.mappable and Store(str(tmp_path), keys=ALICE, encrypt=False).mappable
+    with pytest.raises(DecryptionError, match="is encrypted, and no key is set here: set JUPYTER_PAUSE_SIGNING_KEY"):
+        plain.read("sessions/s/notebook")  # never taken for plaintext
+    unsealing = Store(str(tmp_path), keys=ALICE, encrypt=False)  # encryption switched off: what it sealed still opens
+    assert bytes(unsealing.read("sessions/s/notebook")) == secret and unsealing.mappable and not store.mappable
 
 
 @pytest.mark.integration
@@ -103,8 +107,8 @@ def test_on_s3_ranged_parts_of_a_large_sealed_object_open_whole(s3_env):
         bytes(store.read_range(pool_key("ef" * 32), (17 << 20) + 3, (18 << 20) + 9))
         == data[(17 << 20) + 3 : (18 << 20) + 9]
     )
-    raw = Store(s3_env).read(pool_key("ef" * 32))
-    assert len(raw) == sealed_size(len(data)) and bytes(raw[-1000:]) not in data
+    raw = stored_bytes(s3_env, pool_key("ef" * 32))
+    assert len(raw) == sealed_size(len(data)) and raw[-1000:] not in data
 
 
 @pytest.mark.usefixtures("new_process")

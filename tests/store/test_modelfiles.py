@@ -20,6 +20,7 @@ from jupyter_pause.store import modelfiles, seals, signing
 from jupyter_pause.store.layout import file_index_key, pool_key
 from jupyter_pause.store.modelfiles import FileIndex, Tensor
 from jupyter_pause.store.storage import Store
+from tests.support.stores import stored_bytes
 from tests.support.tensorfiles import tiny_safetensors
 
 pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
@@ -71,7 +72,7 @@ def test_with_a_key_the_file_goes_under_a_name_only_the_key_gives(store_url, tmp
     modelfiles.upload(store, str(path), index)
     key = store.names.pool_key(index.file)
     assert key != pool_key(index.file) and bytes(store.read(key)) == path.read_bytes()
-    stored = bytes(Store(store_url).read(key))
+    stored = stored_bytes(store_url, key)
     assert path.read_bytes()[-256:] not in stored  # encrypted: the bucket holds ciphertext
     modelfiles.forget()
     assert modelfiles.in_store(Store(store_url, keys=ALICE), index)
@@ -131,7 +132,7 @@ def test_without_a_key_no_stored_index_is_used(store_url, tmp_path):
 
     offered = _offered(Store(store_url), path, claimed=index.file)
     assert offered.index == index and offered.holds_its_index() and not offered.notes
-    assert bytes(Store(store_url).read(pool_key(index.file))) == path.read_bytes()
+    assert stored_bytes(store_url, pool_key(index.file)) == path.read_bytes()
 
 
 def test_the_users_own_sealed_index_is_used_and_its_file_verified(tmp_path):

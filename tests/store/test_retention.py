@@ -142,7 +142,7 @@ WHY_NOT_COUNTED = {
     (ANOTHER_KEY, "on"): "another key",
     (ANOTHER_KEY, "off"): "another key",
     (SEALED_BY_ANOTHER_KEY, "on"): "another key",
-    (SEALED_BY_ANOTHER_KEY, "off"): "encrypted with a key not held here",
+    (SEALED_BY_ANOTHER_KEY, "off"): "another key",
     (COPIED, "on"): "does not open here",
     (COPIED, "off"): "misplaced",
 }

@@ -10,6 +10,7 @@ from typing import Any
 from jupyter_pause.store.layout import manifest_key, new_checkpoint_id
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
+from tests.support.stores import stored_bytes
 
 #: How a co-tenant can write a manifest the user's gc would find.
 UNSIGNED = "unsigned"  # the user's newest, taken later, not signed
@@ -49,7 +50,7 @@ def plant_manifest(url: str, like: Manifest, how: str, options: dict[str, Any] |
     forged = replace(like, id=new_checkpoint_id(later), created=later, **EMPTY)
     mine = Store(url, options)  # the shared credential, none of the user's keys
     if how == COPIED:
-        data = bytes(mine.read(manifest_key(like.session, like.id)))
+        data = stored_bytes(url, manifest_key(like.session, like.id), options)
     elif how == UNSIGNED:
         data = forged.to_bytes(None)
     elif how in (ANOTHER_KEY, SEALED_BY_ANOTHER_KEY):

@@ -35,3 +35,12 @@ def store_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         yield str(tmp_path / "store")
     else:
         yield request.getfixturevalue("s3_env")
+
+
+def stored_bytes(url: str, key: str, options: dict | None = None) -> bytes:
+    """The bytes at ``key`` as the store at ``url`` holds them (ciphertext where sealed): read
+    past ``Store``, as anyone holding the store's credential without a key sees them."""
+    from jupyter_pause.store.storage import Store
+
+    store = Store(url, options)
+    return bytes(store.fs.cat_file(store.path(key)))
