@@ -48,8 +48,9 @@ def _catalog(args: argparse.Namespace) -> Catalog:
 def _keys(args: argparse.Namespace, config: PauseConfig) -> Keyring | None:
     """The keys the store is read with (a checkpoint none of them signed is damaged): this
     process's signing keys; else, beside a Hub (its secret here, ``JUPYTER_PAUSE_HUB_SECRET``),
-    those of the user whose prefix the store is (``--user``, or ``{user}`` of the configured
-    store URL), so an operator reads a user's encrypted prefix as the user's server does."""
+    those of the user whose prefix the store is (``hours --user``, else what ``{user}`` of the
+    configured store URL stands for in ``--store``), so an operator reads a user's encrypted
+    prefix as the user's server does."""
     if config.keyring is not None:
         return config.keyring
     per_user = signing.hub_keyrings(dict(os.environ))

@@ -98,7 +98,7 @@ def plaintext(key: str, data: Buffer) -> Buffer:
     if is_sealed(data) and plain_size(len(data)) is not None:
         raise DecryptionError(
             f"{key} is encrypted, and no key is set here: set JUPYTER_PAUSE_SIGNING_KEY to its user's key "
-            "(beside a Hub: JUPYTER_PAUSE_HUB_SECRET, and --user for a command line)",
+            "(beside a Hub: JUPYTER_PAUSE_HUB_SECRET, with JUPYTER_PAUSE_STORE the URL with {user} in it)",
             "encryption: encrypted, and no key here opens it",
         )
     return data
