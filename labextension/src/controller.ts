@@ -5,11 +5,12 @@
  */
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';
-import { Session } from '@jupyterlab/services';
+import { KernelSpec, Session } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { errorMessage, PauseAPI, showError } from './handler';
+import { askResumeKernel, IResumeKernelChoice, resumeKernelChoice } from './kernelchoice';
 import { PauseStatusModel } from './model';
 import { isBusy, SessionState } from './status';
 
@@ -24,6 +25,8 @@ export class NotebookPauseController implements IDisposable {
     this._sessions = options.sessions;
     this._onResumeRequested = options.onResumeRequested;
     this._resumeOnOpen = options.resumeOnOpen ?? (async () => false);
+    this._kernelspecs = options.kernelspecs ?? null;
+    this._askKernel = options.askKernel ?? askResumeKernel;
     this.model = new PauseStatusModel({
       path: () => this.panel.context.path,
       fetch: PauseAPI.status,
@@ -101,18 +104,51 @@ export class NotebookPauseController implements IDisposable {
 
   /**
    * Ask the server to start a kernel, restore the newest checkpoint and verify it.
+   *
+   * The kernel is the kernelspec the notebook ran on. When this server lacks it, or when
+   * `pickKernel` asks, the Resume dialog lets the user pick one; cancelling it resumes nothing.
    */
-  async resume(): Promise<void> {
+  async resume(options: { pickKernel?: boolean } = {}): Promise<void> {
     const path = this.path;
     this._setActing(true);
     try {
-      this.model.update(await PauseAPI.resume(path));
+      const kernel = await this._resumeKernel(!!options.pickKernel);
+      if (kernel === null) {
+        return;
+      }
+      this.model.update(await PauseAPI.resume(path, kernel));
     } catch (error) {
       showError(`Could not resume ${path}: ${errorMessage(error)}`);
     } finally {
       this._setActing(false);
       void this.model.refresh();
     }
+  }
+
+  /**
+   * The kernelspec to ask the server for: undefined to leave it the one the session recorded,
+   * null when the user cancelled the Resume dialog.
+   */
+  private async _resumeKernel(pickKernel: boolean): Promise<string | null | undefined> {
+    const kernelspecs = this._kernelspecs;
+    if (!kernelspecs) {
+      return undefined;
+    }
+    if (!kernelspecs.specs) {
+      await Promise.race([kernelspecs.ready, Private.sleep(FIRST_STATUS_TIMEOUT)]);
+    }
+    const choice = resumeKernelChoice(this.recordedKernel, kernelspecs.specs);
+    const ask = pickKernel || (choice.recorded !== null && !choice.present);
+    // With nothing to pick from, the server's answer names what is missing.
+    return ask && choice.options.length ? this._askKernel(this.path, choice) : undefined;
+  }
+
+  /**
+   * The kernelspec the notebook ran on: as its pause recorded it, else as its metadata names it.
+   */
+  get recordedKernel(): string | null {
+    const metadata = (this.panel.context as any).model?.getMetadata?.('kernelspec');
+    return this.model.status?.kernel || metadata?.name || null;
   }
 
   dispose(): void {
@@ -282,9 +318,11 @@ export class NotebookPauseController implements IDisposable {
   }
 
   private _acting = false;
+  private _askKernel: (path: string, choice: IResumeKernelChoice) => Promise<string | null>;
   private _changed = new Signal<this, void>(this);
   private _dialogOpen = false;
   private _isDisposed = false;
+  private _kernelspecs: KernelSpec.IManager | null;
   private _onResumeRequested: (controller: NotebookPauseController) => void;
   private _resumeOnOpen: () => Promise<boolean>;
   private _sessions: Session.IManager;
@@ -305,6 +343,14 @@ export namespace NotebookPauseController {
      * (c.PauseServer.resume_on_open); default never.
      */
     resumeOnOpen?: () => Promise<boolean>;
+    /**
+     * The server's kernelspecs: Resume asks which one to start when the notebook's is missing.
+     */
+    kernelspecs?: KernelSpec.IManager;
+    /**
+     * Ask which kernelspec to resume in (default: the Resume dialog); null: cancelled.
+     */
+    askKernel?: (path: string, choice: IResumeKernelChoice) => Promise<string | null>;
   }
 }
 

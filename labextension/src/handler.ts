@@ -101,8 +101,14 @@ export namespace PauseAPI {
     return post<IPauseStatus>('pause', { path });
   }
 
-  export function resume(path: string): Promise<IPauseStatus> {
-    return post<IPauseStatus>('resume', { path });
+  /**
+   * Resume in the kernelspec the session ran on, or in `kernelName` when given.
+   */
+  export function resume(path: string, kernelName?: string): Promise<IPauseStatus> {
+    return post<IPauseStatus>(
+      'resume',
+      kernelName === undefined ? { path } : { path, kernel_name: kernelName }
+    );
   }
 
   export function status(path: string): Promise<IPauseStatus> {

@@ -17,7 +17,12 @@ import { addReleaseCommand, ReleaseNotifier, runRelease } from './releasedialog'
 import { IServerStatusModel, ServerStatusModel } from './servermodel';
 import { PausedSessionsPanel } from './sessions';
 import { PauseStatusView } from './statusview';
-import { createToolbarButton, PAUSE_TEXT, RESUME_TEXT } from './toolbar';
+import {
+  createToolbarButton,
+  PAUSE_TEXT,
+  RESUME_IN_KERNEL_TEXT,
+  RESUME_TEXT
+} from './toolbar';
 import { ReleaseWarningNotifier } from './warning';
 
 /**
@@ -26,6 +31,7 @@ import { ReleaseWarningNotifier } from './warning';
 export namespace CommandIDs {
   export const pause = 'jupyter-pause:pause';
   export const resume = 'jupyter-pause:resume';
+  export const resumeInKernel = 'jupyter-pause:resume-in-kernel';
   export const openSessions = 'jupyter-pause:open-sessions';
   export const refreshSessions = 'jupyter-pause:refresh-sessions';
   export const release = 'jupyter-pause:release';
@@ -86,6 +92,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
         controller = new NotebookPauseController({
           panel,
           sessions: app.serviceManager.sessions,
+          kernelspecs: app.serviceManager.kernelspecs,
           onResumeRequested: c =>
             void commands.execute(CommandIDs.resume, { panelId: c.panel.id }),
           onPollError: message => {
@@ -102,6 +109,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
         controller.changed.connect(() => {
           commands.notifyCommandChanged(CommandIDs.pause);
           commands.notifyCommandChanged(CommandIDs.resume);
+          commands.notifyCommandChanged(CommandIDs.resumeInKernel);
         });
         controllers.set(panel, controller);
       }
@@ -150,6 +158,22 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    // Resume, asking first which kernelspec to start (Resume asks only when the notebook's is missing).
+    commands.addCommand(CommandIDs.resumeInKernel, {
+      label: RESUME_IN_KERNEL_TEXT.label,
+      caption: RESUME_IN_KERNEL_TEXT.caption,
+      isEnabled: args => {
+        const panel = panelFor(args);
+        return !!panel && controllerFor(panel).canResume;
+      },
+      execute: async args => {
+        const panel = panelFor(args);
+        if (panel) {
+          await controllerFor(panel).resume({ pickKernel: true });
+        }
+      }
+    });
+
     const button = (id: string) => (panel: NotebookPanel) =>
       createToolbarButton(commands, id, panel.id);
     toolbarRegistry.addFactory<NotebookPanel>(
@@ -174,16 +198,19 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       controllerFor(panel);
       commands.notifyCommandChanged(CommandIDs.pause);
       commands.notifyCommandChanged(CommandIDs.resume);
+      commands.notifyCommandChanged(CommandIDs.resumeInKernel);
     });
     tracker.forEach(panel => controllerFor(panel));
     tracker.currentChanged.connect(() => {
       commands.notifyCommandChanged(CommandIDs.pause);
       commands.notifyCommandChanged(CommandIDs.resume);
+      commands.notifyCommandChanged(CommandIDs.resumeInKernel);
     });
 
     if (palette) {
       palette.addItem({ command: CommandIDs.pause, category: PALETTE_CATEGORY });
       palette.addItem({ command: CommandIDs.resume, category: PALETTE_CATEGORY });
+      palette.addItem({ command: CommandIDs.resumeInKernel, category: PALETTE_CATEGORY });
     }
   }
 };

@@ -27,6 +27,8 @@ export interface IPauseStatus {
   moments?: { [name: string]: number };
   /** The id of the release that paused the session, if one did. */
   release?: string | null;
+  /** The kernelspec the session's kernel ran on (a resume starts it); null: none recorded. */
+  kernel?: string | null;
 }
 
 /**

@@ -29,6 +29,16 @@ export const RESUME_TEXT: IButtonText = {
 };
 
 /**
+ * The words of Resume that asks first which kernelspec to start (palette).
+ */
+export const RESUME_IN_KERNEL_TEXT: IButtonText = {
+  label: 'Resume in Kernel…',
+  caption:
+    'Resume: pick the kernel to start (the notebook\'s own, or another this server has), ' +
+    'then restore the newest checkpoint into it and verify it'
+};
+
+/**
  * A toolbar button that runs `command` on the notebook panel `panelId`.
  *
  * It shows the command's icon and its label as text, so Pause does not read as one more icon

@@ -1,9 +1,10 @@
 import { NotebookPanel } from '@jupyterlab/notebook';
-import { Session } from '@jupyterlab/services';
+import { KernelSpec, Session } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
 
 import { kernelStartAction, NotebookPauseController } from '../controller';
 import { PauseAPI } from '../handler';
+import { IResumeKernelChoice } from '../kernelchoice';
 import { IPauseStatus } from '../status';
 
 jest.mock('../handler', () => {
@@ -107,7 +108,8 @@ describe('opening a paused notebook', () => {
     expect(startKernel).not.toHaveBeenCalled();
     expect(resumes).toEqual(['a.ipynb']);
     await new Promise(resolve => setTimeout(resolve, 0));
-    expect(postResume).toHaveBeenCalledWith('a.ipynb');
+    // No kernelspec picked: the server starts the one the session recorded.
+    expect(postResume).toHaveBeenCalledWith('a.ipynb', undefined);
     expect(document.querySelector('.jp-Dialog')).toBeNull();
   });
 
@@ -141,5 +143,76 @@ describe('opening a paused notebook', () => {
     await panel.sessionContext.startKernel();
     expect(startKernel).toHaveBeenCalledTimes(1);
     expect(resumes).toEqual([]);
+  });
+});
+
+describe("Resume and the notebook's kernelspec", () => {
+  let controller: NotebookPauseController | null = null;
+
+  afterEach(() => {
+    controller?.dispose();
+    controller = null;
+    fetchStatus.mockReset();
+    postResume.mockReset();
+  });
+
+  /** The server's kernelspecs, as JupyterLab's kernelspec manager holds them. */
+  const kernelspecs = {
+    ready: Promise.resolve(),
+    specs: {
+      default: 'python3',
+      kernelspecs: {
+        python3: { name: 'python3', display_name: 'Python 3 (ipykernel)' },
+        'env-b': { name: 'env-b', display_name: 'Env B' }
+      }
+    }
+  } as unknown as KernelSpec.IManager;
+
+  async function paused(kernel: string | null, answer: string | null = 'python3') {
+    fetchStatus.mockResolvedValue(status('paused', { kernel }));
+    postResume.mockResolvedValue(status('waiting'));
+    const asked: IResumeKernelChoice[] = [];
+    controller = new NotebookPauseController({
+      panel: fakeNotebook().panel,
+      sessions: fakeNotebook().sessions,
+      onResumeRequested: () => undefined,
+      kernelspecs,
+      askKernel: async (_, choice) => {
+        asked.push(choice);
+        return answer;
+      }
+    });
+    await controller.model.ready;
+    return asked;
+  }
+
+  it('resumes in the kernelspec the session recorded, without asking, when this server has it', async () => {
+    const asked = await paused('env-b');
+    await controller!.resume();
+    expect(asked).toEqual([]);
+    expect(postResume).toHaveBeenCalledWith('a.ipynb', undefined);
+  });
+
+  it('asks which kernelspec when this server lacks the recorded one, and resumes in the pick', async () => {
+    const asked = await paused('env-gone');
+    await controller!.resume();
+    expect(asked).toHaveLength(1);
+    expect(asked[0].recorded).toBe('env-gone');
+    expect(asked[0].present).toBe(false);
+    expect(asked[0].options.map(o => o.name)).toEqual(['env-b', 'python3']);
+    expect(postResume).toHaveBeenCalledWith('a.ipynb', 'python3');
+  });
+
+  it('resumes nothing when the user cancels the dialog', async () => {
+    await paused('env-gone', null);
+    await controller!.resume();
+    expect(postResume).not.toHaveBeenCalled();
+  });
+
+  it('asks when the user wants to pick, starting on the notebook\'s kernelspec', async () => {
+    const asked = await paused('env-b', 'env-b');
+    await controller!.resume({ pickKernel: true });
+    expect(asked[0].initial).toBe('env-b');
+    expect(postResume).toHaveBeenCalledWith('a.ipynb', 'env-b');
   });
 });
