@@ -10,6 +10,7 @@ from .. import ledger
 from ..config import ENV_VARS, PauseConfig
 from ..ledger import SERVER_RECORDS
 from ..protocol.nodestate import SERVER_PID
+from .culler import CullerPauses, plan
 from .handlers import routes
 from .orchestrator import PauseManager
 from .settings import PauseServer
@@ -66,7 +67,10 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
     manager.recorder.install(serverapp)
+    manager.culler = CullerPauses(manager)
+    manager.culler.install()  # after the recorder's: the culler's shutdown is asked of it first
     watch_requests(serverapp.web_app, manager.warnings, serverapp.web_app.settings["base_url"])
     start_watchers(manager)
     handle_sigterm(manager, serverapp)
     serverapp.log.info("jupyter-pause: store %s, node %s", manager.store.display_url, config.node)
+    serverapp.log.log(*plan(settings, serverapp.kernel_manager))

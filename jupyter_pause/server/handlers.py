@@ -93,7 +93,8 @@ class ReleaseWarningHandler(_Base):
     """The pause service's warning before it releases this server (see ``warning``).
 
     GET: the pending warning, or null. POST ``{"reason", "release_at", "idle_for"?}`` (the
-    service): warn. DELETE: keep working: the warning ends and the request counts as activity.
+    service): warn. DELETE: keep working: the warning ends and the request counts as activity; the
+    kernel culler's warning ends too, and its kernels' idle time starts again.
     """
 
     #: Reading the warning is not using the server (the front end polls it).
@@ -114,7 +115,9 @@ class ReleaseWarningHandler(_Base):
     @authorized
     async def delete(self) -> None:
         ended = self.pause.warnings.cancel()
-        self.reply({"cancelled": ended.public() if ended is not None else None})
+        culler = getattr(self.pause, "culler", None)
+        kept = culler.keep_working() if culler is not None else None
+        self.reply({"cancelled": ended.public() if ended is not None else kept})
 
 
 class SessionsHandler(_Base):

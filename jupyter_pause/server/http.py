@@ -33,3 +33,12 @@ async def maybe_await(value: Any) -> Any:
     if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
         return await value
     return value
+
+
+def checked_path(path: Any, missing: str) -> str:
+    """A notebook path as a client sent it, without its slashes; HTTP 400 with ``missing`` if absent."""
+    if not isinstance(path, str) or not path.strip():
+        raise http_error(400, missing)
+    if len(path) > MAX_PATH:
+        raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
+    return path.strip("/")

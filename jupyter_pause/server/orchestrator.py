@@ -21,16 +21,15 @@ from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store.catalog import Catalog, Listing, passed_over_note
-from ..store.storage import Store
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
 from . import kernelrun, lease, metrics, pulling, resources, views
 from .choice import Asked, Choice, blob_damage, noted
-from .http import MAX_PATH, http_error, maybe_await
+from .http import checked_path, http_error, maybe_await
 from .hub import Hub
 from .release import Releaser
 from .session_events import Recorder
 from .settings import PauseServer
-from .status import Status, StatusBoard
+from .status import Status, StatusBoard, because
 from .warning import Warnings
 
 #: Seconds a pause waits for a cell stopped at a safe point to end before shutting its kernel down.
@@ -91,7 +90,7 @@ class PauseManager:
 
     async def notebook(self, path: Any) -> str:
         """Check ``path`` names a notebook inside the server root; return it normalised."""
-        path = _checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
+        path = checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
         model = await maybe_await(self.contents.get(path, content=False))
         if model.get("type") != "notebook":
             raise http_error(400, f"{path} is a {model.get('type')}, not a notebook")
@@ -124,10 +123,13 @@ class PauseManager:
 
     # -- pause -----------------------------------------------------------------------------
 
-    async def pause(self, path: str, trigger: str = Trigger.BUTTON, release: str | None = None) -> Status:
+    async def pause(
+        self, path: str, trigger: str = Trigger.BUTTON, release: str | None = None, why: str = ""
+    ) -> Status:
         """Start pausing the notebook at ``path``; returns its ``checkpointing`` status.
 
-        ``release``: the id of the release this pause is part of (recorded on the session)."""
+        ``release``: the id of the release this pause is part of (recorded on the session);
+        ``why``: what asked for it, in words, leading its first and last details."""
         path = await self.notebook(path)
         session = self.session_name(path)
         model = await self.kernel_session(path)
@@ -139,17 +141,17 @@ class PauseManager:
         status = await self._state(
             session,
             SessionState.CHECKPOINTING,
-            "waiting for the running cell to finish",
+            because(why, "waiting for the running cell to finish"),
             path=path,
             verdict=None,
             release=release,
         )
-        task = self.spawn(self._pause(path, session, model, trigger))
+        task = self.spawn(self._pause(path, session, model, trigger, why))
         self.pausing[session] = task
         task.add_done_callback(lambda _: self.pausing.pop(session, None) if self.pausing.get(session) is task else None)
         return status
 
-    async def _pause(self, path: str, session: str, model: dict[str, Any], trigger: str) -> None:
+    async def _pause(self, path: str, session: str, model: dict[str, Any], trigger: str, why: str = "") -> None:
         kernel_id = model["kernel"]["id"]
         moments: dict[str, float] = {"pause_requested": time.time()}
         self.recorder.pause_requested(session, kernel_id, trigger, moments["pause_requested"])
@@ -162,7 +164,7 @@ class PauseManager:
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
-            await self._state(session, SessionState.FAILED, f"pause failed: {e}{tail}{kernel}")
+            await self._state(session, SessionState.FAILED, because(why, f"pause failed: {e}{tail}{kernel}"))
             return
         checkpoint = reply.checkpoint
         moments["checkpoint_committed"] = time.time()
@@ -172,7 +174,7 @@ class PauseManager:
         await self._state(
             session,
             SessionState.PAUSED,
-            f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}",
+            because(why, f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}"),
             checkpoint=checkpoint,
             moments=moments,
         )
@@ -297,7 +299,7 @@ class PauseManager:
     async def _pulled_if_missing(self, path: Any) -> str:
         """``path``, checked; a notebook missing here (a fresh pod without a persistent volume)
         is first pulled from its session's newest checkpoint."""
-        checked = _checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
+        checked = checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
         if not await maybe_await(self.contents.file_exists(checked)):
             try:
                 await self.pull(self.session_name(checked), checked)
@@ -405,7 +407,7 @@ class PauseManager:
 
     async def status(self, path: str) -> Status:
         """The state of the session of ``path`` (``ready`` when nothing was ever done to it)."""
-        path = _checked_path(path, "give the notebook's path as ?path= (or no path, for the server's status)")
+        path = checked_path(path, "give the notebook's path as ?path= (or no path, for the server's status)")
         session = self.session_name(path)
         status = await asyncio.to_thread(self.board.get, session)
         return status or Status(session, SessionState.READY, "not paused", path=path, node=self.config.node)
@@ -439,12 +441,3 @@ class PauseManager:
 def _known(moments: dict[str, float | None]) -> dict[str, float]:
     keep = ("kernel_stopped", "resume_requested", "resources_available", "kernel_ready")
     return {k: v for k, v in moments.items() if k in keep and v is not None}
-
-
-def _checked_path(path: Any, missing: str) -> str:
-    """A notebook path as a client sent it, without its slashes; HTTP 400 with ``missing`` if absent."""
-    if not isinstance(path, str) or not path.strip():
-        raise http_error(400, missing)
-    if len(path) > MAX_PATH:
-        raise http_error(400, f"the path is {len(path)} characters long; no notebook path is longer than {MAX_PATH}")
-    return path.strip("/")

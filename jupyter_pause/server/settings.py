@@ -38,6 +38,19 @@ class PauseServer(Configurable):
         0.0, help="Pause kernels idle for this many seconds (0: never). Unlike cull_idle_timeout, state is kept."
     ).tag(config=True)
     idle_check_interval = Float(60.0, help="Seconds between idle checks.").tag(config=True)
+    pause_culled_kernels = Bool(
+        True,
+        help="When jupyter-server's kernel culler (c.MappingKernelManager.cull_idle_timeout, with its "
+        "cull_interval, cull_connected and cull_busy) takes a notebook's kernel, pause it instead: checkpoint, "
+        "then shut down, so Resume brings it back. A kernel whose checkpoint fails keeps running, and its status "
+        "and the server's log say why. False: the culler shuts kernels down as it always did, and their state is lost.",
+    ).tag(config=True)
+    culler_warn_before = Float(
+        300.0,
+        help="Seconds of warning before a pause the kernel culler asks for: the culler's first check that finds a "
+        "notebook's kernel idle shows a countdown in JupyterLab (Keep working starts the kernel's idle time "
+        "again) and pauses nothing; its first check once the time is up pauses the kernel. 0: no warning.",
+    ).tag(config=True)
     preemption_notices = Enum(
         ["", "auto", *Cloud],
         "",

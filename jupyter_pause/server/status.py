@@ -46,6 +46,11 @@ class Status:
         return asdict(self)
 
 
+def because(why: str, detail: str) -> str:
+    """A status detail led by what asked for the change (``why``; none: the detail alone)."""
+    return f"{why}; {detail}" if why else detail
+
+
 class StatusBoard:
     """States of sessions: this server's in memory, everyone's in the store."""
 

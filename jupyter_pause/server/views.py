@@ -12,8 +12,8 @@ from . import accounting, lease
 
 async def overview(manager: Any) -> dict[str, Any]:
     """This server's status: its node, store and lease protocol, its Hub, the notebooks with a
-    kernel here now, the newest release, the pause service's pending warning (or None), and the
-    preemption watcher's state (or None when it is off)."""
+    kernel here now, the newest release, the pending warning (the pause service's, else the kernel
+    culler's; or None), and the preemption watcher's state (or None when it is off)."""
     running = [
         {
             "path": m["path"],
@@ -25,6 +25,7 @@ async def overview(manager: Any) -> dict[str, Any]:
     hub = manager.releaser.hub
     current = manager.releaser.current
     watcher = getattr(manager, "preemption", None)
+    culler = getattr(manager, "culler", None)
     return {
         "node": manager.config.node,
         "store": manager.store.display_url,
@@ -33,7 +34,8 @@ async def overview(manager: Any) -> dict[str, Any]:
         "resume_on_open": manager.settings.resume_on_open,
         "sessions": running,
         "release": current.public() if current else None,
-        "warning": manager.warnings.public(),
+        # the pause service's warning before a release, else the kernel culler's before its pauses
+        "warning": manager.warnings.public() or (culler.warning() if culler is not None else None),
         "warning_ended": manager.warnings.ended,
         # the preemption watchers (cloud, state, last error) and whether a pause fits the notice
         "preemption": await watcher.status([r["session"] for r in running]) if watcher is not None else None,
