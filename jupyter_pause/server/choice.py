@@ -15,17 +15,20 @@ from ..store.integrity import check, describe
 from ..store.manifest import Manifest
 from ..store.signing import Keyring
 from ..store.storage import Store
+from .kernelspecs import Kernel
 from .status import Status
 
 
 @dataclass(frozen=True)
 class Asked:
-    """What a resume was asked for: ``latest`` or an id, and the checkpoint the session was paused from."""
+    """What a resume was asked for: ``latest`` or an id, the checkpoint the session was paused
+    from, and the kernelspec to start (None: the server's ``kernel_name``)."""
 
     checkpoint: str
     paused_from: str = ""
     allow_partial: bool = False
     decision: Decision | None = None
+    kernel: Kernel | None = None
 
 
 class Choice:

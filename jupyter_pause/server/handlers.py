@@ -47,8 +47,8 @@ class PauseHandler(_Base):
 
 
 class ResumeHandler(_Base):
-    """POST ``{"path", "checkpoint", "map_location", "force", "allow_partial"}``: wait for resources,
-    start, restore, verify."""
+    """POST ``{"path", "checkpoint", "map_location", "force", "allow_partial", "kernel_name"}``: wait
+    for resources, start the session's kernelspec (or the one ``kernel_name`` picks), restore, verify."""
 
     @web.authenticated
     @authorized
@@ -58,7 +58,12 @@ class ResumeHandler(_Base):
         if not isinstance(force, bool) or not isinstance(partial, bool):
             raise http_error(400, '"force" and "allow_partial" must be true or false')
         status = await self.pause.resume(
-            body.get("path"), body.get("checkpoint", "latest"), body.get("map_location"), force, partial
+            body.get("path"),
+            body.get("checkpoint", "latest"),
+            body.get("map_location"),
+            force,
+            partial,
+            body.get("kernel_name"),
         )
         self.reply(status.public(), 202)
 

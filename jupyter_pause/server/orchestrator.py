@@ -22,7 +22,7 @@ from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
 from ..store.catalog import Catalog, Listing, passed_over_note
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
-from . import kernelrun, lease, metrics, pulling, resources, views
+from . import kernelrun, kernelspecs, lease, metrics, pulling, resources, views
 from .choice import Asked, Choice, blob_damage, noted
 from .http import checked_path, http_error, maybe_await
 from .hub import Hub
@@ -145,6 +145,7 @@ class PauseManager:
             path=path,
             verdict=None,
             release=release,
+            kernel=model["kernel"].get("name") or None,
         )
         task = self.spawn(self._pause(path, session, model, trigger, why))
         self.pausing[session] = task
@@ -226,11 +227,13 @@ class PauseManager:
         map_location: str | None = None,
         force: bool = False,
         allow_partial: bool = False,
+        kernel_name: str | None = None,
     ) -> Status:
         """Start resuming ``path``: take the lease now (409 if held), do the rest in the background.
 
         A session running on another node (resumed there, or being paused or resumed there) is
-        refused unless ``force``: for when that node is gone for good.
+        refused unless ``force``: for when that node is gone for good. The kernel started is the
+        kernelspec the session ran on, unless ``kernel_name`` picks one (``kernelspecs``).
         """
         path = await self._pulled_if_missing(path)
         session = self.session_name(path)
@@ -254,6 +257,7 @@ class PauseManager:
                     'first, or pass "force": true if that node is gone',
                 )
         paused_from = elsewhere.checkpoint if elsewhere is not None else None
+        kernel = await kernelspecs.wanted(self, path, elsewhere, kernel_name)
         try:
             manifest, decision = await asyncio.to_thread(
                 self.choice.decide, session, checkpoint, elsewhere, allow_partial
@@ -287,8 +291,9 @@ class PauseManager:
             checkpoint=manifest.id,
             verdict=None,
             release=None,
+            kernel=kernel.recorded,
         )
-        asked = Asked(checkpoint, paused_from or "", allow_partial, decision)
+        asked = Asked(checkpoint, paused_from or "", allow_partial, decision, kernel)
         self.spawn(self._resume(path, session, manifest, location, held, note, asked))
         return status
 
@@ -361,6 +366,7 @@ class PauseManager:
         previous = await asyncio.to_thread(self.board.get, session)
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
+        kernel = await kernelspecs.present(self, asked.kernel, manifest.id)
         deadline = time.monotonic() + self.settings.resource_wait_timeout
         while (
             lack := await asyncio.to_thread(resources.missing, manifest, self.settings.cuda_devices, location)
@@ -374,13 +380,8 @@ class PauseManager:
             await asyncio.sleep(self.settings.resource_poll_interval)
         moments["resources_available"] = time.time()
         metrics.waited(moments["resources_available"] - moments["resume_requested"])
-        await self._state(session, SessionState.RESTORING, "starting a kernel")
-        model = await maybe_await(
-            self.sessions_manager.create_session(
-                path=path, name=os.path.basename(path), type="notebook", kernel_name=self.settings.kernel_name
-            )
-        )
-        kernel_id = model["kernel"]["id"]
+        await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
+        kernel_id = await kernelspecs.start(self, path, kernel)
         await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
         moments["kernel_ready"] = time.time()
         await self._state(session, SessionState.RESTORING, noted(f"restoring checkpoint {manifest.id}", note))

@@ -33,7 +33,12 @@ class PauseServer(Configurable):
     lease_settle = Float(
         1.0, help="Seconds between writing a lease and reading it back (longer than the store's write skew)."
     ).tag(config=True)
-    kernel_name = Unicode("python3", help="Kernel spec used to resume a session.").tag(config=True)
+    kernel_name = Unicode(
+        "python3",
+        help="The kernelspec a resume starts for a session that recorded none (no server paused it, and its "
+        "notebook's metadata names none). Every other session resumes in the kernelspec it ran on, or in the one "
+        "the resume picks.",
+    ).tag(config=True)
     idle_pause_after = Float(
         0.0, help="Pause kernels idle for this many seconds (0: never). Unlike cull_idle_timeout, state is kept."
     ).tag(config=True)

@@ -40,6 +40,9 @@ class Status:
     #: unsigned where a signing key is set, another key's, or written for another session: it
     #: blocks, redirects and relabels nothing. "" when none was.
     ignored: str = ""
+    #: The kernelspec the session's kernel ran on, as its last pause (or resume) found it: a
+    #: resume starts that one (``kernelspecs``). None when no server paused it.
+    kernel: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""

@@ -69,7 +69,11 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
     current = manager.board.local.get(session)
     if current is not None and current.state in BUSY_STATES:
         return f"not taken: it is {current.state}"
-    await _tell(manager, session, SessionState.CHECKPOINTING, f"checkpoint on {why}; the kernel keeps running", path)
+    # The kernelspec too: a resume elsewhere, should this node be lost, starts the same one.
+    fields = {"path": path, "kernel": model["kernel"].get("name") or None}
+    await _tell(
+        manager, session, SessionState.CHECKPOINTING, f"checkpoint on {why}; the kernel keeps running", **fields
+    )
     started = time.time()
     try:
         output = await kernelrun.execute(
@@ -92,7 +96,7 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
     return reply.checkpoint
 
 
-async def _tell(manager: Any, session: str, state: str, detail: str, path: str | None = None) -> None:
-    """Change the session's state here at once, then in the store off the event loop."""
-    status = manager.board.record(session, state, detail, **({"path": path} if path else {}))
+async def _tell(manager: Any, session: str, state: str, detail: str, **fields: Any) -> None:
+    """Change the session's state (and ``fields``) here at once, then in the store off the event loop."""
+    status = manager.board.record(session, state, detail, **fields)
     await asyncio.to_thread(manager.board.persist, status)

@@ -128,6 +128,7 @@ class TestAws:
 
         taken = await until(checkpointed, 60, "a checkpoint on the rebalance recommendation")
         assert "the kernel keeps running" in taken["detail"], taken
+        assert taken["kernel"] == "python3"  # what a resume elsewhere starts, should this node be lost
         polls = (await preemption(jp_fetch))["watchers"][0]["polls"]
         await watching(jp_fetch, "aws", polls + 3)  # the recommendation stays up: no second checkpoint
         assert [m.trigger for m in checkpoints(store, path)] == ["rebalance"]

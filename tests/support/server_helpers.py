@@ -16,23 +16,26 @@ from jupyter_pause.server import kernelrun
 from tests.support.kernels import KERNEL_PORT_CONFIG
 
 
-def write_notebook(root: Path, path: str, *sources: str) -> str:
-    """Create a notebook file under the server root; returns its API path."""
+def write_notebook(root: Path, path: str, *sources: str, kernelspec: dict[str, str] | None = None) -> str:
+    """Create a notebook file under the server root (its ``metadata.kernelspec`` when given, as
+    JupyterLab writes it); returns its API path."""
     target = root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    if kernelspec is not None:
+        nb.metadata["kernelspec"] = kernelspec
     nbformat.write(nb, str(target))
     return path
 
 
-async def open_kernel(fetch: Any, path: str) -> str:
-    """Start a kernel session for ``path`` as JupyterLab would; returns the kernel id."""
+async def open_kernel(fetch: Any, path: str, kernel: str = "python3") -> str:
+    """Start a kernel session (of kernelspec ``kernel``) for ``path`` as JupyterLab would; returns the kernel id."""
     response = await fetch(
         "api",
         "sessions",
         method="POST",
-        body=json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": "python3"}}),
+        body=json.dumps({"path": path, "name": Path(path).name, "type": "notebook", "kernel": {"name": kernel}}),
     )
     return json.loads(response.body)["kernel"]["id"]
 
