@@ -7,7 +7,7 @@ a kernel is picked and which travels in each checkpoint's copy of the notebook.
 ``PauseServer.kernel_name`` is only the fallback for a session that recorded neither. A resume
 request may pick a kernelspec instead (``kernel_name``); a pick this server lacks is refused
 at once (HTTP 400), and a recorded kernelspec it lacks fails the resume, naming both it and
-the kernelspecs that are here, before anything is started: the checkpoint stays as it was.
+the kernelspecs that are here, before any kernel starts: the checkpoint stays as it was.
 """
 
 from __future__ import annotations
