@@ -32,6 +32,7 @@ from ..store.storage import Store
 #: that, it copies their tensors as before.
 INDEX_WAIT = 600.0
 
+
 def mapped() -> list[tuple[int, int, str]]:
     """Where ``safetensors`` files are mapped into this process now: (start, end, path); none
     where ``/proc`` is absent."""
