@@ -9,11 +9,9 @@ and is shortened (``culler_takes_idle``) once they hold it: the culler's checks 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,6 +24,7 @@ from jupyter_pause.server.culler import CULLER, TICK_SLACK, plan
 from jupyter_pause.server.settings import PauseServer
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
+from tests.support.metadata import until
 from tests.support.server_helpers import call, open_kernel, run, server_config, status, wait_state, write_notebook
 
 pytestmark = pytest.mark.integration
@@ -54,16 +53,6 @@ def jp_server_config(store: Path, pause_server: dict[str, Any], culler: dict[str
 def culler_takes_idle(serverapp: Any, seconds: int = 1) -> None:
     """The culler's timeout from now on (it reads it at each check)."""
     serverapp.kernel_manager.cull_idle_timeout = seconds
-
-
-async def until(check: Callable[[], Awaitable[Any]], timeout: float, what: str) -> Any:
-    """Poll ``check`` until it answers something true; that answer."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := await check():
-            return found
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"never: {what}")
 
 
 async def kernel_ids(fetch: Any) -> list[str]:

@@ -340,6 +340,44 @@ class TestBlind:
         assert await run(jp_serverapp, kernel, TEXT_STATUS) == (await run(jp_serverapp, kernel, ACTIVITY_LINE))
 
 
+class TestAutoFindsNoCloud:
+    """``"auto"`` where no metadata service answers: every probe is refused."""
+
+    @pytest.fixture
+    def pause_server(self) -> dict[str, Any]:
+        nowhere = "http://127.0.0.1:9"
+        return {
+            "preemption_notices": "auto",
+            "preemption_timeout": 0.5,
+            "aws_spot_url": f"{nowhere}/latest/meta-data/spot/instance-action",
+            "gce_preempted_url": f"{nowhere}/computeMetadata/v1/instance/preempted",
+            "azure_scheduled_events_url": f"{nowhere}/metadata/scheduledevents?api-version=2020-07-01",
+        }
+
+    async def test_the_kernels_status_says_no_metadata_service_answered_as_the_servers_does(
+        self, jp_fetch, jp_serverapp, jp_root_dir, manager
+    ):
+        async def searched() -> dict[str, Any] | None:
+            (watch,) = (await preemption(jp_fetch))["watchers"]
+            return watch if watch["state"] == "searching" and watch["error"] else None
+
+        watch = await until(searched, 30, "the server's status naming what each probe got")
+        assert watch["cloud"] is None and all(f"{c}: " in watch["error"] for c in ("aws", "gce", "azure")), watch
+        path = write_notebook(jp_root_dir, "searching.ipynb", CELL)
+        kernel = await open_kernel(jp_fetch, path)
+
+        async def told() -> str | None:
+            out = await run(jp_serverapp, kernel, TEXT_STATUS)
+            return out if "no cloud metadata service answered yet" in out else None
+
+        said = await until(told, 30, "the kernel's text status saying no metadata service answered")
+        line = next(x for x in said.splitlines() if x.startswith("preemption notices:"))
+        assert "a preemption would go unseen until one does" in line, line
+        assert all(f"{c}: " in line for c in ("aws", "gce", "azure")), line
+        widget = await run(jp_serverapp, kernel, WIDGET_STATUS)
+        assert "no cloud metadata service answered yet" in widget, widget
+
+
 #: The kernel's text status, as a user calls it.
 TEXT_STATUS = "import jupyter_pause\nprint(repr(jupyter_pause.status(widget=False)))"
 #: The kernel's own line alone (what the text status is with nothing from the server).
