@@ -126,6 +126,7 @@ SLOWEST_FIRST = (
     "store/test_storage.py",  # 39 s
     "faults/test_kill_during_checkpoint_s3.py",  # 38 s
     "store/test_s3_scoped_identities.py",  # 34 s
+    "server/test_culler.py",  # 34 s
     "server/test_damage.py",  # 33 s
     "serialize/test_digests.py",  # 30 s
     "session/test_modelfiles_shared_store.py",  # 30 s
