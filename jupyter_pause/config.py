@@ -13,6 +13,7 @@ from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
 from traitlets.config import Configurable
 
 from .errors import PauseError
+from .store.prefetched import for_store
 from .store.signing import Keyring
 from .store.storage import Store
 
@@ -31,6 +32,7 @@ ENV_VARS = {
     "data_files_max": "JUPYTER_PAUSE_DATA_FILES_MAX",
     "data_files_cache": "JUPYTER_PAUSE_DATA_FILES_CACHE",
     "encrypt": "JUPYTER_PAUSE_ENCRYPT",
+    "prefetch_dir": "JUPYTER_PAUSE_PREFETCH_DIR",
 }
 
 #: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
@@ -136,6 +138,13 @@ class PauseConfig(Configurable):
         "digest (env JUPYTER_PAUSE_DATA_FILES_CACHE); default jupyter-pause/files in the user's cache folder.",
     ).tag(config=True)
 
+    prefetch_dir = Unicode(
+        help="Node-local folder where a server puts a remote checkpoint's blobs as soon as Resume is asked "
+        "for, while the resume waits for resources and its kernel starts; the kernel reads them from there "
+        "(verified as from the store) and they are removed after the resume (env JUPYTER_PAUSE_PREFETCH_DIR; "
+        "default jupyter-pause/prefetch in the user's cache folder; empty string: off).",
+    ).tag(config=True)
+
     hook_time_limit = Float(
         5.0,
         help="Seconds the @jupyter_pause.before_checkpoint hooks of one checkpoint may take together under "
@@ -150,6 +159,10 @@ class PauseConfig(Configurable):
     @default("data_files_cache")
     def _default_data_files_cache(self) -> str:
         return default_data_files_cache()
+
+    @default("prefetch_dir")
+    def _default_prefetch_dir(self) -> str:
+        return os.path.join(os.path.dirname(default_data_files_cache()), "prefetch")
 
     @default("node")
     def _default_node(self) -> str:
@@ -178,7 +191,10 @@ class PauseConfig(Configurable):
         """The store at ``url`` (default this configuration's), opened with its storage options and
         this process's keys: pool names keyed, and everything encrypted where ``encrypt`` is on."""
         options = dict(self.storage_options) if storage_options is None else storage_options
-        return Store(url or self.store, options, keys=self.keyring, encrypt=self.encrypt)
+        store = Store(url or self.store, options, keys=self.keyring, encrypt=self.encrypt)
+        if not store.local and self.prefetch_dir:  # a remote store's blobs may be on this node already
+            store.prefetched = for_store(self.prefetch_dir, store.url)
+        return store
 
 
 def _from_env(name: str, var: str, raw: str) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..protocol import ResumeRequest
 from ..store.catalog import Catalog, Decision, Listing
 from ..store.integrity import check, describe
 from ..store.manifest import Manifest
@@ -29,6 +30,23 @@ class Asked:
     allow_partial: bool = False
     decision: Decision | None = None
     kernel: Kernel | None = None
+
+    def request(self, session: str, location: str, moments: dict[str, float], rebuild: bool) -> ResumeRequest:
+        """What the kernel is asked to do for this resume: the server's ``Decision`` with it, so
+        the kernel reads what the server chose instead of listing the store again."""
+        decision = self.decision
+        return ResumeRequest(
+            self.checkpoint,
+            session,
+            location,
+            moments,
+            paused_from=self.paused_from,
+            allow_partial=self.allow_partial,
+            candidates=list(decision.candidates) if decision else [],
+            passed_over=dict(decision.passed_over) if decision else {},
+            taken=dict(decision.taken) if decision else {},
+            rebuild=rebuild,
+        )
 
 
 class Choice:

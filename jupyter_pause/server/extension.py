@@ -10,6 +10,7 @@ from .. import ledger
 from ..config import ENV_VARS, PauseConfig
 from ..ledger import SERVER_RECORDS
 from ..protocol.nodestate import SERVER_PID
+from . import prefetch
 from .culler import CullerPauses, plan
 from .handlers import routes
 from .orchestrator import PauseManager
@@ -45,6 +46,8 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
         env = original(path, name)
         for key, value in exported.items():
             env.setdefault(key, value)
+        if config.prefetch_dir:  # this server's own: where it puts a resume's blobs ahead of its kernel
+            env[ENV_VARS["prefetch_dir"]] = config.prefetch_dir
         env[SERVER_PID] = str(os.getpid())  # this server's, never one it inherited: where its node record is
         return env
 
@@ -55,6 +58,7 @@ def load(serverapp: Any) -> None:
     """Called by jupyter-server when the extension is enabled."""
     settings = PauseServer(parent=serverapp)
     config = PauseConfig(parent=serverapp)
+    prefetch.claim(config)  # a prefetch folder of this server's own; those of stopped servers removed
     manager = PauseManager(serverapp, settings, config)
     ledger.sign_with(config.keyring)
     if config.keyring is None and os.environ.get("JUPYTERHUB_USER"):

@@ -17,13 +17,14 @@ from tornado import web
 
 from .. import ledger
 from ..config import PauseConfig
-from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
+from ..errors import CheckpointDamaged, CheckpointNotFound
 from ..notebook import session_from_path
-from ..protocol import PauseReply, ResumeReply, ResumeRequest, SafePointRequest, call_source, parse_reply
+from ..protocol import PauseReply, ResumeReply, SafePointRequest, call_source, parse_reply
 from ..store.catalog import Catalog, Listing, passed_over_note
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
-from . import kernelrun, kernelspecs, lease, metrics, pulling, resources, views
+from . import kernelrun, kernelspecs, lease, metrics, prefetch, pulling, resources, views
 from .choice import Asked, Choice, blob_damage, noted
+from .collaboration import SharedDocuments
 from .http import checked_path, http_error, maybe_await
 from .hub import Hub
 from .release import Releaser
@@ -52,6 +53,7 @@ class PauseManager:
         #: The pause under way of each session being paused here.
         self.pausing: dict[str, asyncio.Task[Any]] = {}
         self.releaser = Releaser(self, Hub.from_environ())
+        self.shared = SharedDocuments(serverapp)  # jupyter-collaboration's documents, where it runs
         self.recorder = Recorder(self)
         #: The pause service's warning before an idle release (see ``warning``).
         self.warnings = Warnings(self.user_activity)
@@ -158,7 +160,7 @@ class PauseManager:
         self.recorder.pause_requested(session, kernel_id, trigger, moments["pause_requested"])
         try:
             process = kernelrun.process_of(self.kernels, kernel_id)
-            reply = await self._checkpoint(session, kernel_id, process, trigger, moments["pause_requested"])
+            reply, note = await self._checkpoint(path, session, kernel_id, process, trigger, moments["pause_requested"])
         except Exception as e:  # whatever stops a pause ends it as "failed", with the reason
             self.recorder.pause_failed(kernel_id)
             metrics.checkpointed(trigger, ok=False)
@@ -175,16 +177,17 @@ class PauseManager:
         await self._state(
             session,
             SessionState.PAUSED,
-            because(why, f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}"),
+            because(why, f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}{note}"),
             checkpoint=checkpoint,
             moments=moments,
         )
 
     async def _checkpoint(
-        self, session: str, kernel_id: str, process: tuple[int, Any], trigger: str, requested: float
-    ) -> PauseReply:
+        self, path: str, session: str, kernel_id: str, process: tuple[int, Any], trigger: str, requested: float
+    ) -> tuple[PauseReply, str]:
         """Checkpoint the kernel: at its loop's next safe point while a cell runs one (the cell
-        stops there), else once the cell ends; the kernel's reply (the checkpoint, its size)."""
+        stops there), else once the cell ends; the kernel's reply (the checkpoint, its size), and
+        why the notebook's shared document could not be saved first ("" when it was, or is none)."""
         timeout = self.settings.busy_timeout
         if trigger == Trigger.SPOT:
             timeout = min(timeout, self.settings.preemption_grace)
@@ -195,6 +198,7 @@ class PauseManager:
             await self._state(session, SessionState.CHECKPOINTING, detail)
 
         request = SafePointRequest(session, trigger, requested=requested)
+        unsaved = await self.shared.save(path)  # the last edit before the click, in the file the kernel reads
         line = await kernelrun.wait_for_cell(
             self.kernels, kernel_id, timeout, process, request, tell, self.settings.checkpoint_timeout
         )
@@ -208,11 +212,12 @@ class PauseManager:
                 await kernelrun.wait_idle(self.kernels, kernel_id, STOP_WAIT, process)
             except kernelrun.KernelCodeError:
                 pass
-            return reply
+            return reply, unsaved
         await self._state(session, SessionState.CHECKPOINTING, "checkpointing the kernel")
+        unsaved = await self.shared.save(path)  # and what came while the cell ran (its outputs)
         source = call_source(request)  # travels as the plain pause request
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
-        return parse_reply(output, PauseReply)
+        return parse_reply(output, PauseReply), unsaved
 
     def _newest(self, session: str) -> str | None:
         checkpoints = self.catalog.checkpoints(session)
@@ -367,42 +372,33 @@ class PauseManager:
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
         kernel = await kernelspecs.present(self, asked.kernel, manifest.id)
-        deadline = time.monotonic() + self.settings.resource_wait_timeout
-        while (
-            lack := await asyncio.to_thread(resources.missing, manifest, self.settings.cuda_devices, location)
-        ) is not None:
-            if time.monotonic() > deadline:
-                raise PauseError(
-                    f"gave up after {self.settings.resource_wait_timeout:g} s: {lack}; resume on a node "
-                    'that has it, or with map_location "cpu"'
-                )
-            await self._state(session, SessionState.WAITING, lack)
-            await asyncio.sleep(self.settings.resource_poll_interval)
-        moments["resources_available"] = time.time()
-        metrics.waited(moments["resources_available"] - moments["resume_requested"])
-        await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
-        kernel_id = await kernelspecs.start(self, path, kernel)
-        await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
-        moments["kernel_ready"] = time.time()
-        await self._state(session, SessionState.RESTORING, noted(f"restoring checkpoint {manifest.id}", note))
-        # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
-        # so a checkpoint whose blobs turn out damaged is passed over there too.
-        decision = asked.decision
-        request = ResumeRequest(
-            asked.checkpoint,
-            session,
-            location,
-            _known(moments),
-            paused_from=asked.paused_from,
-            allow_partial=asked.allow_partial,
-            candidates=list(decision.candidates) if decision else [],
-            passed_over=dict(decision.passed_over) if decision else {},
-            taken=dict(decision.taken) if decision else {},
-            rebuild=self.settings.rebuild,
-        )
-        source = call_source(request)
-        output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout)
-        return parse_reply(output, ResumeReply)
+        fetching = prefetch.begin(self.store, manifest)  # the wait and the kernel's start are spent reading
+        try:
+
+            async def waiting(lack: str) -> None:
+                await self._state(session, SessionState.WAITING, fetching.after(lack), prefetched=fetching.progress())
+
+            await resources.wait(manifest, self.settings, location, waiting)
+            moments["resources_available"] = time.time()
+            metrics.waited(moments["resources_available"] - moments["resume_requested"])
+            await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
+            kernel_id = await kernelspecs.start(self, path, kernel)
+            await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
+            moments["kernel_ready"] = time.time()
+            while not fetching.finished.is_set():  # the rest of the bytes, then the restore
+                await self._state(session, SessionState.RESTORING, fetching.said(), prefetched=fetching.progress())
+                await fetching.wait(1.0)
+            restoring = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
+            await self._state(session, SessionState.RESTORING, restoring, prefetched=fetching.progress())
+            # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
+            # so a checkpoint whose blobs turn out damaged is passed over there too.
+            request = asked.request(session, location, _known(moments), self.settings.rebuild)
+            output = await kernelrun.execute(
+                self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout
+            )
+            return parse_reply(output, ResumeReply)
+        finally:
+            await asyncio.to_thread(fetching.discard)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..errors import PauseError
 from ..store.manifest import Manifest
 
 
@@ -33,3 +39,18 @@ def missing(manifest: Manifest, configured: int | None, map_location: str) -> st
     have = "none visible" if visible == 0 else f"{visible} visible"
     wanted = ", ".join(sorted(manifest.devices() - {"cpu"}))
     return f"needs {needed} CUDA device{'s' if needed > 1 else ''} ({wanted}), {have}"
+
+
+async def wait(manifest: Manifest, settings: Any, location: str, waiting: Callable[[str], Awaitable[None]]) -> None:
+    """Return once this node has what ``manifest`` needs; until then ``waiting(what lacks)`` every
+    ``settings.resource_poll_interval`` seconds. Gives up (``PauseError``) after
+    ``settings.resource_wait_timeout`` seconds."""
+    deadline = time.monotonic() + settings.resource_wait_timeout
+    while (lack := await asyncio.to_thread(missing, manifest, settings.cuda_devices, location)) is not None:
+        if time.monotonic() > deadline:
+            raise PauseError(
+                f"gave up after {settings.resource_wait_timeout:g} s: {lack}; resume on a node "
+                'that has it, or with map_location "cpu"'
+            )
+        await waiting(lack)
+        await asyncio.sleep(settings.resource_poll_interval)

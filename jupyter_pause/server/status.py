@@ -43,6 +43,9 @@ class Status:
     #: The kernelspec the session's kernel ran on, as its last pause (or resume) found it: a
     #: resume starts that one (``kernelspecs``). None when no server paused it.
     kernel: str | None = None
+    #: A resume's copying of its checkpoint onto this node while it waits and its kernel starts
+    #: (``prefetch``): bytes done, of how many, and the rate (bytes a second). Empty otherwise.
+    prefetched: dict[str, float] = field(default_factory=dict)
 
     def public(self) -> dict[str, Any]:
         """The fields the status endpoint returns."""

@@ -161,6 +161,10 @@ def fetch(
 
     sizes = {path: manifest.blobs[key] for path, key in paths.items() if key in manifest.blobs}
     raw = store.read_many(paths, progress=progress, then=verify, mapped=True, sizes=sizes)
+    near = [p for p, data in raw.items() if isinstance(data, BaseException) and _prefetched(store, p)]
+    if near:  # a copy on this node that does not verify: dropped, and the store read instead
+        store.prefetched.drop(near)
+        raw.update(store.read_many(near, then=verify, mapped=True, sizes=sizes))
     for path, key in paths.items():
         data = raw[path]
         if isinstance(data, _Mismatch):
@@ -170,6 +174,10 @@ def fetch(
         else:
             good[key] = data
     return good, bad
+
+
+def _prefetched(store: Store, key: str) -> bool:
+    return store.prefetched is not None and store.prefetched.find(key) is not None
 
 
 def check(store: Store, manifest: Manifest) -> dict[str, str]:

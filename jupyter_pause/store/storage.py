@@ -8,7 +8,6 @@ local folder, S3, GCS and Azure Blob is its backend's (``store.backends``).
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,11 +17,13 @@ from ..errors import StoreError
 from . import conditions, credentials, layout, placeholders
 from .backends import for_filesystem
 from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
+from .backends.local import LocalBackend
 from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
 from .clients import filesystem, mtime
 from .credentials import redact
 from .encryption import CHUNK, Cipher, DecryptionError, plain_size, plaintext, sealed_size
 from .names import Names
+from .prefetched import Prefetched
 from .signing import Keyring, Keys, keyring
 from .transfers import Counter, Progress
 
@@ -53,6 +54,10 @@ class Entry:
     mtime: float | None
 
 
+#: Reads prefetched copies (local files) whatever the store's own backend.
+_NEAR = LocalBackend(None)
+
+
 class Store:
     """A folder of keys (``a/b/c``) on any filesystem fsspec opens.
 
@@ -61,7 +66,12 @@ class Store:
     """
 
     def __init__(
-        self, url: str, storage_options: dict[str, Any] | None = None, keys: Keys = None, encrypt: bool = True
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        keys: Keys = None,
+        encrypt: bool = True,
+        prefetched: Prefetched | None = None,
     ) -> None:
         if not url or not isinstance(url, str):
             raise StoreError("no store URL given: set JUPYTER_PAUSE_STORE or pass --store URL")
@@ -85,6 +95,7 @@ class Store:
         self.names = Names(self.keys)
         self.cipher: Cipher | None = Cipher(self.keys) if self.keys is not None else None
         self.sealer = self.cipher if encrypt else None
+        self.prefetched = prefetched  # pool blobs fetched onto this node ahead of a resume
 
     @property
     def fs(self) -> Any:
@@ -170,50 +181,24 @@ class Store:
 
     @functools.cached_property
     def atomic_create(self) -> bool:
-        """Whether ``create`` is a true create-if-absent here: of two racing creates, one fails.
-
-        True for a local folder (``os.link``). For S3, GCS and Azure (``conditions.CONDITIONAL_BACKENDS``) a probe
-        decides, once per ``Store``: a private key is created twice and the second create must
-        be refused by the server itself, not by looking first; a server that ignores the
-        condition overwrites, and a server that rejects conditional puts fails the first. False
-        for every other backend. Raises ``StoreError`` when the store cannot be written at all.
-        """
-        if self.local:
-            return True
-        if not conditions.sends_conditions(self.fs):
-            return False
-        key = layout.probe_key(secrets.token_hex(16))
-        try:
-            try:
-                first = self._create(key, b"first")
-            except Exception:  # refused: by any error, as long as a plain write then works
-                self.write(key, b"first")  # the store takes plain writes: it refused the condition
-                return False
-            second = self._create(key, b"second")
-            return first and not second and bytes(self.read(key)) == b"first"
-        except StoreError:
-            raise
-        except Exception as e:
-            raise self._fail("probe", key, e) from e
-        finally:
-            self.delete([key])
+        """Whether ``create`` is a true create-if-absent here: of two racing creates, one fails
+        (``conditions.probe``, once per ``Store``)."""
+        return conditions.probe(self)
 
     def read(self, key: str, mapped: bool = False, size: int | None = None) -> Buffer:
         """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).
 
-        With ``mapped``, a large local file comes back as a private mapping of it (see
-        ``mapping``): no copy is made, and pages are copied only where they are written to.
-        ``size``, when the caller knows it (a blob's size is in its manifest): a remote object
-        of at most ``REMOTE_BLOCK`` bytes is then fetched whole in one request, with no request
-        for its size first.
+        ``mapped``: a large local file comes back as a private mapping of it (``mapping``), copied
+        only where written to; a pool blob prefetched onto this node (``prefetched``) is read so.
+        ``size``, where known (a blob's, from its manifest): a small remote object is fetched
+        whole in one request, with no request for its size first.
         """
-        path = self.path(key)
-        try:
-            # A blob never changes once written (its key is its digest): what a listing said of
-            # it stays true, which saves a request per blob. Any other key may have been rewritten.
+        path, blob = self.path(key), bool(layout.any_blob_digest(key))
+        try:  # a blob never changes once written: what a listing said of it stays true
             # in the store: sealed where this seals; unknown where one may be sealed (encryption switched off)
             stored = size if self.cipher is None else sealed_size(size) if size is not None and self.sealer else None
-            data = self.backend.read(path, stored, bool(layout.any_blob_digest(key)), mapped)
+            near = self.prefetched.find(key) if self.prefetched is not None else None
+            data = _NEAR.read(near, None, True, mapped) if near else self.backend.read(path, stored, blob, mapped)
             return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None

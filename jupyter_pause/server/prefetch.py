@@ -1,0 +1,201 @@
+"""Fetching a checkpoint's blobs onto this node as soon as its resume is asked for.
+
+A resume from a remote store used to read nothing until its kernel had started (and, before
+that, until the resources it waits for were there), then read everything. Now the server starts
+copying the checkpoint's pool blobs into the node's prefetch folder (``store.prefetched``) the
+moment Resume is clicked: while the resume waits for a GPU, and while its kernel starts. The
+kernel then reads them there, mapped as from a local store, and verifies every byte against the
+signed manifest as it would from the store (the copies are the stored bytes, ciphertext where the
+store is encrypted). The copies are removed once the resume has read them and when it fails;
+each server has a folder of its own (``claim``), and the folder of one that stopped is removed
+when the next one starts.
+
+A prefetch takes only what the node's disk can spare: its bytes, and those of every prefetch
+still running here, must leave ``MARGIN`` of the disk free; else the resume reads from the store
+as before, and its status says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .. import units
+from ..store import layout
+from ..store.manifest import Manifest
+from ..store.storage import PARALLELISM, Store
+
+#: Share of the prefetch folder's disk left free by every prefetch running on this node together.
+MARGIN = 0.10
+
+_lock = threading.Lock()
+#: Bytes promised to prefetches running in this process, and how many of them hold each key.
+_reserved: dict[int, int] = {}
+_holders: dict[str, int] = {}
+
+
+class Prefetch:
+    """The copying of one checkpoint's pool blobs from a remote store onto this node."""
+
+    def __init__(self, store: Store, manifest: Manifest) -> None:
+        assert store.prefetched is not None, "a prefetch needs the store's prefetch folder"
+        self.store, self.folder = store, store.prefetched
+        keys = manifest.blob_keys(manifest.blobs, store.names)
+        self.keys = [key for key in keys if layout.pool_digest(key) and self.folder.find(key) is None]
+        self.total = self.done = 0
+        self.started = time.monotonic()
+        self.elapsed: float | None = None
+        #: Why nothing (or not everything) was prefetched; "" when all went well.
+        self.why = ""
+        self._sizes: dict[str, int] = {}
+        self._held: list[str] = []  # the keys this prefetch may copy, counted in ``_holders``
+        self._stop = threading.Event()
+        self.finished = threading.Event()
+
+    def start(self) -> Prefetch:
+        """Begin copying in a thread of its own (``finished`` is set when it ends)."""
+        threading.Thread(target=self._run, name="jupyter-pause-prefetch", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            found = self.store.backend.sizes([self.store.path(key) for key in self.keys])
+            self._sizes = {key: size for key, size in zip(self.keys, found, strict=True) if size is not None}
+            self.total = sum(self._sizes.values())
+            self.why = self._room()
+            if not self.why:
+                with ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-prefetch") as pool:
+                    list(pool.map(self._copy, self._sizes))
+        except Exception as e:  # the kernel reads what is missing from the store: nothing is lost
+            self.why = f"prefetch stopped: {self.store.scrub(str(e)) or type(e).__name__}"
+        finally:
+            self.elapsed = time.monotonic() - self.started
+            with _lock:
+                _reserved.pop(id(self), None)
+            self.finished.set()
+
+    def _room(self) -> str:
+        """Reserve this prefetch's bytes on the folder's disk; why not, where they do not fit."""
+        self.folder.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        disk = shutil.disk_usage(self.folder.root)
+        with _lock:
+            others = sum(_reserved.values())
+            spare = disk.free - others - int(MARGIN * disk.total)
+            if self.total > spare:
+                return (
+                    f"not prefetched: {units.size(self.total)} would leave less than {MARGIN:.0%} of "
+                    f"{self.folder.root} free ({units.size(disk.free)} free, "
+                    f"{units.size(others)} promised to other resumes)"
+                )
+            _reserved[id(self)] = self.total
+            self._held = list(self._sizes)
+            for key in self._held:
+                _holders[key] = _holders.get(key, 0) + 1
+        return ""
+
+    def _copy(self, key: str) -> None:
+        if self._stop.is_set():
+            return
+        data = self.store.backend.read(self.store.path(key), self._sizes[key], True)
+        if len(data) != self._sizes[key]:
+            raise OSError(f"{key} came back with {len(data)} bytes, not {self._sizes[key]}")
+        self.folder.put(key, data)
+        with _lock:
+            self.done += len(data)
+
+    def progress(self) -> dict[str, float]:
+        """Bytes copied, of how many, and at what rate (bytes a second), for the status."""
+        seconds = self.elapsed if self.elapsed is not None else time.monotonic() - self.started
+        return {"bytes": self.done, "total": self.total, "rate": self.done / seconds if seconds > 0 else 0.0}
+
+    def said(self) -> str:
+        """The prefetch in a few words, for a status detail."""
+        if self.why:
+            return self.why
+        done = "prefetched" if self.finished.is_set() else "prefetching"
+        rate = self.progress()["rate"]
+        return f"{done} {units.size(self.done)} of {units.size(self.total)} ({units.size(int(rate))}/s)"
+
+    def after(self, text: str) -> str:
+        """``text`` followed by the prefetch in a few words."""
+        return "; ".join(filter(None, [text, self.said()]))
+
+    async def wait(self, timeout: float) -> None:
+        """Wait (off the event loop) until the copying ends, at most ``timeout`` seconds."""
+        await asyncio.to_thread(self.finished.wait, timeout)
+
+    def discard(self) -> None:
+        """Stop copying and remove the copies no other running prefetch holds."""
+        self._stop.set()
+        self.finished.wait()
+        with _lock:
+            gone = []
+            for key in self._held:
+                held = _holders.pop(key, 1) - 1
+                if held > 0:
+                    _holders[key] = held
+                else:
+                    gone.append(key)
+            self._held = []
+        self.folder.drop(gone)
+
+
+class NoPrefetch:
+    """What a resume has where there is nothing to prefetch: a local store, or prefetching off."""
+
+    def __init__(self) -> None:
+        self.finished = threading.Event()
+        self.finished.set()
+
+    def progress(self) -> dict[str, float]:
+        return {}
+
+    def said(self) -> str:
+        return ""
+
+    def after(self, text: str) -> str:
+        return text
+
+    async def wait(self, timeout: float) -> None:
+        return None
+
+    def discard(self) -> None:
+        return None
+
+
+def begin(store: Store, manifest: Manifest) -> Prefetch | NoPrefetch:
+    """Start prefetching ``manifest``'s blobs from ``store`` (nothing to gain from a local store,
+    or with prefetching switched off: ``NoPrefetch``)."""
+    if store.local or store.prefetched is None:
+        return NoPrefetch()
+    return Prefetch(store, manifest).start()
+
+
+def claim(config: Any) -> None:
+    """Give this server a prefetch folder of its own under ``config.prefetch_dir`` (its kernels
+    are handed it), and remove the folders of servers no longer running there (one that stopped
+    mid-resume leaves its copies behind)."""
+    if not config.prefetch_dir:
+        return
+    root = Path(config.prefetch_dir)
+    for folder in root.glob("server-*"):
+        pid = folder.name.removeprefix("server-")
+        if not pid.isdigit() or int(pid) == os.getpid() or not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+    config.prefetch_dir = str(root / f"server-{os.getpid()}")
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: running
+        return True
+    return True

@@ -1,0 +1,127 @@
+"""A resume's prefetch: the checkpoint's blobs copied onto this node while it waits and its kernel starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+import jupyter_pause as jp
+from jupyter_pause.config import PauseConfig
+from jupyter_pause.server import prefetch
+from tests.support.processes import another_process
+from tests.support.server_helpers import call, open_kernel, run, server_config, wait_state, write_notebook
+
+pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
+
+
+@pytest.fixture
+def s3_prefetch(s3_env: str, tmp_path: Path) -> Path:
+    """The prefetch folder of a server on the S3 store ``jp_server_config`` gives it."""
+    return tmp_path / "prefetch"
+
+
+@pytest.fixture
+def jp_server_config(s3_env: str, tmp_path: Path) -> dict:
+    config = server_config(s3_env)
+    config["PauseConfig"]["prefetch_dir"] = str(tmp_path / "prefetch")
+    return config
+
+
+async def kernels_of(jp_fetch, path: str) -> list[str]:
+    sessions = json.loads((await jp_fetch("api", "sessions")).body)
+    return [s["kernel"]["id"] for s in sessions if s["path"] == path and s.get("kernel")]
+
+
+@pytest.fixture
+def taken(tmp_path):
+    """A checkpoint in a store that is not a local folder, and that store as a server opens it."""
+    config = PauseConfig(store=f"memory://prefetch-{tmp_path.name}", prefetch_dir=str(tmp_path / "prefetch"))
+    ns = {"a": bytes(range(256)) * 4096, "b": b"x" * 300_000}
+    manifest = jp.checkpoint(session="s", namespace=ns, config=config).manifest
+    another_process()
+    return config.open_store(), manifest
+
+
+def test_every_blob_is_copied_with_its_progress_and_removed_after(taken):
+    store, manifest = taken
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    paths = list(manifest.blob_keys(manifest.blobs, store.names))
+    assert all(store.prefetched.find(p) for p in paths) and not fetching.why
+    done = fetching.progress()
+    assert done["bytes"] == done["total"] == sum(manifest.blobs.values()) and done["rate"] > 0
+    assert fetching.said().startswith("prefetched ") and fetching.after("needs 1 CUDA device").startswith("needs 1")
+    fetching.discard()
+    assert not any(store.prefetched.find(p) for p in paths)
+
+
+def test_a_copy_two_resumes_hold_stays_until_the_second_is_done(taken):
+    store, manifest = taken
+    first = prefetch.begin(store, manifest)
+    first.finished.wait(30)
+    second = prefetch.Prefetch(store, manifest)  # what the first copied is there already: nothing to fetch
+    assert second.keys == []
+    second.keys = list(first._held)  # a second resume of the same blobs, fetching them again
+    second.start().finished.wait(30)
+    first.discard()
+    assert all(store.prefetched.find(p) for p in second._held)
+    second.discard()
+    assert not any(store.prefetched.find(p) for p in second._held)
+
+
+def test_without_room_on_the_disk_nothing_is_copied_and_the_status_says_why(taken, monkeypatch):
+    store, manifest = taken
+    Usage = namedtuple("Usage", "total used free")
+    monkeypatch.setattr(prefetch.shutil, "disk_usage", lambda path: Usage(10 << 20, 9 << 20, 1 << 20))
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    assert fetching.said().startswith("not prefetched: ") and "would leave less than 10%" in fetching.said()
+    assert not any(store.prefetched.find(p) for p in manifest.blob_keys(manifest.blobs, store.names))
+    fetching.discard()
+
+
+def test_a_local_store_prefetches_nothing(tmp_path):
+    store = PauseConfig(store=str(tmp_path / "store"), prefetch_dir=str(tmp_path / "p")).open_store()
+    fetching = prefetch.begin(store, None)  # type: ignore[arg-type]
+    assert fetching.finished.is_set() and fetching.said() == "" and fetching.progress() == {}
+
+
+def test_a_server_takes_a_folder_of_its_own_and_removes_those_of_stopped_servers(tmp_path):
+    root = tmp_path / "prefetch"
+    stopped, running, mine = root / "server-999999999", root / "server-1", root / f"server-{os.getpid()}"
+    for folder in (stopped, running, mine):
+        (folder / "blobs").mkdir(parents=True)
+    config = PauseConfig(prefetch_dir=str(root))
+    prefetch.claim(config)
+    assert config.prefetch_dir == str(mine) and not mine.exists() and not stopped.exists()
+    assert running.exists()  # pid 1 runs
+
+
+@pytest.mark.integration
+async def test_a_resume_from_s3_fetches_its_blobs_onto_the_node_and_leaves_none_behind(
+    jp_fetch, jp_serverapp, jp_root_dir, s3_prefetch
+):
+    path = "prefetch/train.ipynb"
+    write_notebook(jp_root_dir, path, "x = 1")
+    kernel = await open_kernel(jp_fetch, path)
+    before = await run(
+        jp_serverapp,
+        kernel,
+        "import torch\nw = torch.arange(400_000, dtype=torch.float32) * 0.5\nprint(w.tolist()[-3:])",
+    )
+    await call(jp_fetch, "pause", path=path)
+    assert (await wait_state(jp_fetch, path, ("paused", "failed")))["state"] == "paused"
+    await call(jp_fetch, "resume", path=path)
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"))
+    assert ready["state"] == "ready" and ready["verdict"] == "restored", ready
+    fetched = ready["prefetched"]
+    assert fetched["bytes"] == fetched["total"] >= 1_600_000 and fetched["rate"] > 0, ready
+    assert "prefetched" in ready["detail"] or "restored" in ready["detail"], ready
+    (kernel,) = await kernels_of(jp_fetch, path)
+    assert await run(jp_serverapp, kernel, "print(w.tolist()[-3:])") == before
+    left = [p for p in s3_prefetch.rglob("*") if p.is_file()]
+    assert left == [], left
