@@ -47,7 +47,7 @@ async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = F
             raise http_error(409, f'{target} exists here with different content; pass "overwrite": true to replace it')
     await _ensure_folder(manager.contents, os.path.dirname(target))
     content = json.loads(data)
-    await maybe_await(manager.contents.save({"type": "notebook", "format": "json", "content": content}, target))
+    await manager.shared.write(target, content)  # where collaborators have it open, their views show it at once
     return {"path": target, "session": session, "checkpoint": manifest.id, "written": True}
 
 

@@ -75,6 +75,7 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
         manager, session, SessionState.CHECKPOINTING, f"checkpoint on {why}; the kernel keeps running", **fields
     )
     started = time.time()
+    unsaved = await manager.shared.save(path)  # the notebook as collaborators hold it, in the file the kernel reads
     try:
         output = await kernelrun.execute(
             manager.kernels,
@@ -91,7 +92,7 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
         await _tell(manager, session, SessionState.READY, failed)
         return f"failed: {e}"
     metrics.checkpointed(trigger, True, time.time() - started, reply.bytes)
-    detail = f"checkpoint {reply.checkpoint} taken on {why}; the kernel keeps running"
+    detail = f"checkpoint {reply.checkpoint} taken on {why}; the kernel keeps running{unsaved}"
     await _tell(manager, session, SessionState.READY, detail)
     return reply.checkpoint
 
