@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,19 @@ REMOTE_BLOCK = 16 << 20  # S3 parts must be at least 5 MiB
 Buffer = memoryview
 
 
+#: Buffers at least this large are anonymous memory of their own (page-aligned).
+LARGE = 1 << 20
+
+
 def buffer(size: int) -> memoryview:
-    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT``."""
+    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT``.
+
+    A large one is anonymous memory without the transparent huge pages numpy asks for a large
+    array: on a VM whose memory is backed on first touch, faulting huge pages in cost more than
+    reading the bytes (a 1.4 GB resume from S3 took 7.2-8.4 s with them, 3.2-3.9 s without).
+    """
+    if size >= LARGE:
+        return memoryview(np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8))
     raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
     start = -raw.__array_interface__["data"][0] % ALIGNMENT
     return memoryview(raw[start : start + size])
