@@ -5,7 +5,8 @@
 
 Both contenders sign with the same key (sha256 digests, keyed pool names); one also encrypts
 every object (``PauseConfig.encrypt``, AES-256-GCM), the other writes plaintext. The state is
-``run.build_model``'s: bias-free ``nn.Linear`` layers and AdamW after a step, ``--gb`` GB in all.
+``benchmarks/run.py``'s (``cases/shared.build_model``): bias-free ``nn.Linear`` layers and AdamW
+after a step, ``--gb`` GB in all.
 Each pair, in alternating order: a **pause** (``jupyter_pause.checkpoint`` into a fresh store)
 and a **resume** of that checkpoint into an empty namespace, each contender once. The figure is
 the median over pairs of encrypted / plain seconds, with the range; the target is at most
@@ -35,10 +36,10 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from run import build_model  # noqa: E402
 from stores import STARTERS, Place  # noqa: E402
 
 import jupyter_pause  # noqa: E402
+from benchmarks.cases.shared import build_model  # noqa: E402
 from jupyter_pause.config import PauseConfig  # noqa: E402
 from jupyter_pause.session import lineage  # noqa: E402
 

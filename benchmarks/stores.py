@@ -58,11 +58,9 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 
 import jupyter_pause  # noqa: E402
+from benchmarks.cases.shared import build_model  # noqa: E402  (the model benchmarks/run.py measures)
 from jupyter_pause.session import lineage  # noqa: E402
 from jupyter_pause.store.storage import PARALLELISM, Store  # noqa: E402
-
-sys.path.insert(0, str(HERE))  # benchmarks/run.py, for the model it measures
-from run import build_model  # noqa: E402
 
 GB = 1e9
 STORES = ("local", "s3", "gcs", "azure")
@@ -80,7 +78,7 @@ def log(msg: str) -> None:
 
 
 def build_state(state_bytes: float, layers: int = 16) -> dict[str, Any]:
-    """The paired benchmark's model and AdamW after one step (``run.build_model``), as a namespace."""
+    """The paired benchmark's model and AdamW after one step (``benchmarks/cases/shared.py``), as a namespace."""
     model, opt, _ = build_model({"layers": layers, "state_bytes": state_bytes})
     return {"model": model, "opt": opt}
 

@@ -1,8 +1,8 @@
-"""benchmarks/run.py: every case but the kernel one runs end to end at toy sizes, so the script cannot rot."""
+"""benchmarks/run.py: every case runs end to end at toy sizes (those starting kernels as integration
+tests), so the script and its case modules cannot rot."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,10 +17,13 @@ TOY = {
     "arrays": 2,
     "state_bytes": 3_000_000,
     "layers": 3,
-    "pairs": dict.fromkeys("12345679", 1),
-    "budget_s": dict.fromkeys("12345679", 60),
+    "pairs": dict.fromkeys("123456789", 1),
+    "budget_s": dict.fromkeys("123456789", 60),
     "frozen_bytes": 8 << 20,
     "frozen_layers": 2,
+    "new_node_bytes": 3_000_000,
+    "new_node_stores": "local",
+    "new_node_wait_s": 0.5,
     "detect_bytes": 1 << 20,
 }
 
@@ -28,16 +31,15 @@ TOY = {
 @pytest.fixture
 def bench(monkeypatch):
     """benchmarks/run.py as a module, at toy sizes, leaving the machine's page cache alone."""
-    spec = importlib.util.spec_from_file_location("benchmark_run", ROOT / "benchmarks/run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(module.CONFIGS, "quick", TOY)
-    monkeypatch.setattr(module, "drop_page_cache", lambda: False)  # never the machine's page cache
+    from benchmarks import run
+    from benchmarks.cases import shared
+
+    monkeypatch.setitem(shared.CONFIGS, "quick", TOY)
+    monkeypatch.setattr(shared, "drop_page_cache", lambda: False)  # never the machine's page cache
     # collections and syncs only steady the timings; in a test process full of objects they are slow
-    monkeypatch.setattr(module, "settle", lambda: None)
-    monkeypatch.setattr(module, "gc", SimpleNamespace(collect=lambda: 0))
-    return module
+    monkeypatch.setattr(shared, "settle", lambda: None)
+    monkeypatch.setattr(shared, "gc", SimpleNamespace(collect=lambda: 0))
+    return run
 
 
 @pytest.mark.usefixtures("new_process")
@@ -61,6 +63,28 @@ def test_the_frozen_backbone_and_detection_cases_run_at_toy_sizes(bench, tmp_pat
     assert sorted(report) == ["7", "9"] and report["9"]["verdict"] == "info"
     periodic = report["7"]["pairs"][0]["second"]
     assert 0 < periodic["bytes_written"] < report["7"]["pairs"][0]["first"]["bytes_written"]
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("new_process")
+def test_the_new_node_case_resumes_by_hand_by_click_and_after_a_wait_beside_a_raw_read(bench, tmp_path):
+    """Case 8 on a local folder: each contender ran in a kernel of a fresh server, the click after
+    a wait waited on the gated resources check, and each row has its ratio and says the overlap."""
+    results = tmp_path / "latest.json"
+    argv = ["--quick", "--only", "8", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    assert bench.main(argv) == 0
+    report = json.loads(results.read_text())["results"]
+    assert sorted(report) == ["8a-local", "8b-local", "8c-local"]
+    assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
+    assert [r["target"] for r in report.values()] == [1.2, 0.3, 1.0]
+    (pair,) = report["8a-local"]["pairs"]
+    assert sorted(pair["order"]) == ["by_hand", "click", "raw", "waited"]
+    assert pair["raw"]["read"] > 0 and pair["by_hand"]["resume"] > 0
+    waited = [detail for state, detail in pair["waited"]["seen"] if state == "waiting"]
+    assert any("stand-in for a busy GPU" in detail for detail in waited), pair["waited"]["seen"]
+    assert pair["waited"]["seen"][-1][0] == "ready" and pair["click"]["seen"][-1][0] == "ready"
+    assert 0 < pair["waited"]["after_wait"] < pair["waited"]["total"]
+    assert "overlapped" in report["8c-local"]["figure"]  # whether the kernel start overlapped the fetch
 
 
 @pytest.mark.parametrize("script", ["loops.py", pytest.param("journal.py", marks=pytest.mark.integration)])

@@ -1,0 +1,1 @@
+"""Benchmarks of jupyter_pause (see README.md); ``cases`` holds the cases of ``run.py``."""
