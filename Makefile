@@ -55,9 +55,9 @@ $(LAB_STAMP): pyproject.toml Makefile $(LABEXT_SRC)
 	touch $(LAB_STAMP)
 
 # The test extras: emulators, a Hub, the libraries of the fidelity corpus (the fine-tuning stack's among
-# them), the docs' tools. npm installs the proxy and Azurite meanwhile. (A variable: the comma between
-# the extras would split the arguments of $(call).)
-TEST_EXTRAS := .[test,test-finetune]
+# them), jupyter-collaboration, the docs' tools. npm installs the proxy and Azurite meanwhile. (A
+# variable: the comma between the extras would split the arguments of $(call).)
+TEST_EXTRAS := .[test,test-finetune,test-collab]
 
 $(STAMP): $(LAB_STAMP)
 	$(call beside_npm,$(NPM_INSTALL) --prefix $(VENV)/proxy configurable-http-proxy@$(PROXY_VERSION) && \
