@@ -100,6 +100,9 @@ def _lab(tmp_path: Path, *options: str) -> Iterator[str]:
             *options,
         ],
         env=env,
+        # What the server writes beside it stays in the test's folder (jupyter-collaboration's
+        # .jupyter_ystore.db, once a notebook is open in a room).
+        cwd=tmp_path,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
