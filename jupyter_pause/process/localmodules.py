@@ -12,9 +12,7 @@ import contextlib
 import hashlib
 import importlib
 import os
-import site
 import sys
-import sysconfig
 import tempfile
 import threading
 import types
@@ -30,6 +28,7 @@ from ..store import signing
 from ..store.integrity import fetch
 from ..store.manifest import BlobRef, LocalModuleRecord, Manifest
 from ..store.storage import Store
+from .loaded import Loaded
 
 
 def current_folder() -> str | None:
@@ -110,55 +109,38 @@ def relative_to(path: str, folder: str) -> str | None:
     return None
 
 
-def installed_roots() -> list[str]:
-    """The folders of this Python installation: its prefixes, standard library and site folders."""
-    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, *sysconfig.get_paths().values()}
-    if hasattr(site, "getsitepackages"):
-        roots.update(site.getsitepackages())
-    roots.add(site.getusersitepackages())
-    return sorted(roots)
-
-
-def installed(path: str, roots: list[str]) -> bool:
+def installed(path: str, roots: Sequence[str]) -> bool:
     """Whether ``path`` belongs to an installation rather than to the notebook."""
     if INSTALLED_PARTS & set(Path(path).parts):
         return True
     return any(relative_to(path, root) is not None for root in roots)
 
 
-def imported_files(folder: str) -> dict[str, str]:
+def imported_files(folder: str, loaded: Loaded | None = None) -> dict[str, str]:
     """The files under ``folder`` that modules of this process were loaded from: relative path ->
-    module name. Not ``__main__``, not jupyter_pause itself, not installed code."""
-    found = imported_under([folder])
+    module name. Not ``__main__``, not jupyter_pause itself, not installed code. ``loaded``: what
+    the process has loaded, as a checkpoint read it once (default: read now)."""
+    found = imported_under([folder], loaded)
     return {rel: found[path] for path in found if (rel := relative_to(path, folder)) is not None}
 
 
-def imported_under(folders: list[str]) -> dict[str, str]:
+def imported_under(folders: list[str], loaded: Loaded | None = None) -> dict[str, str]:
     """The files under any of ``folders`` that modules of this process were loaded from: absolute
-    path -> module name, in path order. Not ``__main__``, not jupyter_pause itself, not installed code."""
-    roots = installed_roots()
+    path -> module name, in path order. Not ``__main__``, not jupyter_pause itself, not installed
+    code. ``loaded``: as for ``imported_files``."""
+    loaded = loaded or Loaded.now()
     # A string test first: thousands of modules are loaded, and resolving each path would cost.
     inside = tuple({os.path.join(f(folder), "") for folder in folders for f in (os.path.abspath, os.path.realpath)})
     found: dict[str, str] = {}
-    for name, path in _module_files():
+    for name, path in loaded.files:
         if not os.path.normpath(path).startswith(inside):
             continue
         path = os.path.normpath(path)
-        if any(relative_to(path, folder) not in (None, ".") for folder in folders) and not installed(path, roots):
+        if any(relative_to(path, folder) not in (None, ".") for folder in folders) and not installed(
+            path, loaded.roots
+        ):
             found.setdefault(path, name)
     return dict(sorted(found.items()))
-
-
-def _module_files() -> list[tuple[str, str]]:
-    """(module name, absolute file) of the modules loaded: not ``__main__``, not jupyter_pause."""
-    files = []
-    for name, module in list(sys.modules.items()):
-        if name in ("__main__", "__mp_main__") or name.split(".")[0] == "jupyter_pause":
-            continue
-        path = getattr(module, "__dict__", {}).get("__file__")  # never triggers a lazy import
-        if isinstance(path, str) and os.path.isabs(path):
-            files.append((name, path))
-    return files
 
 
 @dataclass
@@ -172,18 +154,24 @@ class Kept:
 
 
 def capture(
-    notebook: str | None, algorithm: str, entries: Sequence[str] = (), values: Mapping[str, Any] | None = None
+    notebook: str | None,
+    algorithm: str,
+    entries: Sequence[str] = (),
+    values: Mapping[str, Any] | None = None,
+    loaded: Loaded | None = None,
 ) -> Kept:
     """Read the local modules: the files imported from under the notebook's folder, and from the
     ``sys.path`` folders the user added (``entries``, absolute), wherever the working directory is
     now. Without a known notebook only the latter: the folder a console started in may be a whole
     repository. A file under the notebook's folder (the kernel's start folder without one) is kept by
     its path relative to it; one outside it by its absolute path. A module that ``values`` need
-    but that is not kept is named: it will not come back on a node that lacks it."""
+    but that is not kept is named: it will not come back on a node that lacks it. ``loaded``: what
+    the process has loaded, as the checkpoint read it once (default: read now)."""
     kept = Kept()
+    loaded = loaded or Loaded.now()
     folder = notebook_folder(notebook)
     roots = ([folder] if notebook else []) + [e for e in entries if os.path.isdir(e)]
-    for path, module in imported_under(roots).items() if roots else ():
+    for path, module in imported_under(roots, loaded).items() if roots else ():
         rel = relative_to(path, folder) or path.replace(os.sep, "/")
         try:
             data = Path(path).read_bytes()
@@ -198,16 +186,18 @@ def capture(
         kept.records.append(LocalModuleRecord(path=rel, module=module, blob=BlobRef(key=key, size=len(data))))
     if kept.records:
         kept.notes.append(f"local modules kept: {', '.join(r.path for r in kept.records)}")
-    kept.lost = unkept(values or {}, {r.module for r in kept.records}, folder_words(notebook))
+    kept.lost = unkept(values or {}, {r.module for r in kept.records}, folder_words(notebook), loaded)
     return kept
 
 
-def unkept(values: Mapping[str, Any], kept: set[str], words: str) -> list[str]:
+def unkept(values: Mapping[str, Any], kept: set[str], words: str, loaded: Loaded | None = None) -> list[str]:
     """Notes naming each module that variables refer to (by their class, or being a function, class
     or module of it) that was loaded from a file of neither an installation nor the kept ones:
-    a variable saved by reference to it cannot load where that file is missing."""
-    roots = installed_roots()
-    files = dict(_module_files())
+    a variable saved by reference to it cannot load where that file is missing. ``loaded``: as
+    for ``capture``."""
+    loaded = loaded or Loaded.now()
+    roots = loaded.roots
+    files = dict(loaded.files)
     needs: dict[str, list[str]] = {}
     for name, value in values.items():
         for module in _modules_of(value):

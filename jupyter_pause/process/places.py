@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import localmodules
+from .loaded import Loaded
 from .localmodules import relative_to
 
 #: ``sys.path`` when jupyter_pause was loaded: the baseline when a fresh interpreter cannot say.
@@ -54,47 +55,33 @@ def startup_path() -> frozenset[str]:
         return frozenset(PATH_AT_LOAD)
 
 
-def _package_folders() -> set[str]:
-    """The folders of the regular packages imported so far (their ``__path__``). Not namespace
-    packages: a user's plain folder imported as one (``import src.train``) is not a package's own."""
-    folders: set[str] = set()
-    for name, module in list(sys.modules.items()):
-        found = getattr(module, "__dict__", {})  # never triggers a lazy import
-        path = found.get("__path__")
-        if name in ("__main__", "__mp_main__") or path is None or not isinstance(found.get("__file__"), str):
-            continue
-        try:
-            folders.update(os.path.abspath(p) for p in list(path) if isinstance(p, str) and p)
-        except Exception:  # a namespace package whose path cannot be recomputed: not a folder of its own
-            continue
-    return folders
-
-
-def _installed_entry(entry: str, roots: list[str], packages: set[str]) -> bool:
+def _installed_entry(entry: str, loaded: Loaded) -> bool:
     """Whether a ``sys.path`` entry belongs to installed code, not to the user: it lies under the
     Python installation, or inside (or is) an imported package's own folder."""
     full = os.path.abspath(entry)
-    if localmodules.installed(full, roots):
+    if localmodules.installed(full, loaded.roots):
         return True
-    return any(os.path.abspath(p) in packages for p in (full, *Path(full).parents))
+    return any(os.path.abspath(p) in loaded.packages for p in (full, *Path(full).parents))
 
 
-def _added() -> list[tuple[int, str]]:
-    """The ``sys.path`` entries the user added, with their index."""
+def _added(loaded: Loaded | None) -> list[tuple[int, str]]:
+    """The ``sys.path`` entries the user added, with their index (``loaded``: as the checkpoint
+    read it once; default: read now)."""
     startup = startup_path()
-    roots, packages = localmodules.installed_roots(), _package_folders()
+    loaded = loaded or Loaded.now()
     return [
         (i, entry)
         for i, entry in enumerate(sys.path)
-        if isinstance(entry, str) and entry not in startup and not _installed_entry(entry, roots, packages)
+        if isinstance(entry, str) and entry not in startup and not _installed_entry(entry, loaded)
     ]
 
 
-def added_folders() -> list[str]:
+def added_folders(loaded: Loaded | None = None) -> list[str]:
     """The ``sys.path`` folders the user added, absolute: where local modules may be imported from.
     A relative entry (``"lib"``) is the folder the import system took it for when it was first
-    used, not the one it names from the working directory now (the notebook may have changed it)."""
-    return [_imported_from(entry) for _, entry in _added() if entry]
+    used, not the one it names from the working directory now (the notebook may have changed it).
+    ``loaded``: what the process has loaded, as the checkpoint read it once (default: read now)."""
+    return [_imported_from(entry) for _, entry in _added(loaded) if entry]
 
 
 def _imported_from(entry: str) -> str:
@@ -103,11 +90,12 @@ def _imported_from(entry: str) -> str:
     return path if isinstance(path, str) and os.path.isabs(path) else os.path.abspath(entry)
 
 
-def capture_sys_path(folder: str) -> list[dict[str, Any]]:
-    """The entries the user added, in order; ``front`` for those before the startup entries."""
+def capture_sys_path(folder: str, loaded: Loaded | None = None) -> list[dict[str, Any]]:
+    """The entries the user added, in order; ``front`` for those before the startup entries.
+    ``loaded``: as for ``added_folders``."""
     startup = startup_path()
     first = next((i for i, entry in enumerate(sys.path) if entry in startup), len(sys.path))
-    return [{**place(entry, folder), "front": i < first} for i, entry in _added()]
+    return [{**place(entry, folder), "front": i < first} for i, entry in _added(loaded)]
 
 
 def apply_cwd(kept: dict[str, Any], folder: str, words: str, applied: list[str], refused: list[str]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from ..store.manifest import Manifest
 from ..store.storage import Store
 from . import localmodules, places
+from .loaded import Loaded
 from .localmodules import folder_words, notebook_folder
 
 #: rcParams that belong to the front end, not to results: never kept.
@@ -105,8 +106,9 @@ def _matplotlib() -> dict[str, Any] | None:
         }
 
 
-def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
-    """The settings to keep, as JSON values, and notes on any that could not be read."""
+def capture(notebook: str | None, loaded: Loaded | None = None) -> tuple[dict[str, Any], list[str]]:
+    """The settings to keep, as JSON values, and notes on any that could not be read. ``loaded``:
+    what the process has loaded, as the checkpoint read it once (default: read now)."""
     folder = notebook_folder(notebook)
     kept: dict[str, Any] = {"folder": folder}
     notes: list[str] = []
@@ -115,7 +117,7 @@ def capture(notebook: str | None) -> tuple[dict[str, Any], list[str]]:
         "sklearn": _sklearn,
         "matplotlib": _matplotlib,
         "cwd": lambda: places.place(os.getcwd(), folder),
-        "sys_path": lambda: places.capture_sys_path(folder),
+        "sys_path": lambda: places.capture_sys_path(folder, loaded),
     }
     for name, read in readers.items():
         try:
@@ -258,15 +260,16 @@ class Kept:
 def keep(notebook: str | None, algorithm: str, values: Mapping[str, Any] | None = None) -> Kept:
     """Capture the settings and the local modules (the checkpoint's hook): those under the
     notebook's folder and the ``sys.path`` folders the user added; one that ``values`` need but
-    that is not kept is named."""
+    that is not kept is named. What the process has loaded is read once, for all of these."""
+    loaded = Loaded.now()
     with localmodules.resolving_once():
-        settings, notes = capture(notebook)
+        settings, notes = capture(notebook, loaded)
         try:
-            entries = places.added_folders()
+            entries = places.added_folders(loaded)
         except Exception as e:  # an odd sys.path: the modules under the notebook's folder are still kept
             entries = []
             notes.append(f"sys.path folders not searched for local modules: {type(e).__name__}: {e}")
-        modules = localmodules.capture(notebook, algorithm, entries, values)
+        modules = localmodules.capture(notebook, algorithm, entries, values, loaded)
     return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes)
 
 

@@ -3,16 +3,19 @@ another kernel and another folder; what cannot be applied there is named, never 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
 import sys
+import sysconfig
+import types
 from pathlib import Path
 
 import pytest
 
 import jupyter_pause as jp
-from jupyter_pause.process import settings
+from jupyter_pause.process import places, settings
 from jupyter_pause.store.manifest import Manifest
 
 RELEASES = Path(__file__).resolve().parents[1] / "data"
@@ -123,6 +126,35 @@ def test_libraries_the_session_never_imported_are_not_read(monkeypatch, tmp_path
     assert not notes
     assert {"torch", "sklearn", "matplotlib"}.isdisjoint(kept)
     assert "cwd" in kept and "sys_path" in kept
+
+
+def test_a_checkpoint_reads_what_the_process_loaded_once(monkeypatch, tmp_path):
+    """Which files are local modules, which ``sys.path`` entries are the user's and which modules
+    variables need that are not kept: one walk of ``sys.modules`` and one look at the
+    installation's folders answer them all (a kernel holds thousands of modules)."""
+    walks: list[int] = []
+    looks: list[int] = []
+
+    class Watched(types.ModuleType):
+        @property
+        def __dict__(self) -> dict:  # type: ignore[override]  # what a walk of sys.modules reads of each module
+            walks.append(1)
+            return {}
+
+    monkeypatch.setitem(sys.modules, "watched_by_the_test", Watched("watched_by_the_test"))
+    real = sysconfig.get_paths
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: looks.append(1) or real(*a, **k))
+    (tmp_path / "helpers_once.py").write_text("def scale(x):\n    return 2 * x\n")
+    interpreter = places.startup_path() | set(sys.path)  # as a kernel that just started: only tmp_path is added
+    monkeypatch.setattr(places, "startup_path", lambda: interpreter)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "helpers_once", raising=False)  # forgotten again after the test
+    helpers = importlib.import_module("helpers_once")
+
+    kept = settings.keep(str(tmp_path / "nb.ipynb"), "xxh3_128", {"scale": helpers.scale})
+    assert [r.path for r in kept.local_modules.records] == ["helpers_once.py"]
+    assert "cwd" in kept.settings and "sys_path" in kept.settings
+    assert (len(walks), len(looks)) == (1, 1)
 
 
 def test_what_cannot_be_applied_is_named_and_the_rest_is_applied(tmp_path, monkeypatch):
