@@ -1,5 +1,5 @@
-"""benchmarks/run.py: every case runs end to end at toy sizes (those starting kernels as integration
-tests), so the script and its case modules cannot rot."""
+"""benchmarks/run.py: every case runs end to end at toy sizes (6 and 8, which start kernels, as an
+integration test), so the script and its case modules cannot rot."""
 
 from __future__ import annotations
 
@@ -67,16 +67,16 @@ def test_the_frozen_backbone_and_detection_cases_run_at_toy_sizes(bench, tmp_pat
 
 @pytest.mark.integration
 @pytest.mark.usefixtures("new_process")
-def test_the_new_node_case_resumes_by_hand_by_click_and_after_a_wait_beside_a_raw_read(bench, tmp_path):
-    """Case 8 on a local folder: each contender ran in a kernel of a fresh server, the click after
-    a wait waited on the gated resources check, and each row has its ratio and says the overlap."""
+def test_the_kernel_cases_resume_in_new_kernels_beside_a_raw_read(bench, tmp_path):
+    """Case 6, and case 8 on a local folder: each contender ran in a kernel of a fresh server, the
+    click after a wait waited on the gated resources check, and each row says the overlap."""
     results = tmp_path / "latest.json"
-    argv = ["--quick", "--only", "8", "--dir", str(tmp_path / "data"), "--json", str(results)]
+    argv = ["--quick", "--only", "6,8", "--dir", str(tmp_path / "data"), "--json", str(results)]
     assert bench.main(argv) == 0
     report = json.loads(results.read_text())["results"]
-    assert sorted(report) == ["8a-local", "8b-local", "8c-local"]
+    assert sorted(report) == ["6", "8a-local", "8b-local", "8c-local"]
     assert all(r["n"] == 1 and r["ratio"]["median"] > 0 for r in report.values())
-    assert [r["target"] for r in report.values()] == [1.2, 0.3, 1.0]
+    assert [r["target"] for r in report.values()] == [1.0, 1.2, 0.3, 1.0]
     (pair,) = report["8a-local"]["pairs"]
     assert sorted(pair["order"]) == ["by_hand", "click", "raw", "waited"]
     assert pair["raw"]["read"] > 0 and pair["by_hand"]["resume"] > 0
