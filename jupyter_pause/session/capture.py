@@ -8,7 +8,7 @@ import contextlib
 import pickle
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..serialize import devicehash
 from ..serialize.digests import Known, remember, value_digest
 from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult
-from ..store import signing
+from ..store import signing, workers
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import (
     ArrayRecord,
@@ -66,6 +66,9 @@ def mid_cell() -> bool:
 
 #: Triggers of a checkpoint with little time left to take it: no rehearsal (``proof.rehearsal``).
 HURRIED = frozenset({Trigger.SIGTERM, Trigger.SPOT})
+
+#: The process's thread the model checks run in, one check after the other (``store.workers``).
+CHECKS = "jupyter-pause-check"
 
 #: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
 #: still cover them); digesting a huge object graph in Python would cost more than saving it.
@@ -185,11 +188,7 @@ def start_model_checks(p: Prepared) -> Future[dict[str, Any]]:
     modules (``describe``)."""
     if p.models is None:
         known = {**p.device_known, **{where: digest.hex() for where, digest in p.known.items()}}
-        pool = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-check")
-        try:
-            p.models = pool.submit(_model_checks, p.modules, known)
-        finally:
-            pool.shutdown(wait=False)
+        p.models = workers.shared(CHECKS, 1).submit(_model_checks, p.modules, known)
     return p.models
 
 

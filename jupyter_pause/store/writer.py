@@ -30,17 +30,23 @@ import contextlib
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Callable
 
 from ..errors import StoreError
-from . import pool, signing
+from . import pool, signing, workers
 from .catalog import Catalog
 from .layout import blob_prefix
 from .storage import PARALLELISM
 
 Progress = Callable[[int, int], None]
+
+#: The process's threads a writer works in (``workers.shared``): hashing, its lanes (sending,
+#: then writing batches, each in order), and writing pending notes.
+HASHING, LANES, NOTES = "jupyter-pause-hash", "jupyter-pause-writer", "jupyter-pause-note"
+#: Threads of the lanes (two per writer at work) and of the notes (one per writer at work).
+LANE_THREADS, NOTE_THREADS = 4, 2
 
 
 class Stored:
@@ -94,11 +100,14 @@ class BlobWriter:
         self._reused: dict[str, Any] = {}
         self._reused_data_stays = reused_data_stays
         self._lock = threading.Lock()
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-writer")
-        self._notes = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-note")
-        self._sender = ThreadPoolExecutor(1, thread_name_prefix="jupyter-pause-send")
+        # The process's threads (``workers``), shared with every checkpoint; this writer's own
+        # order is kept by its lanes, and ``close`` waits for its own futures only.
+        self._thread = workers.Lane(workers.shared(LANES, LANE_THREADS))
+        self._sender = workers.Lane(workers.shared(LANES, LANE_THREADS))
+        self._notes = workers.shared(NOTES, NOTE_THREADS)
+        self._noted: list[Future[None]] = []
         self._sends: list[Future[None]] = []
-        self._pool = ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-hash")
+        self._pool = workers.shared(HASHING, PARALLELISM)
         self._batches: list[Future[Any]] = []
         self._failed = False
         #: Model files this checkpoint references (sha256 -> their upload): in the pool before it commits.
@@ -258,6 +267,7 @@ class BlobWriter:
         with self._lock:
             named = sorted(set(self.sizes) | set(payloads)) + sorted(self._files)
         note = self._notes.submit(self.catalog.write_pending, self.session, self.checkpoint_id, self.created, named)
+        self._noted.append(note)
         try:
             self.look_up(payloads)
             batch = {key: data for key, data in payloads.items() if self._claim(key, data)}
@@ -356,15 +366,15 @@ class BlobWriter:
             )
 
     def close(self) -> None:
-        """Stop taking work and wait for what already started (after an error, say)."""
+        """Stop taking work and wait for what of this writer's already started (after an error,
+        say); another checkpoint's work on the shared threads is not waited for."""
         for sent in self._sends:
             sent.cancel()
-        self._sender.shutdown(wait=True)
+        futures.wait(self._sends)  # first: a send under way may still queue its batch
         for batch in self._batches:
             batch.cancel()
-        self._pool.shutdown(wait=True)
-        self._thread.shutdown(wait=True)
-        self._notes.shutdown(wait=True)
+        futures.wait(self._batches)
+        futures.wait(self._noted)
 
 
 def _gone(keys: list[str]) -> StoreError:

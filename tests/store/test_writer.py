@@ -284,3 +284,58 @@ def test_a_dict_the_caller_adds_to_after_send_is_written_as_it_was_sent(tmp_path
     go_on.set()
     assert writer.finish() == len(b"sent")
     assert store.read(pool_key("a" * 32)) == b"sent" and not store.exists(pool_key(f"{0:032x}"))
+
+
+def test_checkpoints_share_the_processs_threads_and_start_no_executor_of_their_own(tmp_path, monkeypatch):
+    """Hashing, notes and writes run in the process's threads (``store.workers``), made once, not
+    in four executors started and let go at every checkpoint."""
+    store = Store(str(tmp_path))
+    _writer(store).finish()  # whatever a first checkpoint of the process makes, it makes once
+    made: list[str] = []
+    real = ThreadPoolExecutor.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(kwargs.get("thread_name_prefix") or "")
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ThreadPoolExecutor, "__init__", counted)
+    for i in range(3):
+        writer = BlobWriter(Catalog(store), "s", f"2026010{i + 1}-000000-abcdef", 1.0)
+        writer.send({f"{i:032x}": b"note first"})
+        keys = writer.hash_and_send({"a0": bytes([i]) * 50_000}, "xxh3_128")
+        assert writer.finish() == len(b"note first") + 50_000 and keys["a0"].result(30)
+    assert [name for name in made if name.startswith("jupyter-pause")] == []
+
+
+def test_a_writer_waits_for_its_own_work_only(tmp_path, monkeypatch):
+    """The threads are shared, the waiting is not: a checkpoint whose write hangs (a slow store)
+    keeps another from neither finishing nor being abandoned."""
+    import threading
+
+    store = Store(str(tmp_path))
+    stuck, release = threading.Event(), threading.Event()
+    real = Store.write_many
+
+    def write_many(self, items, progress=None):
+        if any(key.endswith("a" * 32) for key in items):
+            stuck.set()
+            assert release.wait(30)
+        return real(self, items, progress)
+
+    monkeypatch.setattr(Store, "write_many", write_many)
+    slow = BlobWriter(Catalog(store), "s", "20260101-000000-aaaaaa", 1.0)
+    slow.send({"a" * 32: b"slow"})
+    assert stuck.wait(30)
+    try:
+        quick = BlobWriter(Catalog(store), "s", "20260101-000000-bbbbbb", 1.0)
+        quick.send({"b" * 32: b"quick"})
+        quick.hash_and_send({"a0": b"q" * 50_000}, "xxh3_128")
+        assert quick.finish() == len(b"quick") + 50_000  # while the other's write still hangs
+        with pytest.raises(ValueError, match="while describing"):
+            with BlobWriter(Catalog(store), "s", "20260101-000000-cccccc", 1.0) as abandoned:
+                abandoned.send({"c" * 32: b"abandoned"})
+                raise ValueError("failed while describing")
+        assert not release.is_set() and not store.exists(pool_key("a" * 32))
+    finally:
+        release.set()
+    assert slow.finish() == len(b"slow") and store.read(pool_key("a" * 32)) == b"slow"
