@@ -45,8 +45,11 @@ class Matched:
     hashed: dict[str, str] = field(default_factory=dict)
 
 
-def _regions(files: list[ModelFile]) -> list[tuple[int, int, int, ModelFile]]:
-    """(start, end, file offset, file) of each mapping of ``files`` in this process (Linux)."""
+def _regions(
+    files: list[ModelFile], mappings: list[mapping.FileMapping] | None
+) -> list[tuple[int, int, int, ModelFile]]:
+    """(start, end, file offset, file) of each mapping of ``files`` in this process (Linux), among
+    ``mappings`` (default: read now)."""
     inodes = {}
     for f in files:
         if not f.holds_its_index():  # its name's claim not verified yet: its tensors are hashed
@@ -61,17 +64,26 @@ def _regions(files: list[ModelFile]) -> list[tuple[int, int, int, ModelFile]]:
     # by inode, not by name: a Hugging Face cache blob has no suffix
     return [
         (m.start, m.end, m.offset, f)
-        for m in mapping.file_mappings()
+        for m in (mapping.file_mappings() if mappings is None else mappings)
         if (f := inodes.get((m.device, m.inode))) is not None
     ]
 
 
 class Matcher:
-    """Finds the arrays of a capture that are tensors of ``files`` (their indexes in ``algorithm``)."""
+    """Finds the arrays of a capture that are tensors of ``files`` (their indexes in ``algorithm``).
+    ``mappings``: the process's file mappings, as the checkpoint read them once (default: read
+    when matching)."""
 
-    def __init__(self, files: list[ModelFile], algorithm: str, known: dict[str, list[FileRange]] | None = None):
+    def __init__(
+        self,
+        files: list[ModelFile],
+        algorithm: str,
+        known: dict[str, list[FileRange]] | None = None,
+        mappings: list[mapping.FileMapping] | None = None,
+    ):
         self.files = [f for f in files if f.index.algorithm == algorithm]
         self.algorithm = algorithm
+        self.mappings = mappings
         #: Blobs a previous checkpoint referenced, by digest (a storage kept on its device by its
         #: fingerprint keeps its reference).
         self.known = {
@@ -139,7 +151,7 @@ class Matcher:
         out = Matched()
         if not self.files:
             return out
-        regions = _regions(self.files)
+        regions = _regions(self.files, self.mappings)
         rest = {}
         for key, f in found.items():
             if f.reused is not None and f.reused in self.known:

@@ -238,7 +238,8 @@ def _arrays(
     if devicehash.release(dump.collector, seen, before, indexed):
         dump.collector.gather()  # kept as references it can no longer make: copied after all
     known = before.references if before is not None else None
-    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=modelfiles.matcher(files, algorithm, known))
+    matcher = modelfiles.matcher(files, algorithm, known, offered.mappings if offered is not None else None)
+    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=matcher)
     return seen, device_known, files, plan
 
 

@@ -33,12 +33,12 @@ from ..store.storage import Store
 INDEX_WAIT = 600.0
 
 
-def mapped() -> list[tuple[int, int, str]]:
-    """Where ``safetensors`` files are mapped into this process now: (start, end, path); none
-    where ``/proc`` is absent."""
-    return [
-        (m.start, m.end, m.path) for m in mapping.file_mappings() if m.path.endswith(SUFFIX) and os.path.isfile(m.path)
-    ]
+def mapped(mappings: Iterable[mapping.FileMapping] | None = None) -> list[tuple[int, int, str]]:
+    """Where ``safetensors`` files are mapped into this process: (start, end, path); none where
+    ``/proc`` is absent. ``mappings``: the process's file mappings as a checkpoint read them once
+    (default: read now)."""
+    found = mapping.file_mappings() if mappings is None else mappings
+    return [(m.start, m.end, m.path) for m in found if m.path.endswith(SUFFIX) and os.path.isfile(m.path)]
 
 
 def _tensors(value: Any) -> Iterable[Any]:
@@ -55,9 +55,9 @@ def _tensors(value: Any) -> Iterable[Any]:
     return []
 
 
-def _mapped_files(values: Iterable[Any]) -> set[str]:
+def _mapped_files(values: Iterable[Any], mappings: Iterable[mapping.FileMapping] | None) -> set[str]:
     """The mapped model files whose bytes tensors of ``values`` are views of."""
-    regions = mapped()
+    regions = mapped(mappings)
     if not regions:
         return set()
     found = set()
@@ -97,11 +97,12 @@ def _names(values: Iterable[Any]) -> set[str]:
     return names
 
 
-def loaded(values: Iterable[Any]) -> dict[str, str | None]:
+def loaded(values: Iterable[Any], mappings: Iterable[mapping.FileMapping] | None = None) -> dict[str, str | None]:
     """The model files this kernel loaded, each with the sha256 its name claims (a Hugging Face
-    cache blob), or None. A weak proxy whose object is gone is passed over: asking its type raises."""
+    cache blob), or None. A weak proxy whose object is gone is passed over: asking its type raises.
+    ``mappings``: as for ``mapped``."""
     values = [value for value in values if not is_dead_proxy(value)]
-    paths = _mapped_files(values)
+    paths = _mapped_files(values, mappings)
     for name in _names(values):
         paths.update(folder_files(name))
     found: dict[str, str | None] = {}
@@ -116,10 +117,12 @@ def loaded(values: Iterable[Any]) -> dict[str, str | None]:
 
 @dataclass
 class Offered:
-    """The model files one checkpoint saw, on their way into the store (see ``store.modelfiles``)."""
+    """The model files one checkpoint saw, on their way into the store (see ``store.modelfiles``),
+    and the process's file mappings as the checkpoint read them (once: ``matcher`` takes them too)."""
 
     files: list[Future[ModelFile]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    mappings: list[mapping.FileMapping] = field(default_factory=list)
 
     def ready(self, timeout: float = INDEX_WAIT) -> list[ModelFile]:
         """The files indexed within ``timeout`` (a note names each that could not be)."""
@@ -137,9 +140,10 @@ class Offered:
 
 
 def offer(store: Store, values: Iterable[Any], algorithm: str) -> Offered:
-    """Offer every model file the kernel loaded to ``store`` (index, then upload, in the background)."""
-    offered = Offered()
-    for path, claimed in loaded(values).items():
+    """Offer every model file the kernel loaded to ``store`` (index, then upload, in the background).
+    The process's file mappings are read here, once for the checkpoint (``Offered.mappings``)."""
+    offered = Offered(mappings=mapping.file_mappings())
+    for path, claimed in loaded(values, offered.mappings).items():
         try:
             offered.files.append(modelfiles.offer(store, path, algorithm, claimed))
         except OSError as e:
@@ -147,9 +151,15 @@ def offer(store: Store, values: Iterable[Any], algorithm: str) -> Offered:
     return offered
 
 
-def matcher(files: list[ModelFile], algorithm: str, known: dict[str, list[FileRange]] | None) -> Matcher | None:
-    """What finds the tensors of ``files`` among a capture's arrays; None without files."""
-    return Matcher(files, algorithm, known) if files else None
+def matcher(
+    files: list[ModelFile],
+    algorithm: str,
+    known: dict[str, list[FileRange]] | None,
+    mappings: list[mapping.FileMapping] | None = None,
+) -> Matcher | None:
+    """What finds the tensors of ``files`` among a capture's arrays (``mappings``: the process's
+    file mappings as the checkpoint read them, ``Offered.mappings``); None without files."""
+    return Matcher(files, algorithm, known, mappings) if files else None
 
 
 def _named(files: list[ModelFile], references: dict[str, list[FileRange]]) -> list[ModelFile]:

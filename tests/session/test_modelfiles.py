@@ -29,7 +29,7 @@ from jupyter_pause.config import PauseConfig
 from jupyter_pause.errors import CheckpointDamaged
 from jupyter_pause.hub.keys import user_key
 from jupyter_pause.session import modelfiles as session_modelfiles
-from jupyter_pause.store import modelfiles, signing
+from jupyter_pause.store import mapping, modelfiles, signing
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import check
 from jupyter_pause.store.layout import file_index_key, pool_key
@@ -147,6 +147,21 @@ def test_a_dead_weak_proxy_beside_a_mapped_model_is_passed_over(tmp_path):
     gone = weakref.proxy(Gone())
     found = session_modelfiles.loaded([gone, model])
     assert {Path(path).resolve().parent for path in found} == {Path(folder).resolve()}
+
+
+def test_a_checkpoint_reads_the_processs_mappings_once(tmp_path, monkeypatch):
+    """Which model files the kernel loaded, and which tensors still map their bytes unwritten:
+    one reading of ``/proc/self/maps`` answers both (a kernel with torch loaded maps thousands
+    of regions)."""
+    model = _load(_saved(tmp_path, "llama"))
+    url = str(tmp_path / "store")
+    first = _take(url, "tune", model=model, step=1)  # the file is indexed, and verified
+    reads: list[int] = []
+    real = mapping.file_mappings
+    monkeypatch.setattr(mapping, "file_mappings", lambda: reads.append(1) or real())
+    second = _take(url, "tune", model=model, step=2)
+    assert set(second.references) == set(first.references) and _referenced(second) >= _loaded_bytes(model)
+    assert len(reads) == 1
 
 
 def test_a_tensor_changed_after_load_is_copied_and_the_rest_referenced(tmp_path):
