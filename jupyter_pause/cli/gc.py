@@ -17,6 +17,7 @@ from ..ledger import pruning
 from ..store.catalog import Catalog
 from ..store.layout import check_session
 from ..store.retention import DEFAULT_GRACE_SECONDS, Kind, collect, sweep_pool
+from ..store.survey import Survey
 from ..store.uploads import unlisted as unlisted_uploads
 from . import hours
 
@@ -30,22 +31,24 @@ def run(args: argparse.Namespace, catalog: Catalog) -> tuple[Any, str]:
         raise ValueError("--older-than must be a positive age, such as 7d")
     if args.ledger_older_than is not None and args.ledger_older_than <= 0:
         raise ValueError("--ledger-older-than must be a positive age, such as 90d")
-    sessions = [check_session(args.session)] if args.session else catalog.sessions()
+    # One reading of the store for every session and the pool: each listing, each manifest once.
+    survey = Survey.take(catalog, grace=args.grace)
+    sessions = [check_session(args.session)] if args.session else survey.sessions
     reports = [
         collect(
             catalog,
             session,
             keep=args.keep,
             older_than=args.older_than,
-            grace=args.grace,
             dry_run=args.dry_run,
             pool=False,
             remove_unverified=args.remove_unverified,
+            survey=survey,
         )
         for session in sessions
     ]
     removed = [key for r in reports for key in r.manifests_removed()]
-    swept = sweep_pool(catalog, grace=args.grace, dry_run=args.dry_run, removed=removed)  # once, after every session
+    swept = sweep_pool(catalog, dry_run=args.dry_run, removed=removed, survey=survey)  # once, after every session
     unlisted = unlisted_uploads(catalog.store)
     counts = {str(kind): sum(r.counts()[str(kind)] for r in [*reports, swept]) for kind in Kind}
     data = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import calendar
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from ..errors import CheckpointDamaged, CheckpointNotFound
@@ -22,7 +23,7 @@ from .layout import (
 )
 from .manifest import Manifest
 from .signing import Keys
-from .storage import Store
+from .storage import Entry, Store
 
 
 @dataclass
@@ -261,10 +262,14 @@ class Catalog:
         names = {session_of(key) for key in self.store.list(SESSIONS)}
         return sorted(n for n in names if n is not None)
 
-    def listing(self, session: str, key: Keys = None) -> Listing:
+    def listing(self, session: str, key: Keys = None, listed: Mapping[str, Entry] | None = None) -> Listing:
         """Every committed checkpoint of ``session`` (newest first) plus damaged, unreadable and
-        pending ones; with a signing ``key``, a manifest it did not sign is damaged too."""
-        keys = self.store.list(manifest_prefix(session))
+        pending ones; with a signing ``key``, a manifest it did not sign is damaged too.
+
+        ``listed``: the session's manifests and notes as the caller listed them already (a cleanup
+        lists each once: ``survey``); by default both are listed here, the notes after the
+        manifests are read."""
+        keys = self.store.list(manifest_prefix(session)) if listed is None else listed
         ids = {key: checkpoint_id for key in keys if (checkpoint_id := manifest_id(key)) is not None}
         found = Listing(session=session, where=self.store.display_url)
         damaged: dict[str, Damage] = {}
@@ -283,7 +288,8 @@ class Catalog:
                 found.checkpoints.append(manifest)
         found.checkpoints.sort(key=lambda m: (m.created, m.id), reverse=True)
         committed = {m.id for m in found.checkpoints}
-        for path, entry in self.store.list(pending_prefix(session)).items():
+        notes = self.store.list(pending_prefix(session)) if listed is None else listed
+        for path, entry in notes.items():
             checkpoint_id = pending_id(path)
             if checkpoint_id is not None and checkpoint_id not in committed:
                 found.pending[checkpoint_id] = entry.mtime

@@ -20,22 +20,25 @@ sorts the rest:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import IntegrityError
 from .catalog import Catalog, Listing
-from .layout import manifest_key
+from .layout import manifest_key, manifest_prefix
 from .manifest import Manifest
-from .storage import Buffer
+from .storage import Buffer, Entry
 
 
 @dataclass
 class Judged:
     """A session's manifests as a cleanup sees them: its listing (verified checkpoints, newer
-    and unreadable ones, pending notes) and its damaged manifests sorted into torn ones and
-    unverified ones (id: why, as the listing says it)."""
+    and unreadable ones, pending notes), the manifests' keys as listed (with sizes and times),
+    and its damaged manifests sorted into torn ones and unverified ones (id: why, as the
+    listing says it)."""
 
     listing: Listing
+    manifests: dict[str, Entry] = field(default_factory=dict)
     torn: dict[str, str] = field(default_factory=dict)
     unverified: dict[str, str] = field(default_factory=dict)
 
@@ -45,8 +48,10 @@ class Judged:
         return any(m.signature or m.names for m in self.listing.checkpoints)
 
 
-def judge(catalog: Catalog, session: str) -> Judged:
-    """``session``'s manifests, read with the keys of ``catalog``'s store, sorted for a cleanup.
+def judge(catalog: Catalog, session: str, notes: Mapping[str, Entry]) -> Judged:
+    """``session``'s manifests, listed now and read with the keys of ``catalog``'s store, sorted
+    for a cleanup; ``notes``: the session's notes of checkpoints being written, as the cleanup
+    listed them (before it read them, and before this lists the manifests: ``survey``).
 
     A damaged manifest (not a newer format) is read again: one whose bytes are no manifest is
     torn; one that is a manifest, or that does not open (another key's seal, or sealed and read
@@ -54,7 +59,8 @@ def judge(catalog: Catalog, session: str) -> Judged:
     give this time is unverified (kept).
     """
     store = catalog.store
-    judged = Judged(catalog.listing(session, store.keys))
+    manifests = store.list(manifest_prefix(session))
+    judged = Judged(catalog.listing(session, store.keys, {**manifests, **notes}), manifests)
     listing = judged.listing
     suspect = {manifest_key(session, i): i for i in listing.damaged if i not in listing.newer}
     for key, data in store.read_many(list(suspect)).items():

@@ -11,19 +11,17 @@ named with a key not held here) may name any object: then none is removed this t
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterable
 
-from ..errors import IntegrityError, StoreError
 from . import uploads
 from .backends.local import PART_PREFIX
 from .catalog import Catalog
 from .cleanup import DEFAULT_GRACE_SECONDS, Item, Kind, PoolReport, age, past
-from .judging import judge
-from .layout import file_index_of, file_index_prefix, manifest_key, pending_id, pending_prefix, pool_digest, pool_prefix
+from .layout import file_index_of, manifest_key, pool_digest, pool_prefix
 from .manifest import Manifest
 from .names import Names
+from .storage import Store
+from .survey import Noted, Survey, notes_now, read_notes
 
 #: Why each kind of pool item goes.
 _WHY = {
@@ -39,6 +37,7 @@ def sweep_pool(
     dry_run: bool = False,
     now: float | None = None,
     removed: Iterable[str] = (),
+    survey: Survey | None = None,
 ) -> PoolReport:
     """Remove the pool's blobs that no verified checkpoint of any session names, nor any note of a
     checkpoint being written, once older than ``grace``; and unfinished writes into the pool.
@@ -46,27 +45,28 @@ def sweep_pool(
     The pool is listed first: a blob written after that is not looked at. Notes are read before
     the manifests and again just before deleting, so a checkpoint that commits meanwhile is seen
     in one or the other. ``removed``: manifest keys this cleanup removes (or, on a dry run, would),
-    taken as gone.
+    taken as gone. ``survey``: what this cleanup read of the store already, in that order (its
+    time and grace period then hold: see ``survey``); by default it is read here.
     """
-    now = time.time() if now is None else now
+    survey = survey or Survey.take(catalog, now, grace)
+    if survey.pool is None:
+        raise ValueError("this survey of the store was taken without the pool (pool=False): take one with it")
+    now, grace = survey.now, survey.grace
     store = catalog.store
     report = PoolReport(dry_run=dry_run)
-    blobs = store.list(pool_prefix())
     unfinished = [u for u in uploads.incomplete(store, pool_prefix()) if past(u.initiated, now, grace)]
-    sessions = catalog.sessions()
-    referenced, unsure = _noted(catalog, sessions, now, grace)
-    named, doubt = _referenced(catalog, sessions, set(removed))
+    referenced, unsure = _noted(store, survey.notes)
+    named, doubt = _referenced(survey, set(removed))
     referenced |= named
     unsure = unsure or doubt
     # A blob of unknown age counts as old; a temporary file is a local write cut off before its
-    # file was moved into place.
-    # An index of a model file goes with its file (it says the file is whole in the pool), first.
-    blobs = {**store.list(file_index_prefix()), **blobs}
-    old = {key: e for key, e in blobs.items() if e.mtime is None or past(e.mtime, now, grace)}
+    # file was moved into place. An index of a model file goes with its file, first (the survey
+    # lists the indexes first).
+    old = {key: e for key, e in survey.pool.items() if e.mtime is None or past(e.mtime, now, grace)}
     parts = [key for key in old if key.rsplit("/", 1)[-1].startswith(PART_PREFIX) and key.endswith(".part")]
     orphans = [key for key in old if (name := _name(key)) is not None and name not in referenced]
-    if orphans and not unsure and not dry_run:
-        again, unsure = _noted(catalog, catalog.sessions(), now, grace)  # a checkpoint begun meanwhile
+    if orphans and not unsure and not dry_run:  # a checkpoint begun meanwhile: its note, read again
+        again, unsure = _noted(store, read_notes(store, notes_now(store), now, grace))
         orphans = [key for key in orphans if _name(key) not in again]
     if unsure:
         report.kept_all = unsure
@@ -87,14 +87,14 @@ def sweep_pool(
     return report
 
 
-def _referenced(catalog: Catalog, sessions: list[str], removed: set[str]) -> tuple[set[str], str | None]:
-    """Every pool name the verified checkpoints of ``sessions`` reference; and why they cannot
-    all be known (a checkpoint not read, not verified, or named with a key not held here), or None."""
-    names = catalog.store.names
+def _referenced(survey: Survey, removed: set[str]) -> tuple[set[str], str | None]:
+    """Every pool name the verified checkpoints of the survey's sessions reference; and why they
+    cannot all be known (a checkpoint not read, not verified, or named with a key not held here), or None."""
+    names = survey.catalog.store.names
     referenced: set[str] = set()
     unsure: str | None = None
-    for session in sessions:
-        judged = judge(catalog, session)
+    for session in survey.sessions:
+        judged = survey.judged(session)
         listing = judged.listing
         for manifest in listing.checkpoints:
             if manifest_key(session, manifest.id) in removed:
@@ -136,25 +136,13 @@ def _name(key: str) -> str | None:
     return pool_digest(key) or file_index_of(key)
 
 
-def _noted(catalog: Catalog, sessions: list[str], now: float, grace: float) -> tuple[set[str], str | None]:
-    """Every pool name of the blobs named by the notes of checkpoints being written (those within
-    the grace period), in every session; and why they cannot all be known (a note caught
-    mid-rewrite, or one that does not open here), or None."""
-    store = catalog.store
+def _noted(store: Store, notes: dict[str, Noted]) -> tuple[set[str], str | None]:
+    """Every pool name of the blobs named by the notes of checkpoints being written (``notes``, as
+    read); and why they cannot all be known (a note caught mid-rewrite, or one that does not
+    open here), or None."""
     named: set[str] = set()
-    notes = {key: e for s in sessions for key, e in store.list(pending_prefix(s)).items() if pending_id(key)}
-    young = [key for key, entry in notes.items() if not past(entry.mtime, now, grace)]
-    for key, data in store.read_many(young, small=True).items():
-        if isinstance(data, FileNotFoundError):
-            continue  # committed or abandoned meanwhile
-        try:
-            if isinstance(data, BaseException):
-                raise data
-            note = json.loads(bytes(data))
-            digests = note.get("blobs", []) if isinstance(note, dict) else None
-            if not isinstance(digests, list):
-                raise ValueError("not a note of a checkpoint being written (no list of blobs)")
-        except (ValueError, StoreError, IntegrityError) as e:  # IntegrityError: a seal that does not open here
-            return named, f"the note of a checkpoint being written, {key}, could not be read ({e})"
-        named.update(name for digest in digests if isinstance(digest, str) for name in store.names.every_name(digest))
+    for noted in notes.values():
+        if isinstance(noted, str):
+            return named, noted
+        named.update(name for digest in noted for name in store.names.every_name(digest))
     return named, None

@@ -3,7 +3,8 @@
 A session's cleanup (``collect``) removes its expired checkpoints, abandoned notes, torn manifests
 and its own folder's unreferenced blobs; the store's pool, shared by every session, is swept
 after (``poolsweep.sweep_pool``): a pool blob goes only when no checkpoint of any session, nor any
-note of a checkpoint being written, names it, and it is older than the grace period.
+note of a checkpoint being written, names it, and it is older than the grace period. Both take
+what they know of the store from one ``survey.Survey``: each listing, and each manifest, read once.
 
 Manifests are read with the store's keys (``judging``): only verified checkpoints count toward
 ``--keep`` and ``--older-than``, and the newest verified checkpoint of each lineage, with all it
@@ -15,20 +16,18 @@ from a planted one.
 
 from __future__ import annotations
 
-import json
-import time
 from dataclasses import dataclass
 
 from .. import units
-from ..errors import IntegrityError, StoreError
 from . import uploads
 from .catalog import Catalog
 from .cleanup import DEFAULT_GRACE_SECONDS, GcReport, Item, Kind, PoolReport, age, past
-from .judging import Judged, judge
-from .layout import blob_digest, blob_prefix, manifest_key, manifest_prefix, pending_key, pending_prefix, session_prefix
+from .judging import Judged
+from .layout import blob_digest, blob_prefix, manifest_key, pending_key, pending_prefix, session_prefix
 from .manifest import Manifest
 from .poolsweep import sweep_pool
 from .storage import Store
+from .survey import Survey
 
 __all__ = ["DEFAULT_GRACE_SECONDS", "GcReport", "Item", "Kind", "PoolReport", "collect", "sweep_pool"]
 
@@ -71,6 +70,7 @@ def collect(
     now: float | None = None,
     pool: bool = True,
     remove_unverified: bool = False,
+    survey: Survey | None = None,
 ) -> GcReport:
     """Remove ``session``'s garbage and, with ``keep`` / ``older_than``, apply retention; with
     ``pool``, then sweep the store's pool (``sweep_pool``), its removals counted in the report.
@@ -85,18 +85,22 @@ def collect(
     session, since which ones it needs cannot be read here. Manifests go first, blobs after, so
     an interrupted cleanup never leaves a listed checkpoint with missing data. Anything younger
     than ``grace`` may belong to a checkpoint being written: it stays.
+
+    ``survey``: what this cleanup read of the store already (a cleanup of several sessions reads
+    each listing and each manifest once, ``survey.Survey``; its time and grace period then hold);
+    by default it is read here.
     """
     if keep is not None and keep < 1:
         raise ValueError("--keep must be at least 1 (to remove a whole session, delete its folder)")
     store = catalog.store
-    judged = judge(catalog, session)
+    survey = survey or Survey.take(catalog, now, grace, pool=pool)
+    judged = survey.judged(session)
     listing = judged.listing
     sweep = _Sweep(
         store,
         session,
         GcReport(session, dry_run=dry_run, uploads_unlisted=uploads.unlisted(store)),
-        time.time() if now is None else now,
-        grace,
+        survey,
     )
     if (keep is not None or older_than is not None) and store.keys is None and judged.signed:
         sweep.report.retention_refused = NO_KEY
@@ -117,7 +121,7 @@ def collect(
         uploads.abort(store, unfinished)
     report = sweep.report
     if pool:
-        swept = sweep_pool(catalog, grace=grace, dry_run=dry_run, now=sweep.now, removed=report.manifests_removed())
+        swept = sweep_pool(catalog, dry_run=dry_run, removed=report.manifests_removed(), survey=survey)
         report.items += swept.items
         report.blobs_removed += swept.blobs_removed
         report.bytes_freed += swept.bytes_freed
@@ -126,13 +130,20 @@ def collect(
 
 @dataclass
 class _Sweep:
-    """One session's collection: what it finds, each step adding to ``report``."""
+    """One session's collection: what it finds in ``survey``, each step adding to ``report``."""
 
     store: Store
     session: str
     report: GcReport
-    now: float
-    grace: float
+    survey: Survey
+
+    @property
+    def now(self) -> float:
+        return self.survey.now
+
+    @property
+    def grace(self) -> float:
+        return self.survey.grace
 
     def age(self, mtime: float | None) -> float | None:
         return age(mtime, self.now)
@@ -156,7 +167,7 @@ class _Sweep:
         kept = [m for m in checkpoints if m.id not in dropped]
         self.report.kept = [m.id for m in kept]
         self.report.removed = sorted(dropped)
-        manifests = self.store.list(manifest_prefix(self.session))
+        manifests = judged.manifests
         for checkpoint_id in self.report.removed:
             key = manifest_key(self.session, checkpoint_id)
             entry = manifests.get(key)
@@ -165,9 +176,10 @@ class _Sweep:
         return kept
 
     def pending(self, judged: Judged, referenced: set[str]) -> tuple[list[str], bool]:
-        """Notes of abandoned writes (stale), the blobs of those in flight added to ``referenced``,
-        and whether a note could not be read (its blobs unknown: no blob is removed this time)."""
-        notes = self.store.list(pending_prefix(self.session))
+        """Notes of abandoned writes (stale), the blobs of those in flight (as the survey read
+        their notes) added to ``referenced``, and whether a note could not be read (its blobs
+        unknown: no blob is removed this time)."""
+        notes = self.survey.under(self.session, pending_prefix(self.session))
         stale: list[str] = []
         unsure = False
         for checkpoint_id, mtime in judged.listing.pending.items():
@@ -179,20 +191,18 @@ class _Sweep:
                 why = f"a checkpoint never committed: its writing stopped over {units.duration(self.grace)} ago"
                 self.add(Kind.PENDING, key, note.size if note else 0, mtime, why)
                 continue
-            try:
-                note = json.loads(bytes(self.store.read(key)))
-                referenced.update(note.get("blobs", []))
-            except FileNotFoundError:
-                continue  # committed or abandoned meanwhile
-            except (ValueError, TypeError, AttributeError, StoreError, IntegrityError):
-                unsure = True  # being rewritten this very moment, or not opened here: delete no blob this time
+            noted = self.survey.notes.get(key)  # none: committed or abandoned before it was read
+            if isinstance(noted, str):
+                unsure = True  # being rewritten that very moment, or not opened here: delete no blob this time
+            elif noted is not None:
+                referenced.update(noted)
         return stale, unsure
 
     def torn(self, judged: Judged) -> list[str]:
         """Manifests torn (no manifest's bytes at all) long enough ago; never one of a newer
         format, one the store would not give, nor one that is a manifest the keys here do not verify."""
         self.report.newer = sorted(judged.listing.newer)
-        manifests = self.store.list(manifest_prefix(self.session))
+        manifests = judged.manifests
         torn = []
         for checkpoint_id, why in judged.torn.items():
             entry = manifests.get(manifest_key(self.session, checkpoint_id))
@@ -209,7 +219,7 @@ class _Sweep:
         self.report.removed_unverified = remove and bool(judged.unverified)
         if not remove:
             return []
-        manifests = self.store.list(manifest_prefix(self.session))
+        manifests = judged.manifests
         gone = []
         for checkpoint_id, why in judged.unverified.items():
             entry = manifests.get(manifest_key(self.session, checkpoint_id))
@@ -221,7 +231,7 @@ class _Sweep:
     def orphans(self, referenced: set[str], unsure: bool) -> list[str]:
         """The session folder's blobs nothing references, old enough (none when ``unsure``)."""
         orphans = []
-        for key, entry in self.store.list(blob_prefix(self.session)).items():
+        for key, entry in self.survey.under(self.session, blob_prefix(self.session)).items():
             digest = blob_digest(key)
             young = entry.mtime is not None and not self.old(entry.mtime)  # of unknown age: old
             if digest is not None and digest not in referenced and not young and not unsure:

@@ -4,6 +4,8 @@ runs it: a co-tenant's planted manifest never steers it, and ``--dry-run`` says 
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from safetensors.torch import load_file, save_file
 import jupyter_pause as jp
 from jupyter_pause.cli import main
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.store.layout import manifest_key
+from jupyter_pause.store.layout import manifest_key, pending_key
+from jupyter_pause.store.storage import Store
 from tests.support.plants import UNSIGNED, plant_manifest
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("new_process", "no_pause_env")]
@@ -65,3 +68,33 @@ def test_gc_keep_1_after_a_planted_newer_unsigned_manifest_keeps_all_the_users_d
     resumed: dict = {}
     jp.resume(store=s3_env, session="train", namespace=resumed)
     assert resumed["step"] == 2 and torch.equal(resumed["weights"]["w"], namespace["weights"]["w"])
+
+
+def test_one_gc_lists_each_folder_once_and_reads_each_manifest_once(tmp_path, capsys, monkeypatch):
+    """Over several sessions: each session's manifests are listed and read once, for its own
+    collection and for the pool's sweep alike; the notes of a checkpoint being written are read
+    before the manifests and once more just before anything is deleted."""
+    url = str(tmp_path)
+    for session in ("a", "b", "c", "d"):
+        for step in range(3):
+            jp.checkpoint(store=url, session=session, namespace={"x": torch.full((1000,), float(step))})
+    store = PauseConfig().open_store(url)
+    for key in store.list("blobs/"):  # past the grace period, so the sweep deletes
+        os.utime(store.path(key), (time.time() - 7200, time.time() - 7200))
+    writing = pending_key("d", "20990101-000000-abcdef")
+    store.write(writing, json.dumps({"id": "20990101-000000-abcdef", "created": 0.0, "blobs": []}).encode())
+    manifests = [key for key in store.list("sessions/") if "/checkpoints/" in key]
+    listed: list[str] = []
+    read: list[str] = []
+    real_list, real_read = Store.list, Store.read
+    monkeypatch.setattr(Store, "list", lambda self, prefix: listed.append(prefix) or real_list(self, prefix))
+    monkeypatch.setattr(Store, "read", lambda self, key, *a, **k: read.append(key) or real_read(self, key, *a, **k))
+
+    code, out = _run(capsys, "gc", "--keep", "2", "--grace", "10m", "--store", url)
+    assert code == 0 and out.count("kept 2 checkpoint(s), removed 1 checkpoint(s)") == 4, out
+    assert "store pool: removed 0 blob" not in out, out
+    assert sorted(listed) == sorted(
+        ["blobs/", "files/", "sessions/", "sessions/"] + [f"sessions/{s}/checkpoints/" for s in "abcd"]
+    )  # the second listing of sessions/: the notes, again, before deleting
+    assert sorted(key for key in read if "/checkpoints/" in key) == sorted(manifests)
+    assert read.count(writing) == 2
