@@ -16,15 +16,18 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
+import jupyter_pause as jp
 from jupyter_pause.protocol import nodestate
 from jupyter_pause.server.preemption.aws import Aws
 from jupyter_pause.server.preemption.azure import Azure
-from jupyter_pause.server.preemption.fit import Fit
+from jupyter_pause.server.preemption.fit import REFRESH, Fit
 from jupyter_pause.server.preemption.gce import Gce
 from jupyter_pause.server.preemption.noderecord import Publisher
 from jupyter_pause.server.preemption.source import Blind, Reading
 from jupyter_pause.server.preemption.watcher import PreemptionWatcher, readers_for
 from jupyter_pause.server.settings import PauseServer
+from jupyter_pause.store.catalog import Catalog
+from jupyter_pause.store.storage import Store
 from jupyter_pause.vocabulary import Cloud, WatcherState
 from tests.support.metadata import FakeAws, FakeAzure, FakeGce, started
 
@@ -209,6 +212,7 @@ def manager_with(**settings: Any) -> Any:
         settings=PauseServer(**{"preemption_timeout": TIMEOUT, **settings}),
         catalog=None,
         notebooks_running=notebooks_running,
+        board=SimpleNamespace(local={}),
     )
 
 
@@ -320,6 +324,60 @@ def test_the_advice_names_the_checkpoint_time_and_the_notice() -> None:
         quick.fits
         and quick.public()["advice"] == "your last checkpoint took 95 s; an AWS notice gives 120 s: a pause fits"
     )
+
+
+def _watching_gce(url: str, clock: Clock) -> tuple[PreemptionWatcher, dict[str, Any]]:
+    """A watcher of GCE's notice (its lead time known without a poll) over the store at ``url``,
+    on ``clock``; and the server's view of its sessions' states, which the test changes."""
+    states: dict[str, Any] = {}
+    manager = SimpleNamespace(
+        settings=PauseServer(preemption_notices="gce", preemption_timeout=TIMEOUT),
+        catalog=Catalog(Store(url)),
+        board=SimpleNamespace(local=states),
+    )
+    watcher = PreemptionWatcher(manager, *readers_for(manager.settings))
+    watcher.durations.clock = clock
+    return watcher, states
+
+
+@pytest.mark.usefixtures("new_process")
+def test_the_fit_lists_a_sessions_checkpoints_once_a_minute_not_at_every_poll(tmp_path, clock, monkeypatch):
+    """The watcher asks at every poll (every 5 s) for every running session; the store is asked
+    once, and again only after ``fit.REFRESH``: a checkpoint the kernel took itself shows then."""
+    url = str(tmp_path)
+    first = {s: jp.checkpoint(store=url, session=s, namespace={"x": 1}).manifest for s in ("a", "b")}
+    watcher, _ = _watching_gce(url, clock)
+    listed: list[str] = []
+    real = Store.list
+    monkeypatch.setattr(Store, "list", lambda self, prefix: listed.append(prefix) or real(self, prefix))
+    fits = [watcher.fit(["a", "b"]) for _ in range(5)]
+    assert fits[0] is not None and fits.count(fits[0]) == 5
+    assert sorted(listed) == ["sessions/a/checkpoints/", "sessions/b/checkpoints/"]
+
+    newer = jp.checkpoint(store=url, session="a", namespace={"x": 2}).manifest  # %checkpoint in the kernel
+    watcher.fit(["a", "b"])
+    assert len(listed) == 2 and watcher.durations.newest("a")[0] == first["a"].id
+    clock.now += REFRESH
+    watcher.fit(["a", "b"])
+    # the newest by id (ids begin with the second they were taken in)
+    assert len(listed) == 4 and watcher.durations.newest("a")[0] == max(first["a"].id, newer.id)
+
+
+@pytest.mark.usefixtures("new_process")
+def test_a_checkpoint_this_server_takes_shows_in_the_fit_at_once(tmp_path, clock, monkeypatch):
+    """A pause, or an early warning's checkpoint, changes the session's state here: that session's
+    checkpoints are listed again at the next poll, the others' are not."""
+    url = str(tmp_path)
+    watcher, states = _watching_gce(url, clock)
+    assert watcher.fit(["a", "b"]) is None  # no checkpoint yet: nothing to go by
+    paused = jp.checkpoint(store=url, session="a", namespace={"x": 1}).manifest
+    listed: list[str] = []
+    real = Store.list
+    monkeypatch.setattr(Store, "list", lambda self, prefix: listed.append(prefix) or real(self, prefix))
+    states["a"] = SimpleNamespace(updated=clock.now)  # the server's own pause moved its state
+    fit = watcher.fit(["a", "b"])
+    assert fit is not None and fit["checkpoint"] == paused.id and fit["session"] == "a"
+    assert listed == ["sessions/a/checkpoints/"]
 
 
 # -- the README's block -----------------------------------------------------------------------------

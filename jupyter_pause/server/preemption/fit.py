@@ -8,6 +8,8 @@ the one that decides.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -15,6 +17,9 @@ from ...errors import StoreError
 from ...store.catalog import Catalog
 from ...store.layout import manifest_id, manifest_prefix
 from ...store.manifest import Manifest
+
+#: Seconds a session's newest checkpoint, once listed, is taken as still its newest (``Durations``).
+REFRESH = 60.0
 
 #: What the advice suggests, where a pause would not fit.
 PERIODIC = (
@@ -54,27 +59,47 @@ class Fit:
 
 
 class Durations:
-    """The newest checkpoint of each session and what it took; each manifest is read once."""
+    """The newest checkpoint of each session and what it took; each manifest is read once.
 
-    def __init__(self, catalog: Catalog) -> None:
+    The watcher asks at every poll, for every running session. A session's checkpoints are
+    listed again only once ``refresh`` seconds have passed since they were, or when this server
+    changed the session's state since (``changed``: a pause or a checkpoint it asked for), so a
+    poll costs no request per session. A checkpoint the kernel took by itself (``%checkpoint``,
+    periodic ones) is seen within ``refresh`` seconds.
+    """
+
+    def __init__(self, catalog: Catalog, refresh: float = REFRESH, clock: Callable[[], float] = time.time) -> None:
         self.catalog = catalog
+        self.refresh = refresh
+        self.clock = clock
         self._known: dict[tuple[str, str], float | None] = {}
+        #: When each session's checkpoints were last listed, and the newest id then (None: none).
+        self._listed: dict[str, tuple[float, str | None]] = {}
 
-    def newest(self, session: str) -> tuple[str, float] | None:
+    def newest(self, session: str, changed: float | None = None) -> tuple[str, float] | None:
         """``(checkpoint id, seconds it took)`` of the session's newest checkpoint; None when it has
-        none, or its manifest is damaged or does not say."""
-        try:
-            keys = self.catalog.store.list(manifest_prefix(session))
-        except StoreError:
+        none, or its manifest is damaged or does not say. ``changed``: when this server last
+        changed the session's state (``time.time()``), None when it never did."""
+        listed = self._listed.get(session)
+        if listed is None or self._stale(listed[0], changed):
+            when = self.clock()
+            try:
+                keys = self.catalog.store.list(manifest_prefix(session))
+            except StoreError:
+                return None
+            ids = sorted(i for key in keys if (i := manifest_id(key)) is not None)
+            listed = self._listed[session] = (when, ids[-1] if ids else None)  # ids begin with their time
+        newest = listed[1]
+        if newest is None:
             return None
-        ids = sorted(i for key in keys if (i := manifest_id(key)) is not None)
-        if not ids:
-            return None
-        newest = ids[-1]  # ids begin with the time they were taken, to the second
         if (session, newest) not in self._known:
             self._known[(session, newest)] = self._took(session, newest)
         seconds = self._known[(session, newest)]
         return None if seconds is None else (newest, seconds)
+
+    def _stale(self, listed_at: float, changed: float | None) -> bool:
+        """Whether checkpoints listed at ``listed_at`` are to be listed again."""
+        return self.clock() - listed_at >= self.refresh or (changed is not None and changed >= listed_at)
 
     def _took(self, session: str, checkpoint: str) -> float | None:
         try:
@@ -89,9 +114,21 @@ class Durations:
         return max(0.0, float(timings["committed"]) - float(timings["requested"]))
 
 
-def slowest(durations: Durations, sessions: list[str], cloud: str, lead_time: float) -> Fit | None:
-    """The ``Fit`` of the running session whose newest checkpoint took longest (None: none has one)."""
-    found = [(took[1], session, took[0]) for session in sessions if (took := durations.newest(session)) is not None]
+def slowest(
+    durations: Durations,
+    sessions: list[str],
+    cloud: str,
+    lead_time: float,
+    changed: Mapping[str, float] | None = None,
+) -> Fit | None:
+    """The ``Fit`` of the running session whose newest checkpoint took longest (None: none has one).
+    ``changed``: when this server last changed each session's state (see ``Durations.newest``)."""
+    changed = changed or {}
+    found = [
+        (took[1], session, took[0])
+        for session in sessions
+        if (took := durations.newest(session, changed.get(session))) is not None
+    ]
     if not found:
         return None
     seconds, session, checkpoint = max(found)

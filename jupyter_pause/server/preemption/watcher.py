@@ -217,11 +217,15 @@ class PreemptionWatcher:
 
     def fit(self, sessions: list[str]) -> dict[str, Any] | None:
         """Whether the slowest running session's newest checkpoint fits in the shortest lead time
-        watched (None: no cloud found yet, or no running session has a checkpoint). Reads the store."""
+        watched (None: no cloud found yet, or no running session has a checkpoint). Reads the
+        store: a session's checkpoints are listed again only when this server changed its state
+        since, or after ``fit.REFRESH`` seconds (``Durations``), not at every poll."""
         if not self.watches:
             return None
         shortest = min((w.source for w in self.watches), key=lambda s: s.lead_time)
-        found = slowest(self.durations, sessions, shortest.cloud, shortest.lead_time)
+        states = self.manager.board.local
+        changed = {s: states[s].updated for s in sessions if s in states}
+        found = slowest(self.durations, sessions, shortest.cloud, shortest.lead_time, changed)
         return found.public() if found is not None else None
 
     async def status(self, sessions: list[str]) -> dict[str, Any]:
