@@ -52,6 +52,7 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 
 from jupyter_pause import ledger  # noqa: E402
+from jupyter_pause.hub.keys import user_key  # noqa: E402
 from jupyter_pause.store.layout import release_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402
 from jupyter_pause.vocabulary import LedgerEvent  # noqa: E402
@@ -254,19 +255,21 @@ def sequential_round(hub: Hub, wants: dict[str, Any]) -> Round:
     return Round("sequential", list(runs.values()), stopped, time.monotonic() - started)
 
 
-def user_store(s3: S3Server, prefix: str) -> Callable[[str], Store]:
-    """A user's store, as the benchmark reads it (explicit credentials, no environment)."""
+def user_store(s3: S3Server, prefix: str, secret: str) -> Callable[[str], Store]:
+    """A user's store, as the benchmark reads it (explicit credentials, no environment), with the
+    user's key as the Hub derives it from ``secret``: their server encrypts what it writes."""
     options = {"key": s3.key, "secret": s3.secret, "endpoint_url": s3.endpoint}
-    return lambda user: Store(f"s3://{s3.bucket}/{prefix}/{user}", options)
+    return lambda user: Store(f"s3://{s3.bucket}/{prefix}/{user}", options, keys=user_key(secret, user))
 
 
-def ledger_counts(store: Store, s3: S3Server, secret: str, since: float) -> dict[str, Any]:
+def ledger_counts(store: Store, user: str, s3: S3Server, secret: str, since: float) -> dict[str, Any]:
     """The user's ``jupyter pause hours --json`` pauses and resumes, and the raw records behind
     them: how many of each event (and trigger) were written, and how many carry no signature."""
     env = {**os.environ, **s3.env(), "JUPYTER_PAUSE_HUB_SECRET": secret, "NO_PROXY": "127.0.0.1,localhost"}
     env.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
     since_arg = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(since - 60))
-    command = [sys.executable, "-m", "jupyter_pause.cli", "hours", "--store", store.url, "--since", since_arg, "--json"]
+    command = [sys.executable, "-m", "jupyter_pause.cli", "hours", "--store", store.url, "--user", user]
+    command += ["--since", since_arg, "--json"]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"jupyter pause hours failed for {store.url}: {done.stderr.strip()}")
@@ -305,10 +308,10 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
             rounds["storm"] = storm_round(hub, wants)
             if sequential:
                 rounds["sequential"] = sequential_round(hub, wants)
-        store = user_store(s3, prefix)
+        store = user_store(s3, prefix, secret)
         for r in rounds.values():
             read_releases(store, r.runs)
-        counts = {u: ledger_counts(store(u), s3, secret, since) for u in names}
+        counts = {u: ledger_counts(store(u), u, s3, secret, since) for u in names}
     finally:
         s3.stop()
         shutil.rmtree(s3.directory, ignore_errors=True)

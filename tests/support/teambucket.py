@@ -65,7 +65,13 @@ class TeamBucket:
             "no_proxy": f"{HOST},localhost",
             "JUPYTER_PAUSE_STORE": self.store,  # the harness's lines gave each server a folder
         }
-        return f"c.Spawner.environment.update({environment!r})\n"
+        # The README's pause service listens on a fixed port: only the test of the README block runs it.
+        lines = [
+            f"c.Spawner.environment.update({environment!r})",
+            'c.JupyterHub.services = [s for s in c.JupyterHub.services if s["name"] != "jupyter-pause"]',
+            'c.JupyterHub.load_roles = [r for r in c.JupyterHub.load_roles if r["name"] != "jupyter-pause"]',
+        ]
+        return "\n".join(lines) + "\n"
 
     def opened(self, user: str) -> Store:
         """``user``'s store opened with ``user``'s key, as their server opens it."""
