@@ -43,7 +43,9 @@ STOP_TIMEOUT = 15.0
 #: The server extensions a test server goes without unless a browser opens JupyterLab on it: the
 #: tests drive it through its REST API, and JupyterLab's extension with the language servers'
 #: (each start runs Node: ``yarn config``, ``npm prefix -g``) took 0.9 of a start's 1.45 CPU-s.
-WITHOUT_LAB = {"jupyterlab": False, "jupyter_lsp": False}
+#: Real-time collaboration goes too (its rooms serve JupyterLab's views; stopped at once, it logs a
+#: traceback of its own websocket server): tests/server/test_collaboration.py turns it on.
+WITHOUT_LAB = {"jupyterlab": False, "jupyter_lsp": False, "jupyter_server_ydoc": False, "jupyter_server_fileid": False}
 
 #: How long a client waits for a kernel's answer before it reads the kernel's connection file again
 #: (a kernel started again on new ports is in a new one): as long as the extension's own wait.
