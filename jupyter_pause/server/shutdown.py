@@ -12,7 +12,6 @@ which the single-user server treats as SIGTERM; that signal is handled the same 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from typing import Any
 
@@ -50,9 +49,8 @@ def install(manager: Any, serverapp: Any) -> bool:
         manager.spawn(drain(signum))
 
     signals = [signal.SIGTERM]
-    hub = os.environ.get("JUPYTERHUB_API_TOKEN")  # a Hub's spawner stops its server with SIGINT
-    if hub or signal.getsignal(signal.SIGINT) == getattr(serverapp, "_signal_stop", None):
-        signals.append(signal.SIGINT)  # never jupyter-server's prompt, which no one answers there
+    if signal.getsignal(signal.SIGINT) == getattr(serverapp, "_signal_stop", None):
+        signals.append(signal.SIGINT)  # set so by JupyterHub's single-user server
     for signum in signals:
         loop.add_signal_handler(signum, on_signal, signum)
     return True
