@@ -146,13 +146,13 @@ def test_hash_and_send_names_each_blob_by_its_digest_and_writes_it_once(tmp_path
 @pytest.mark.parametrize("place", [pool_key, lambda digest: blob_key("s", digest)], ids=["pool", "session"])
 def test_a_reused_blob_deleted_meanwhile_is_written_again(tmp_path, place):
     store = Store(str(tmp_path))
-    store.write(place("a" * 32), b"kept")
+    store.write(place(KEPT), b"kept")
     writer = BlobWriter(Catalog(store), "s", "20260101-000000-abcdef", 1.0, reused_data_stays=True)
-    writer.send({"a" * 32: b"kept"})  # stored already: reused, not written
+    writer.send({KEPT: b"kept"})  # stored already: reused, not written
     writer.wait_sent()
-    store.delete([place("a" * 32)])  # a cleanup that ran before the note named it
+    store.delete([place(KEPT)])  # a cleanup that ran before the note named it
     assert writer.finish() == 4
-    assert store.read(pool_key("a" * 32)) == b"kept" and writer.session_blobs == []
+    assert store.read(pool_key(KEPT)) == b"kept" and writer.session_blobs == []
 
 
 @pytest.mark.parametrize("place", [pool_key, lambda digest: blob_key("s", digest)], ids=["pool", "session"])
