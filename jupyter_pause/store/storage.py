@@ -195,8 +195,7 @@ class Store:
         """
         path, blob = self.path(key), bool(layout.any_blob_digest(key))
         try:  # a blob never changes once written: what a listing said of it stays true
-            # in the store: sealed where this seals; unknown where one may be sealed (encryption switched off)
-            stored = size if self.cipher is None else sealed_size(size) if size is not None and self.sealer else None
+            stored = self._stored_size(size)
             near = self.prefetched.find(key) if self.prefetched is not None else None
             data = _NEAR.read(near, None, True, mapped) if near else self.backend.read(path, stored, blob, mapped)
             return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
@@ -376,6 +375,13 @@ class Store:
             key = path[len(root) + 1 :] if root else path
             entries[key] = Entry(key, self._plain(int(info.get("size") or 0)), mtime(info))
         return entries
+
+    def _stored_size(self, size: int | None) -> int | None:
+        """The size in the store of an object of ``size`` bytes: sealed where this seals; unknown
+        where it may be sealed or not (keys, but encryption switched off)."""
+        if self.cipher is None or size is None:
+            return size
+        return sealed_size(size) if self.sealer is not None else None
 
     def _plain(self, stored: int | None) -> int | None:
         """The size of the bytes an object of ``stored`` bytes holds: with a cipher, what it seals
