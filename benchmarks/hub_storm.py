@@ -229,6 +229,15 @@ def come_back(hub: Hub, user: str, want: Any, run: UserRun) -> None:
         run.problems.append("the values that came back differ from those paused")
 
 
+def close_notebooks(hub: Hub, user: str) -> None:
+    """Shut down ``user``'s notebook sessions: a server the Hub stops with running notebooks
+    pauses them first, and that pause would count in the ledger beside the rounds'."""
+    for session in hub.server_fetch(user, "api/sessions").body:
+        answer = hub.server_fetch(user, f"api/sessions/{session['id']}", "DELETE")
+        if answer.code != 204:
+            raise RuntimeError(f"{user}'s session {session['path']} did not shut down: {answer.code} {answer.body}")
+
+
 def storm_round(hub: Hub, wants: dict[str, Any]) -> Round:
     """Every release at once, then every start and resume at once."""
     runs = {user: UserRun(user) for user in wants}
@@ -308,6 +317,8 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
             rounds["storm"] = storm_round(hub, wants)
             if sequential:
                 rounds["sequential"] = sequential_round(hub, wants)
+            for user in names:  # else the Hub's stop at its exit pauses them once more
+                close_notebooks(hub, user)
         store = user_store(s3, prefix, secret)
         for r in rounds.values():
             read_releases(store, r.runs)

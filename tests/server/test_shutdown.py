@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -88,3 +90,22 @@ async def test_sigterm_with_nothing_to_pause_stops_at_once_and_records_it(tmp_pa
         [],
         "nothing to pause; the server is exiting",
     )
+
+
+HELD_OPEN = """
+import logging, sys, threading
+from jupyter_pause.server.shutdown import exit_when_stopped
+logging.basicConfig(stream=sys.stdout, level=logging.INFO)
+never = threading.Event()
+threading.Thread(target=never.wait, name="never ends").start()  # no daemon: holds the exit
+threading.Thread(target=lambda: None, name="ends").start()
+exit_when_stopped(grace=0.5)
+print("main done", flush=True)
+"""
+
+
+def test_a_stopped_server_exits_without_a_thread_that_never_ends():
+    done = subprocess.run([sys.executable, "-c", HELD_OPEN], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "main done" in done.stdout
+    assert "exiting without 1 thread(s) that never end: never ends" in done.stdout, done.stdout

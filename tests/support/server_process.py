@@ -185,6 +185,41 @@ def _answers(url: str, token: str) -> bool:
         return False
 
 
+#: Starts on a fresh port after the drawn one was taken between the draw and the server's bind.
+PORT_TRIES = 3
+#: What jupyter-server logs when its port is taken (with ``port_retries=0`` it then exits).
+PORT_TAKEN = "is already in use"
+
+
+def _start(
+    node: str, command: list[str], token: str, root: Path, runtime: Path, environ: dict[str, str], log: Path
+) -> ServerProcess:
+    """The server ``command`` starts, once it answers on a port drawn for it. Another test may take
+    a drawn port before the server binds it: the server then exits saying so, and starts again on
+    another port; any other early exit fails, with the log's tail."""
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        logged = log.stat().st_size if log.exists() else 0
+        process = spawn([*command, f"--ServerApp.port={port}"], root, environ, log)
+        server = ServerProcess(node, f"http://{HOST}:{port}", token, root, runtime, process, log)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not _answers(server.url, token):
+            if process.poll() is not None:
+                with open(log, "rb") as f:
+                    f.seek(logged)
+                    taken = PORT_TAKEN in f.read().decode(errors="replace")
+                if taken:
+                    break
+                raise AssertionError(f"server {node} exited with {process.returncode}:\n{server.log_tail()}")
+            if time.monotonic() > deadline:
+                server.stop()
+                raise AssertionError(f"server {node} did not answer within {START_TIMEOUT:.0f} s:\n{server.log_tail()}")
+            time.sleep(0.2)
+        else:
+            return server
+    raise AssertionError(f"server {node} found its port taken {PORT_TRIES} times:\n{server.log_tail()}")
+
+
 @contextmanager
 def running_server(
     base: Path, store: str, node: str, *options: str, env: dict[str, str] | None = None, root: Path | None = None
@@ -207,14 +242,12 @@ def running_server(
     for var in ("NO_PROXY", "no_proxy"):
         environ[var] = ",".join(h for h in (environ.get(var, ""), HOST, "localhost") if h)
     token = secrets.token_hex(16)
-    port = free_port()
     log = base / "server.log"
     command = [
         sys.executable,
         "-m",
         "jupyter_server",
         f"--ServerApp.ip={HOST}",
-        f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--ServerApp.token={token}",
         f"--ServerApp.root_dir={root}",
@@ -229,16 +262,8 @@ def running_server(
         *options,
         "--allow-root",
     ]
-    process = spawn(command, root, environ, log)
-    server = ServerProcess(node, f"http://{HOST}:{port}", token, root, dirs["JUPYTER_RUNTIME_DIR"], process, log)
+    server = _start(node, command, token, root, dirs["JUPYTER_RUNTIME_DIR"], environ, log)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while not _answers(server.url, token):
-            if process.poll() is not None:
-                raise AssertionError(f"server {node} exited with {process.returncode}:\n{server.log_tail()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"server {node} did not answer within {START_TIMEOUT:.0f} s:\n{server.log_tail()}")
-            time.sleep(0.2)
         assert "jupyter-pause: store" in log.read_text(errors="replace"), server.log_tail()
         yield server
     finally:
