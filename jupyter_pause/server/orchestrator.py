@@ -385,17 +385,19 @@ class PauseManager:
             kernel_id = await kernelspecs.start(self, path, kernel)
             await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
             moments["kernel_ready"] = time.time()
-            while not fetching.finished.is_set():  # the rest of the bytes, then the restore
-                await self._state(session, SessionState.RESTORING, fetching.said(), prefetched=fetching.progress())
-                await fetching.wait(1.0)
-            restoring = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
-            await self._state(session, SessionState.RESTORING, restoring, prefetched=fetching.progress())
+
+            async def restoring() -> None:  # the kernel reads what is here, and claims the rest
+                said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
+                await self._state(session, SessionState.RESTORING, said, prefetched=fetching.progress())
+
+            await restoring()
             # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
             # so a checkpoint whose blobs turn out damaged is passed over there too.
             request = asked.request(session, location, _known(moments), self.settings.rebuild)
-            output = await kernelrun.execute(
-                self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout
-            )
+            async with prefetch.showing(fetching, restoring):
+                output = await kernelrun.execute(
+                    self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout
+                )
             return parse_reply(output, ResumeReply)
         finally:
             await asyncio.to_thread(fetching.discard)

@@ -4,9 +4,11 @@ A resume from a remote store used to read nothing until its kernel had started (
 that, until the resources it waits for were there), then read everything. Now the server starts
 copying the checkpoint's pool blobs into the node's prefetch folder (``store.prefetched``) the
 moment Resume is clicked: while the resume waits for a GPU, and while its kernel starts. The
-kernel then reads them there, mapped as from a local store, and verifies every byte against the
-signed manifest as it would from the store (the copies are the stored bytes, ciphertext where the
-store is encrypted). The copies are removed once the resume has read them and when it fails;
+kernel's restore begins as soon as the kernel answers, whatever is still arriving: it reads what
+is here, mapped as from a local store, waits for the objects being copied now, and reads the rest
+from the store itself, each object once (the claims of ``store.prefetched``). It verifies every
+byte against the signed manifest as it would from the store (the copies are the stored bytes,
+ciphertext where the store is encrypted). The copies are removed once the resume has read them and when it fails;
 each server has a folder of its own (``claim``), and the folder of one that stopped is removed
 when the next one starts.
 
@@ -18,10 +20,12 @@ as before, and its status says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import threading
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,10 +33,13 @@ from typing import Any
 from .. import units
 from ..store import layout
 from ..store.manifest import Manifest
+from ..store.prefetched import running
 from ..store.storage import PARALLELISM, Store
 
 #: Share of the prefetch folder's disk left free by every prefetch running on this node together.
 MARGIN = 0.10
+#: Seconds between a resume's status updates while the copying goes on.
+SHOW_EVERY = 1.0
 
 _lock = threading.Lock()
 #: Bytes promised to prefetches running in this process, and how many of them hold each key.
@@ -49,6 +56,8 @@ class Prefetch:
         keys = manifest.blob_keys(manifest.blobs, store.names)
         self.keys = [key for key in keys if layout.pool_digest(key) and self.folder.find(key) is None]
         self.total = self.done = 0
+        #: Bytes the resume's kernel claimed first and read from the store itself.
+        self.left = 0
         self.started = time.monotonic()
         self.elapsed: float | None = None
         #: Why nothing (or not everything) was prefetched; "" when all went well.
@@ -102,17 +111,26 @@ class Prefetch:
     def _copy(self, key: str) -> None:
         if self._stop.is_set():
             return
-        data = self.store.backend.read(self.store.path(key), self._sizes[key], True)
-        if len(data) != self._sizes[key]:
-            raise OSError(f"{key} came back with {len(data)} bytes, not {self._sizes[key]}")
-        self.folder.put(key, data)
+        if not self.folder.claim(key):  # the resume's kernel reads it from the store itself
+            with _lock:
+                self.left += self._sizes[key]
+            return
+        try:
+            data = self.store.backend.read(self.store.path(key), self._sizes[key], True)
+            if len(data) != self._sizes[key]:
+                raise OSError(f"{key} came back with {len(data)} bytes, not {self._sizes[key]}")
+            self.folder.put(key, data)
+        finally:
+            self.folder.release(key)
         with _lock:
             self.done += len(data)
 
     def progress(self) -> dict[str, float]:
-        """Bytes copied, of how many, and at what rate (bytes a second), for the status."""
+        """Bytes copied, of how many, at what rate (bytes a second), and how many the resume's
+        kernel read from the store itself, for the status."""
         seconds = self.elapsed if self.elapsed is not None else time.monotonic() - self.started
-        return {"bytes": self.done, "total": self.total, "rate": self.done / seconds if seconds > 0 else 0.0}
+        rate = self.done / seconds if seconds > 0 else 0.0
+        return {"bytes": self.done, "total": self.total, "rate": rate, "kernel_bytes": self.left}
 
     def said(self) -> str:
         """The prefetch in a few words, for a status detail."""
@@ -120,15 +138,12 @@ class Prefetch:
             return self.why
         done = "prefetched" if self.finished.is_set() else "prefetching"
         rate = self.progress()["rate"]
-        return f"{done} {units.size(self.done)} of {units.size(self.total)} ({units.size(int(rate))}/s)"
+        said = f"{done} {units.size(self.done)} of {units.size(self.total)} ({units.size(int(rate))}/s)"
+        return f"{said}, the kernel reading {units.size(self.left)} itself" if self.left else said
 
     def after(self, text: str) -> str:
         """``text`` followed by the prefetch in a few words."""
         return "; ".join(filter(None, [text, self.said()]))
-
-    async def wait(self, timeout: float) -> None:
-        """Wait (off the event loop) until the copying ends, at most ``timeout`` seconds."""
-        await asyncio.to_thread(self.finished.wait, timeout)
 
     def discard(self) -> None:
         """Stop copying and remove the copies no other running prefetch holds."""
@@ -162,11 +177,30 @@ class NoPrefetch:
     def after(self, text: str) -> str:
         return text
 
-    async def wait(self, timeout: float) -> None:
-        return None
-
     def discard(self) -> None:
         return None
+
+
+@contextlib.asynccontextmanager
+async def showing(fetching: Prefetch | NoPrefetch, show: Callable[[], Awaitable[None]]) -> AsyncIterator[None]:
+    """While the block runs, ``show()`` the copying's progress every ``SHOW_EVERY`` seconds until
+    it ends; never once the block is done (a later status is not overwritten)."""
+    done = asyncio.Event()
+
+    async def every() -> None:
+        while not fetching.finished.is_set():
+            try:
+                await asyncio.wait_for(done.wait(), SHOW_EVERY)
+                return
+            except asyncio.TimeoutError:
+                await show()
+
+    task = asyncio.ensure_future(every())
+    try:
+        yield
+    finally:
+        done.set()
+        await task
 
 
 def begin(store: Store, manifest: Manifest) -> Prefetch | NoPrefetch:
@@ -186,16 +220,6 @@ def claim(config: Any) -> None:
     root = Path(config.prefetch_dir)
     for folder in root.glob("server-*"):
         pid = folder.name.removeprefix("server-")
-        if not pid.isdigit() or int(pid) == os.getpid() or not _running(int(pid)):
+        if not pid.isdigit() or int(pid) == os.getpid() or not running(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
     config.prefetch_dir = str(root / f"server-{os.getpid()}")
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: running
-        return True
-    return True

@@ -11,6 +11,14 @@ to trust. Only pool blobs go there: named by (a keyed HMAC of) their digest, the
 One folder per store URL (``for_store``), so the server and the kernels it starts, configured
 alike, find the same one. A copy appears whole or not at all (written under a temporary name,
 then renamed).
+
+The server's copying and the kernel's reading overlap: the kernel starts its restore as soon as it
+answers, with the rest of the checkpoint still arriving. Each object is read from the store once,
+by whoever claims it first (``claim``: a file created exclusively beside the copy, holding the
+claimant's process id). The server copies only what it claimed; the kernel reads what it claimed
+from the store itself, and for an object the server is copying now it waits for that copy
+(``arriving``), or reads the store after all where the copy never comes (the server stopped, or
+its read failed).
 """
 
 from __future__ import annotations
@@ -19,9 +27,15 @@ import hashlib
 import os
 import secrets
 import shutil
+import time
 from pathlib import Path
 
 from . import layout
+
+#: Seconds between looks at an object another process is copying here.
+ARRIVAL_POLL = 0.005
+#: Seconds a reader waits for such a copy before it reads the store itself.
+ARRIVAL_TIMEOUT = 120.0
 
 
 class Prefetched:
@@ -55,13 +69,77 @@ class Prefetched:
         return len(data)
 
     def drop(self, keys: list[str]) -> None:
-        """Remove the copies of ``keys`` (those there)."""
+        """Remove the copies of ``keys`` (those there), and their claims."""
         for key in keys:
             self.path(key).unlink(missing_ok=True)
+            self._claim(key).unlink(missing_ok=True)
+
+    def claim(self, key: str) -> bool:
+        """Whether this process now reads pool object ``key`` from the store for this node: False
+        where another living process claimed it first (and reads it). A claim left by a process
+        that is gone is taken over."""
+        if not layout.pool_digest(key):
+            return True
+        path = self._claim(key)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                if _claimant_alive(path):
+                    return False
+                path.unlink(missing_ok=True)  # its claimant died: the object is ours to read
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            return True
+        return False
+
+    def release(self, key: str) -> None:
+        """Give up this process's claim on ``key`` (read, or failed)."""
+        self._claim(key).unlink(missing_ok=True)
+
+    def arriving(self, key: str, timeout: float = ARRIVAL_TIMEOUT) -> str | None:
+        """The copy of ``key`` once the process that claimed it has put it here; None where that
+        process released its claim without one, died, or took longer than ``timeout`` seconds."""
+        claim = self._claim(key)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.find(key)
+            if found or not claim.exists() or not _claimant_alive(claim):
+                return found or self.find(key)
+            time.sleep(ARRIVAL_POLL)
+        return None
+
+    def _claim(self, key: str) -> Path:
+        path = self.path(key)
+        return path.with_name(f".{path.name}.claim")
 
     def clear(self) -> None:
         """Remove every copy (a server starting: what an earlier one left behind)."""
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _claimant_alive(claim: Path) -> bool:
+    """Whether the process named in ``claim`` still runs (a claim being written counts as alive)."""
+    try:
+        text = claim.read_text()
+    except FileNotFoundError:
+        return False
+    if not text.strip().isdigit():
+        return True  # created, its process id not yet written
+    return running(int(text))
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs on this node."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True
 
 
 def for_store(root: str, url: str) -> Prefetched:

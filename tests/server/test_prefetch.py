@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import jupyter_pause as jp
+from jupyter_pause import units
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.server import prefetch
 from tests.support.processes import another_process
@@ -55,6 +56,24 @@ def test_every_blob_is_copied_with_its_progress_and_removed_after(taken):
     done = fetching.progress()
     assert done["bytes"] == done["total"] == sum(manifest.blobs.values()) and done["rate"] > 0
     assert fetching.said().startswith("prefetched ") and fetching.after("needs 1 CUDA device").startswith("needs 1")
+    fetching.discard()
+    assert not any(store.prefetched.find(p) for p in paths)
+
+
+def test_what_the_kernel_claimed_first_is_left_to_it(taken):
+    store, manifest = taken
+    named = manifest.blob_keys(manifest.blobs, store.names)  # store key -> digest
+    paths = list(named)
+    theirs = paths[0]
+    assert store.prefetched.claim(theirs)  # the resume's kernel reads it from the store
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    assert store.prefetched.find(theirs) is None and all(store.prefetched.find(p) for p in paths[1:])
+    done = fetching.progress()
+    assert (
+        done["kernel_bytes"] == manifest.blobs[named[theirs]] and done["bytes"] + done["kernel_bytes"] == done["total"]
+    )
+    assert fetching.said().endswith(f"the kernel reading {units.size(done['kernel_bytes'])} itself")
     fetching.discard()
     assert not any(store.prefetched.find(p) for p in paths)
 
@@ -119,7 +138,8 @@ async def test_a_resume_from_s3_fetches_its_blobs_onto_the_node_and_leaves_none_
     ready = await wait_state(jp_fetch, path, ("ready", "failed"))
     assert ready["state"] == "ready" and ready["verdict"] == "restored", ready
     fetched = ready["prefetched"]
-    assert fetched["bytes"] == fetched["total"] >= 1_600_000 and fetched["rate"] > 0, ready
+    # what the server had not copied when the kernel answered, the kernel read itself
+    assert fetched["bytes"] + fetched["kernel_bytes"] == fetched["total"] >= 1_600_000, ready
     assert "prefetched" in ready["detail"] or "restored" in ready["detail"], ready
     (kernel,) = await kernels_of(jp_fetch, path)
     assert await run(jp_serverapp, kernel, "print(w.tolist()[-3:])") == before

@@ -3,6 +3,10 @@ verifies it as from the store."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+
 import pytest
 
 import jupyter_pause as jp
@@ -53,3 +57,73 @@ def test_a_local_store_has_no_prefetch_folder(tmp_path):
     assert store.prefetched is None
     assert Store(f"memory://x-{tmp_path.name}").prefetched is None
     assert for_store(str(tmp_path), "s3://a/b").root != for_store(str(tmp_path), "s3://a/c").root
+
+
+def _one_blob(tmp_path):
+    """A store that is not a local folder, a checkpoint's manifest in it, one of its pool blobs
+    (its key) and the bytes the store holds there."""
+    store, manifest = _taken(f"memory://prefetch-{tmp_path.name}", str(tmp_path / "prefetch"))
+    key = max(manifest.blob_keys(manifest.blobs, store.names), key=lambda k: manifest.blobs.get(k, 0))
+    return store, manifest, key, store.fs.cat_file(store.path(key))
+
+
+def test_an_object_is_claimed_by_one_reader_and_taken_over_from_one_that_died(tmp_path):
+    store, _, key, _ = _one_blob(tmp_path)
+    near = store.prefetched
+    assert near.claim(key) and not near.claim(key)  # held by a living process (this one)
+    near.release(key)
+    assert near.claim(key)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    near._claim(key).write_text(gone.stdout.strip())  # a claimant that exited without releasing
+    assert near.claim(key)
+    assert near.claim("sessions/s/manifest.json")  # only pool objects are claimed
+
+
+def _while_waiting(near, then) -> threading.Event:
+    """Run ``then()`` in a thread once a reader waits for a copy in ``near`` (``arriving``); the
+    event is set once it has run."""
+    waiting, ran = threading.Event(), threading.Event()
+    original = near.arriving
+
+    def arriving(key, *args):
+        waiting.set()
+        return original(key, *args)
+
+    near.arriving = arriving
+    threading.Thread(target=lambda: (waiting.wait(30), then(), ran.set()), daemon=True).start()
+    return ran
+
+
+def test_a_reader_waits_for_the_copy_under_way_instead_of_reading_the_store(tmp_path):
+    store, manifest, key, stored = _one_blob(tmp_path)
+    assert store.prefetched.claim(key)  # the server is copying it
+    store.delete([key])  # the store can no longer give it: only the copy can
+    near = store.prefetched
+    landed = _while_waiting(near, lambda: (near.put(key, stored), near.release(key)))
+    assert bytes(store.read(key, mapped=True)) == stored
+    assert landed.wait(30)
+    good, bad = fetch(store, manifest, list(manifest.blobs))
+    assert not bad and set(good) == set(manifest.blobs)
+
+
+def test_a_copy_that_never_comes_is_read_from_the_store(tmp_path):
+    store, _, key, stored = _one_blob(tmp_path)
+    assert store.prefetched.claim(key)
+    failed = _while_waiting(store.prefetched, lambda: store.prefetched.release(key))  # the server's read failed
+    assert bytes(store.read(key, mapped=True)) == stored
+    assert failed.wait(30)
+    assert store.prefetched.find(key) is None and store.prefetched.claim(key)  # the reader let it go
+
+
+def test_a_reader_claims_what_it_reads_from_the_store_while_it_reads_it(tmp_path, monkeypatch):
+    store, _, key, stored = _one_blob(tmp_path)
+    seen = []
+    original = store.backend.read
+
+    def read(path, *args):
+        seen.append(store.prefetched.claim(key))  # what a server's prefetch finds meanwhile
+        return original(path, *args)
+
+    monkeypatch.setattr(store.backend, "read", read)
+    assert bytes(store.read(key, mapped=True)) == stored
+    assert seen == [False] and store.prefetched.claim(key)
