@@ -23,11 +23,13 @@ its read failed).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import layout
@@ -73,6 +75,22 @@ class Prefetched:
         for key in keys:
             self.path(key).unlink(missing_ok=True)
             self._claim(key).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def reading(self, key: str) -> Iterator[str | None]:
+        """The copy of ``key`` to read instead of the store's object, or None. Where another
+        process copies it now, its copy once there; else this reader claims the object while it
+        reads it from the store, so that the server does not copy it as well."""
+        near = self.find(key)
+        if near or not layout.pool_digest(key):
+            yield near
+        elif self.claim(key):
+            try:
+                yield None
+            finally:
+                self.release(key)
+        else:
+            yield self.arriving(key)
 
     def claim(self, key: str) -> bool:
         """Whether this process now reads pool object ``key`` from the store for this node: False

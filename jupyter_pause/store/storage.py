@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -197,7 +197,7 @@ class Store:
         path, blob = self.path(key), bool(layout.any_blob_digest(key))
         try:  # a blob never changes once written: what a listing said of it stays true
             stored = self._stored_size(size)
-            with self._near(key) as near:
+            with contextlib.nullcontext() if self.prefetched is None else self.prefetched.reading(key) as near:
                 data = _NEAR.read(near, None, True, mapped) if near else self.backend.read(path, stored, blob, mapped)
             return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
         except FileNotFoundError:
@@ -206,22 +206,6 @@ class Store:
             raise
         except Exception as e:
             raise self._fail("read", key, e) from e
-
-    @contextlib.contextmanager
-    def _near(self, key: str) -> Iterator[str | None]:
-        """The copy of ``key`` on this node to read instead of the store's object, or None. Where
-        the server is copying it now, its copy once there; else this reader claims the object
-        while it reads it from the store, so that the server does not copy it as well."""
-        near = self.prefetched.find(key) if self.prefetched is not None else None
-        if near or self.prefetched is None or not layout.pool_digest(key):
-            yield near
-        elif self.prefetched.claim(key):
-            try:
-                yield None
-            finally:
-                self.prefetched.release(key)
-        else:
-            yield self.prefetched.arriving(key)
 
     def read_range(self, key: str, start: int, stop: int) -> Buffer:
         """Bytes ``[start, stop)`` of the object at ``key`` (a tensor of a model file in the pool)."""
