@@ -116,7 +116,7 @@ class Prefetch:
                 self.left += self._sizes[key]
             return
         try:
-            data = self.store.backend.read(self.store.path(key), self._sizes[key], True)
+            data = self.store.backend.copy_of(self.store.path(key), self._sizes[key])
             if len(data) != self._sizes[key]:
                 raise OSError(f"{key} came back with {len(data)} bytes, not {self._sizes[key]}")
             self.folder.put(key, data)

@@ -85,6 +85,7 @@ def test_read_with_its_size_known_gives_the_same_aligned_writable_bytes(store: S
     if data:
         assert np.frombuffer(back, np.uint8).__array_interface__["data"][0] % 64 == 0
     assert store.read_many(["blobs/sized"], sizes={"blobs/sized": size})["blobs/sized"] == data
+    assert bytes(store.backend.copy_of(store.path("blobs/sized"), size)) == data  # what a prefetch writes
 
 
 def test_a_blob_shorter_than_its_size_says_comes_back_as_it_is(store: Store) -> None:

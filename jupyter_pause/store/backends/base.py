@@ -131,6 +131,14 @@ class Backend:
         with self.fs.open(fresh, "rb", block_size=REMOTE_BLOCK, cache_type="none") as f:
             return read_remote(f)
 
+    def copy_of(self, path: str, size: int) -> bytes | Buffer:
+        """The bytes of the blob at ``path`` (``size`` bytes), to be written elsewhere: as the
+        store's client gives them where one GET fetches it, with no aligned copy of its own (a
+        prefetch writes them to disk as they come: that copy cost a third of its time)."""
+        if size <= REMOTE_BLOCK:
+            return self.fs.cat_file(path, **self.whole)
+        return self.read(path, size, True)
+
     def _read_parts(self, path: str, size: int) -> Buffer | None:
         """A remote object of ``size`` bytes, ``PARTS_IN_FLIGHT`` ranged GETs at a time on the
         backend's event loop, each part copied into one aligned buffer as it arrives; None when
