@@ -22,7 +22,7 @@ from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, SafePointRequest, call_source, parse_reply
 from ..store.catalog import Catalog, Listing, passed_over_note
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
-from . import kernelrun, kernelspecs, lease, metrics, prefetch, pulling, resources, views
+from . import kernelrun, kernelspecs, lease, metrics, prefetch, pulling, resources, standby, views
 from .choice import Asked, Choice, blob_damage, noted
 from .collaboration import SharedDocuments
 from .http import checked_path, http_error, maybe_await
@@ -373,16 +373,18 @@ class PauseManager:
         moments["resume_requested"] = time.time()
         kernel = await kernelspecs.present(self, asked.kernel, manifest.id)
         fetching = prefetch.begin(self.store, manifest)  # the wait and the kernel's start are spent reading
+        warming = standby.Warming(self, path, kernel, manifest)  # and a wait, in the kernel's imports
         try:
 
             async def waiting(lack: str) -> None:
+                warming.begin()
                 await self._state(session, SessionState.WAITING, fetching.after(lack), prefetched=fetching.progress())
 
             await resources.wait(manifest, self.settings, location, waiting)
             moments["resources_available"] = time.time()
             metrics.waited(moments["resources_available"] - moments["resume_requested"])
             await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
-            kernel_id = await kernelspecs.start(self, path, kernel)
+            kernel_id = await warming.kernel()
             await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
             moments["kernel_ready"] = time.time()
 
@@ -401,6 +403,7 @@ class PauseManager:
             return parse_reply(output, ResumeReply)
         finally:
             await asyncio.to_thread(fetching.discard)
+            await warming.close()
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -1,0 +1,95 @@
+"""A kernel made ready while a resume waits for resources.
+
+A resume that waits (for a busy GPU, for devices not yet there) used to start its kernel only
+once the wait ended, and that kernel then imported torch and the extension's resume code before
+it read a byte: on a 2-core node about as long as reading a gigabyte. Now the first time the
+resume finds something lacking, ``Warming`` starts the notebook's kernel beside the wait and does
+those imports in it. Importing torch touches no GPU (CUDA starts at a tensor's first use), so the
+kernel takes nothing the wait is for. Until the wait ends no session names the kernel: the
+notebook has no kernel while its resume waits, and a wait that gives up shuts it down. Once the
+resources are there the notebook's session takes the warmed kernel, and the resume costs the
+reading and mapping of its bytes (already on this node where the prefetch fetched them). Where
+the warmed kernel cannot be had (it died, the culler took it), the resume starts one as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from ..protocol.wire import KERNEL_MODULE
+from ..store.manifest import Manifest
+from . import kernelrun, kernelspecs
+from .http import maybe_await
+
+log = logging.getLogger(__name__)
+
+#: The modules a resume imports first, whatever the checkpoint holds.
+RESUME_MODULES = (KERNEL_MODULE, "jupyter_pause.session.cycle")
+
+
+def modules_for(manifest: Manifest) -> list[str]:
+    """The slow imports a resume of ``manifest`` begins with: torch where it holds tensors."""
+    torch = any(record.kind == "torch" for record in manifest.arrays.values())
+    return [*(["torch"] if torch else []), *RESUME_MODULES]
+
+
+def import_source(modules: list[str]) -> str:
+    """A line that imports ``modules`` in a kernel, binds no name and evaluates to None."""
+    return " and ".join(f"__import__({name!r})" for name in modules) + " and None"
+
+
+class Warming:
+    """The kernel of one resume: warmed while it waits (``begin``), or started when it is needed."""
+
+    def __init__(self, manager: Any, path: str, kernel: str, manifest: Manifest) -> None:
+        self.manager, self.path, self.kernel_name, self.manifest = manager, path, kernel, manifest
+        self.kernel_id: str | None = None
+        self._task: asyncio.Task[str] | None = None
+        self._adopted = False
+
+    def begin(self) -> None:
+        """Start warming the kernel, once (the resume found something lacking and waits)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._warm())
+
+    async def _warm(self) -> str:
+        sessions, kernels = self.manager.sessions_manager, self.manager.kernels
+        name = self.path.rsplit("/", 1)[-1]
+        where = await maybe_await(sessions.contents_manager.get_kernel_path(path=self.path))
+        env = sessions.get_kernel_env(self.path, name)  # as a session would start it
+        self.kernel_id = str(await maybe_await(kernels.start_kernel(path=where, kernel_name=self.kernel_name, env=env)))
+        timeout = self.manager.settings.checkpoint_timeout
+        await kernelrun.answering(kernels, self.kernel_id, timeout)
+        await kernelrun.execute(kernels, self.kernel_id, import_source(modules_for(self.manifest)), timeout)
+        return self.kernel_id
+
+    async def kernel(self) -> str:
+        """The notebook's kernel for the restore: the warmed one, bound to the notebook's session
+        now, else one started for it as a session starts one."""
+        if self._task is not None:
+            try:
+                warmed = await self._task
+            except Exception as e:  # the resume goes on with a kernel of its own
+                log.warning("jupyter-pause: the kernel warmed for %s during the wait failed: %s", self.path, e)
+            else:
+                if warmed in self.manager.kernels:
+                    name = self.path.rsplit("/", 1)[-1]
+                    create = self.manager.sessions_manager.create_session
+                    model = await maybe_await(create(path=self.path, name=name, type="notebook", kernel_id=warmed))
+                    self._adopted = True
+                    return str(model["kernel"]["id"])
+        return await kernelspecs.start(self.manager, self.path, self.kernel_name)
+
+    async def close(self) -> None:
+        """Shut the warmed kernel down unless the notebook's session took it (the wait gave up,
+        or the resume failed before): once its start has ended, so that no kernel is left."""
+        if self._task is None or self._adopted:
+            return
+        await asyncio.wait([self._task])
+        if not self._task.cancelled() and self._task.exception() is not None:
+            log.info("jupyter-pause: the kernel warmed for %s had failed: %s", self.path, self._task.exception())
+        kernels = self.manager.kernels
+        if self.kernel_id is not None and self.kernel_id in kernels:
+            await maybe_await(kernels.shutdown_kernel(self.kernel_id))

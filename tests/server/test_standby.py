@@ -1,0 +1,109 @@
+"""A kernel made ready while a resume waits for resources (server/standby.py), with a real server
+and real kernels: warmed beside the wait with torch imported, named by no session until the wait
+ends, then the notebook's kernel; shut down where the wait gives up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_pause.server import kernelrun, resources, standby
+from tests.server.test_faults import kernel_ids, kernel_of, paused_on_fake_gpu, resume
+from tests.support.server_helpers import call, run, server_config, wait_state
+
+pytestmark = pytest.mark.integration
+
+LACK = "needs 1 CUDA device (cuda:0), the test's gate is shut"
+
+
+@pytest.fixture
+def jp_server_config(store: Path) -> dict[str, Any]:
+    return server_config(str(store), resource_wait_timeout=60)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """The node's GPU, as the resources check sees it: lacking until the test opens the gate."""
+    opened = threading.Event()
+    monkeypatch.setattr(resources, "missing", lambda *args: None if opened.is_set() else LACK)
+    return opened
+
+
+def torch_loaded(serverapp: Any, kernel_id: str) -> bool:
+    """Whether torch's library is loaded in the kernel's process (its memory map names it)."""
+    _, pid = kernelrun.process_of(serverapp.kernel_manager, kernel_id)
+    try:
+        return pid is not None and "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:  # the process is gone
+        return False
+
+
+async def warmed(fetch: Any, serverapp: Any, timeout: float = 60) -> str:
+    """The one kernel the server runs, once torch is loaded in it (polled)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ids = await kernel_ids(fetch)
+        if len(ids) == 1 and torch_loaded(serverapp, ids[0]):
+            return ids[0]
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no kernel warmed with torch within {timeout} s: {await kernel_ids(fetch)}")
+
+
+def test_the_warming_line_imports_torch_only_for_a_checkpoint_with_tensors():
+    line = standby.import_source(["torch", "jupyter_pause.kernel.remote"])
+    assert line == "__import__('torch') and __import__('jupyter_pause.kernel.remote') and None"
+    scope: dict[str, Any] = {}
+    assert eval(line, scope) is None and set(scope) == {"__builtins__"}  # binds no name
+
+
+async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_the_gpu_frees(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate
+):
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "warm/train.ipynb")
+    assert await kernel_ids(jp_fetch) == []
+    await call(jp_fetch, "resume", path=path, map_location="cpu")  # no GPU here once the gate opens
+
+    kernel = await warmed(jp_fetch, jp_serverapp)
+    waiting = json.loads((await jp_fetch("jupyter-pause", "api", "status", params={"path": path})).body)
+    assert waiting["state"] == "waiting" and LACK in waiting["detail"], waiting
+    assert await kernel_of(jp_fetch, path) is None  # no session names it while the resume waits
+
+    gate.set()
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
+    assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
+    assert await kernel_of(jp_fetch, path) == kernel and await kernel_ids(jp_fetch) == [kernel]
+    assert (await run(jp_serverapp, kernel, "print(weights.sum().item(), note)")).split() == ["15.0", "kept"]
+    await manager.wait()
+
+
+class TestGivingUp:
+    @pytest.fixture
+    def jp_server_config(self, store: Path) -> dict[str, Any]:
+        return server_config(str(store), resource_wait_timeout=1.5)
+
+    async def test_a_wait_that_gives_up_leaves_no_kernel_behind(
+        self, jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate
+    ):
+        path, _ = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "gives-up.ipynb")
+        failed = await resume(jp_fetch, path, timeout=60, map_location="cpu")
+        assert failed["state"] == "failed" and "gave up after" in failed["detail"], failed
+        assert await kernel_ids(jp_fetch) == []
+        await manager.wait()
+
+
+async def test_a_resume_that_never_waits_starts_its_kernel_as_before(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate
+):
+    gate.set()
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "no-wait.ipynb")
+    ready = await resume(jp_fetch, path, map_location="cpu")
+    assert ready["state"] == "ready" and ready["checkpoint"] == checkpoint, ready
+    assert not any(state == "waiting" and LACK in detail for state, detail in ready["seen"]), ready["seen"]
+    assert await kernel_ids(jp_fetch) == [await kernel_of(jp_fetch, path)]
+    await manager.wait()
