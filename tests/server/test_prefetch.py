@@ -103,10 +103,34 @@ def test_without_room_on_the_disk_nothing_is_copied_and_the_status_says_why(take
     fetching.discard()
 
 
-def test_a_local_store_prefetches_nothing(tmp_path):
-    store = PauseConfig(store=str(tmp_path / "store"), prefetch_dir=str(tmp_path / "p")).open_store()
-    fetching = prefetch.begin(store, None)  # type: ignore[arg-type]
+def test_a_local_store_copies_nothing_and_asks_for_its_blob_files_to_be_read_ahead(tmp_path, monkeypatch):
+    config = PauseConfig(store=str(tmp_path / "store"), prefetch_dir=str(tmp_path / "p"))
+    manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
+    store = config.open_store()
+    advised = []
+    real = os.posix_fadvise
+
+    def posix_fadvise(fd, offset, length, advice):  # the readahead asked of the kernel, passed on
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", posix_fadvise)
+    fetching = prefetch.begin(store, manifest)
     assert fetching.finished.is_set() and fetching.said() == "" and fetching.progress() == {}
+    fetching.advising.join(30)
+    paths = {store.path(key) for key in manifest.blob_keys(manifest.blobs, store.names)}
+    assert {path for path, _ in advised} == paths and {a for _, a in advised} == {os.POSIX_FADV_WILLNEED}
+    assert not (tmp_path / "p").exists() or not any((tmp_path / "p").rglob("*.*"))  # no copies
+
+
+def test_a_local_checkpoint_larger_than_the_memory_can_spare_is_not_read_ahead(tmp_path, monkeypatch):
+    config = PauseConfig(store=str(tmp_path / "store"))
+    manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
+    monkeypatch.setattr(prefetch, "_available_memory", lambda: 2 * sum(manifest.blobs.values()) - 1)
+    fetching = prefetch.begin(config.open_store(), manifest)
+    assert fetching.paths and fetching.advising is None
+    monkeypatch.setattr(prefetch, "_available_memory", lambda: 2 * sum(manifest.blobs.values()))
+    assert prefetch.begin(config.open_store(), manifest).advising is not None
 
 
 def test_a_server_takes_a_folder_of_its_own_and_removes_those_of_stopped_servers(tmp_path):
