@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import units
-from ..store import layout
+from ..store import layout, readahead
 from ..store.manifest import Manifest
 from ..store.prefetched import running
 from ..store.storage import PARALLELISM, Store
@@ -40,9 +40,6 @@ from ..store.storage import PARALLELISM, Store
 MARGIN = 0.10
 #: Seconds between a resume's status updates while the copying goes on.
 SHOW_EVERY = 1.0
-#: Share of the node's available memory a local store's checkpoint may take in the page cache
-#: ahead of its resume.
-READAHEAD_SHARE = 0.5
 
 _lock = threading.Lock()
 #: Bytes promised to prefetches running in this process, and how many of them hold each key.
@@ -186,45 +183,14 @@ class NoPrefetch:
 
 class Readahead(NoPrefetch):
     """A local store's checkpoint, read in place: nothing to copy, but its blob files are read
-    into the page cache while the resume waits and its kernel starts (the kernel then maps them
-    without waiting on the disk), where they fit in ``READAHEAD_SHARE`` of the memory the node
-    has available. Asked of the kernel (``POSIX_FADV_WILLNEED``), in a thread of its own."""
+    into the page cache while the resume waits and its kernel starts (``store.readahead``), so
+    that the kernel maps them without waiting on the disk."""
 
     def __init__(self, store: Store, manifest: Manifest) -> None:
         super().__init__()
-        keys = manifest.blob_keys(manifest.blobs, store.names)
-        self.paths = [store.path(key) for key in keys]
-        self.total = sum(manifest.blobs.values())
+        self.paths = [store.path(key) for key in manifest.blob_keys(manifest.blobs, store.names)]
         #: The thread asking for the readahead; None where the checkpoint is not read ahead.
-        self.advising: threading.Thread | None = None
-        if hasattr(os, "posix_fadvise") and self.total <= READAHEAD_SHARE * _available_memory():
-            self.advising = threading.Thread(target=self._advise, name="jupyter-pause-readahead", daemon=True)
-            self.advising.start()
-
-    def _advise(self) -> None:
-        for path in self.paths:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except OSError:  # gone, or unreadable: the resume says which
-                continue
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-
-
-def _available_memory() -> int:
-    """Bytes of memory this node has available (``MemAvailable``), or 0 where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        self.advising = readahead.advise(self.paths, sum(manifest.blobs.values()))
 
 
 @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ import jupyter_pause as jp
 from jupyter_pause import units
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.server import prefetch
+from jupyter_pause.store import readahead
 from tests.support.processes import another_process
 from tests.support.server_helpers import call, open_kernel, run, server_config, wait_state, write_notebook
 
@@ -126,10 +127,10 @@ def test_a_local_store_copies_nothing_and_asks_for_its_blob_files_to_be_read_ahe
 def test_a_local_checkpoint_larger_than_the_memory_can_spare_is_not_read_ahead(tmp_path, monkeypatch):
     config = PauseConfig(store=str(tmp_path / "store"))
     manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
-    monkeypatch.setattr(prefetch, "_available_memory", lambda: 2 * sum(manifest.blobs.values()) - 1)
+    monkeypatch.setattr(readahead, "available_memory", lambda: 2 * sum(manifest.blobs.values()) - 1)
     fetching = prefetch.begin(config.open_store(), manifest)
     assert fetching.paths and fetching.advising is None
-    monkeypatch.setattr(prefetch, "_available_memory", lambda: 2 * sum(manifest.blobs.values()))
+    monkeypatch.setattr(readahead, "available_memory", lambda: 2 * sum(manifest.blobs.values()))
     assert prefetch.begin(config.open_store(), manifest).advising is not None
 
 

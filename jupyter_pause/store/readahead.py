@@ -1,0 +1,55 @@
+"""Reading a local store's files into the page cache ahead of their use.
+
+A resume from a local folder maps its blob files and reads them where they lie. From a cold page
+cache that read waits on the disk, and it used to begin only after the kernel had started and
+imported torch. ``advise`` asks the operating system to read the files ahead
+(``POSIX_FADV_WILLNEED``, from a thread of its own: the disk works while the CPU does something
+else), where they fit in ``SHARE`` of the memory the node has available: the server does it as
+soon as Resume is clicked, and a kernel's resume before it imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+
+#: Share of the node's available memory the files read ahead may take.
+SHARE = 0.5
+
+
+def advise(paths: Iterable[str], size: int) -> threading.Thread | None:
+    """Ask for ``paths`` (``size`` bytes in all) to be read ahead, in a thread; that thread, or
+    None where they would take more than ``SHARE`` of the available memory, or the system
+    cannot be asked."""
+    if not hasattr(os, "posix_fadvise") or size > SHARE * available_memory():
+        return None
+    asking = threading.Thread(target=_advise, args=(list(paths),), name="jupyter-pause-readahead", daemon=True)
+    asking.start()
+    return asking
+
+
+def _advise(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:  # gone, or unreadable: the reader says which
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def available_memory() -> int:
+    """Bytes of memory this node has available (``MemAvailable``), or 0 where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0

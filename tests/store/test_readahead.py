@@ -1,0 +1,72 @@
+"""Reading a local store's files into the page cache ahead of their use (store/readahead.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jupyter_pause.store import readahead
+
+pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
+
+
+def test_the_files_that_fit_are_asked_for_and_a_missing_one_is_passed_over(tmp_path, monkeypatch):
+    files = [tmp_path / "a", tmp_path / "b"]
+    for f in files:
+        f.write_bytes(b"x" * 4096)
+    advised = []
+    real = os.posix_fadvise
+
+    def posix_fadvise(fd, offset, length, advice):  # what is asked of the operating system, passed on
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), offset, length, advice))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", posix_fadvise)
+    asking = readahead.advise([str(files[0]), str(tmp_path / "gone"), str(files[1])], 8192)
+    assert asking is not None
+    asking.join(30)
+    assert advised == [(str(f), 0, 0, os.POSIX_FADV_WILLNEED) for f in files]
+
+
+def test_files_larger_than_the_memory_can_spare_are_not_read_ahead(tmp_path, monkeypatch):
+    assert readahead.available_memory() > 0
+    monkeypatch.setattr(readahead, "available_memory", lambda: 1000)
+    assert readahead.advise([str(tmp_path / "a")], 501) is None
+    assert readahead.advise([str(tmp_path / "a")], 500) is not None
+
+
+RESUME = """
+import json, sys
+from jupyter_pause.store import readahead
+asked = []
+real = readahead.advise
+def advise(paths, size):
+    asked.append({"paths": sorted(paths), "size": size, "torch_imported": "torch" in sys.modules})
+    return real(paths, size)
+readahead.advise = advise
+import jupyter_pause as jp
+ns = {"__name__": "__main__"}
+cycle = jp.resume_and_verify(store=sys.argv[1], session="s", namespace=ns, write_report=False)
+print(json.dumps({"verdict": cycle.verdict.kind, "asked": asked}))
+"""
+
+
+def test_a_resume_from_a_local_store_reads_ahead_before_it_imports_torch(tmp_path):
+    import torch
+
+    import jupyter_pause as jp
+    from jupyter_pause.store.storage import Store
+
+    store = tmp_path / "store"
+    manifest = jp.checkpoint(store=str(store), session="s", namespace={"w": torch.arange(100_000.0)}).manifest
+    done = subprocess.run([sys.executable, "-c", RESUME, str(store)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = sorted(Store(str(store)).path(k) for k in manifest.blob_keys(manifest.blobs))
+    assert out["verdict"] == "restored"
+    (asked,) = [a for a in out["asked"] if a["paths"] == expected]
+    assert not asked["torch_imported"] and asked["size"] == sum(manifest.blobs.values())
