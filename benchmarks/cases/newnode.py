@@ -201,7 +201,7 @@ def rows(store: str, runs: list[dict[str, Any]], contenders: Contenders, objects
             "ratio": ratio("ratio_click"),
             "figure": f"kernel start overlapped: {fetched['click'] / 1e6:.0f} MB fetched ahead of the kernel"
             if fetched["click"]
-            else "not overlapped yet: nothing fetched before the kernel's own read",
+            else "read in place: nothing is copied ahead (a local folder's files are read into the page cache)",
         },
     }
 
