@@ -14,8 +14,16 @@ from typing import Any
 import pytest
 
 from jupyter_pause.server import kernelrun, resources, standby
-from tests.server.test_faults import kernel_ids, kernel_of, paused_on_fake_gpu, resume
-from tests.support.server_helpers import call, run, server_config, wait_state
+from tests.support.server_helpers import (
+    call,
+    kernel_ids,
+    kernel_of,
+    paused_on_fake_gpu,
+    resume,
+    run,
+    server_config,
+    wait_state,
+)
 
 pytestmark = pytest.mark.integration
 

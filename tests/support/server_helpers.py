@@ -12,7 +12,11 @@ from typing import Any
 import nbformat
 from jupyter_client.session import Session
 
+from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server import kernelrun
+from jupyter_pause.store.layout import manifest_key
+from jupyter_pause.store.manifest import Manifest
+from jupyter_pause.store.storage import Store
 from tests.support.kernels import KERNEL_PORT_CONFIG
 
 
@@ -104,3 +108,53 @@ def server_config(store: str, *, node: str = "node-a", **pause_server: Any) -> d
         "PauseServer": {"lease_settle": 0.2, "resource_poll_interval": 0.2, **pause_server},
         **KERNEL_PORT_CONFIG,
     }
+
+
+async def kernel_ids(fetch: Any) -> list[str]:
+    return [k["id"] for k in json.loads((await fetch("api", "kernels")).body)]
+
+
+async def kernel_of(fetch: Any, path: str) -> str | None:
+    """The kernel the server runs for ``path``, if any."""
+    for model in json.loads((await fetch("api", "sessions")).body):
+        if model["path"] == path and model.get("kernel"):
+            return model["kernel"]["id"]
+    return None
+
+
+async def pause(fetch: Any, path: str, timeout: float = 60) -> dict[str, Any]:
+    """Pause ``path`` through the REST API and wait for it to end (paused or failed)."""
+    started = await call(fetch, "pause", path=path)
+    assert started["state"] == "checkpointing", started
+    return await wait_state(fetch, path, ("paused", "failed"), timeout=timeout)
+
+
+async def resume(fetch: Any, path: str, timeout: float = 60, **body: Any) -> dict[str, Any]:
+    """Resume ``path`` through the REST API and wait for it to end (ready or failed)."""
+    await call(fetch, "resume", path=path, **body)
+    return await wait_state(fetch, path, ("ready", "failed"), timeout=timeout)
+
+
+def pretend_on_gpu(store: Path, session: str, checkpoint: str) -> None:
+    """Rewrite a checkpoint's manifest as if its tensors had lived on ``cuda:0`` (no GPU here)."""
+    backend = Store(str(store))
+    key = manifest_key(session, checkpoint)
+    manifest = Manifest.from_bytes(backend.read(key))
+    assert manifest.arrays, "the checkpoint should hold at least one tensor"
+    for record in manifest.arrays.values():
+        record.device = "cuda:0"
+    backend.write(key, manifest.to_bytes())
+
+
+GPU_STATE = "import torch\nweights = torch.arange(6.0)\nnote = 'kept'"
+
+
+async def paused_on_fake_gpu(fetch: Any, serverapp: Any, root: Path, store: Path, name: str) -> tuple[str, str]:
+    """A notebook paused with one tensor, its manifest then claiming ``cuda:0``; (path, checkpoint)."""
+    path = write_notebook(root, name, "x = 1")
+    kernel = await open_kernel(fetch, path)
+    await run(serverapp, kernel, GPU_STATE)
+    done = await pause(fetch, path)
+    assert done["state"] == "paused", done
+    pretend_on_gpu(store, session_from_path(path), done["checkpoint"])
+    return path, done["checkpoint"]
