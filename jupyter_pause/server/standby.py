@@ -62,7 +62,12 @@ class Warming:
         self.kernel_id = str(await maybe_await(kernels.start_kernel(path=where, kernel_name=self.kernel_name, env=env)))
         timeout = self.manager.settings.checkpoint_timeout
         await kernelrun.answering(kernels, self.kernel_id, timeout)
-        await kernelrun.execute(kernels, self.kernel_id, import_source(modules_for(self.manifest)), timeout)
+        try:
+            await kernelrun.execute(kernels, self.kernel_id, import_source(modules_for(self.manifest)), timeout)
+        except kernelrun.KernelDied:
+            raise
+        except kernelrun.KernelCodeError as e:  # a kernelspec without torch: the restore will say so
+            log.info("jupyter-pause: the kernel warmed for %s could not import ahead: %s", self.path, e)
         return self.kernel_id
 
     async def kernel(self) -> str:

@@ -90,6 +90,23 @@ async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_
     await manager.wait()
 
 
+async def test_a_kernel_that_could_not_import_ahead_is_still_the_one_the_notebook_takes(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
+):
+    monkeypatch.setattr(standby, "modules_for", lambda manifest: ["a_module_this_kernel_lacks"])
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "no-torch.ipynb")
+    await call(jp_fetch, "resume", path=path, map_location="cpu")
+    deadline = time.monotonic() + 60
+    while len(started := await kernel_ids(jp_fetch)) != 1:
+        assert time.monotonic() < deadline, "no kernel was started beside the wait"
+        await asyncio.sleep(0.2)
+    gate.set()
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
+    assert ready["state"] == "ready" and ready["checkpoint"] == checkpoint, ready
+    assert [await kernel_of(jp_fetch, path)] == started == await kernel_ids(jp_fetch)
+    await manager.wait()
+
+
 class TestGivingUp:
     @pytest.fixture
     def jp_server_config(self, store: Path) -> dict[str, Any]:
