@@ -68,9 +68,7 @@ def install(manager: Any, serverapp: Any) -> bool:
         manager.spawn(drain(signum))
 
     signals = [signal.SIGTERM]
-    if os.environ.get("JUPYTERHUB_API_TOKEN") or signal.getsignal(signal.SIGINT) == getattr(
-        serverapp, "_signal_stop", None
-    ):
+    if manager.releaser.hub is not None:
         signals.append(signal.SIGINT)  # a Hub's stop signal (see the module's text)
     for signum in signals:
         loop.add_signal_handler(signum, on_signal, signum)
