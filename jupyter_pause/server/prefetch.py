@@ -188,7 +188,7 @@ class Readahead(NoPrefetch):
 
     def __init__(self, store: Store, manifest: Manifest) -> None:
         super().__init__()
-        self.paths = [store.path(key) for key in manifest.blob_keys(manifest.blobs, store.names)]
+        self.paths = readahead.blob_paths(store, manifest, manifest.blobs)
         #: The thread asking for the readahead; None where the checkpoint is not read ahead.
         self.advising = readahead.advise(self.paths, sum(manifest.blobs.values()))
 

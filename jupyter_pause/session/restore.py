@@ -25,7 +25,7 @@ from ..store.catalog import Catalog, Decision, Listing
 from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
-from ..store.storage import Buffer, Store
+from ..store.storage import Buffer
 from . import activity, datafiles, hooks, lineage, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
@@ -189,25 +189,16 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
 
     then = place if places else None
     if "torch" not in sys.modules and any(a.kind == "torch" for a in manifest.arrays.values()):
-        _read_ahead(catalog.store, manifest, keys)  # the disk reads while the CPU imports
+        # the disk reads a local store's files while the CPU imports
+        readahead.advise(
+            readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys)
+        )
         try:  # before the reads, not racing them for the CPU: on two cores that was 1.5x slower
             importlib.import_module("torch")
         except Exception:  # reported by the unpickler, which needs it
             pass
     good, bad = fetch(catalog.store, manifest, keys, progress=activity.current.progress, then=then)
     return Blobs(good=good, bad=bad)
-
-
-def _read_ahead(store: Store, manifest: Manifest, keys: list[str]) -> None:
-    """Ask for a local store's blob files among ``keys`` to be read into the page cache."""
-    digests = [k for k in keys if k in manifest.blobs]
-    if not store.local or not digests:
-        return
-    try:
-        paths = [store.path(key) for key in manifest.blob_keys(digests, store.names)]
-    except KeyError:  # named with a key this reader lacks: the read says so
-        return
-    readahead.advise(paths, sum(manifest.blobs[k] for k in digests))
 
 
 def _arm_loops(manifest: Manifest, blobs: dict[str, Any], everything: bool) -> list[str]:

@@ -13,6 +13,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .manifest import Manifest
+    from .storage import Store
 
 #: Share of the node's available memory the files read ahead may take.
 SHARE = 0.5
@@ -20,13 +25,26 @@ SHARE = 0.5
 
 def advise(paths: Iterable[str], size: int) -> threading.Thread | None:
     """Ask for ``paths`` (``size`` bytes in all) to be read ahead, in a thread; that thread, or
-    None where they would take more than ``SHARE`` of the available memory, or the system
-    cannot be asked."""
-    if not hasattr(os, "posix_fadvise") or size > SHARE * available_memory():
+    None where there are none, they would take more than ``SHARE`` of the available memory, or
+    the system cannot be asked."""
+    paths = list(paths)
+    if not paths or not hasattr(os, "posix_fadvise") or size > SHARE * available_memory():
         return None
-    asking = threading.Thread(target=_advise, args=(list(paths),), name="jupyter-pause-readahead", daemon=True)
+    asking = threading.Thread(target=_advise, args=(paths,), name="jupyter-pause-readahead", daemon=True)
     asking.start()
     return asking
+
+
+def blob_paths(store: Store, manifest: Manifest, digests: Iterable[str]) -> list[str]:
+    """The files of ``manifest``'s blobs ``digests`` in ``store``, where it is a local folder
+    (none elsewhere, nor where a key this reader lacks named them: the read says so)."""
+    digests = [d for d in digests if d in manifest.blobs]
+    if not store.local or not digests:
+        return []
+    try:
+        return [store.path(key) for key in manifest.blob_keys(digests, store.names)]
+    except KeyError:
+        return []
 
 
 def _advise(paths: list[str]) -> None:
