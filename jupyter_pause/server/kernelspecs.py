@@ -103,13 +103,12 @@ async def present(manager: Any, kernel: Kernel | None, checkpoint: str) -> str:
     )
 
 
-async def start(manager: Any, path: str, kernel: str) -> str:
+async def start(manager: Any, path: str, kernel: str, running: str | None = None) -> str:
     """Start a ``kernel`` kernel for the notebook at ``path`` through the server's sessions (as
-    JupyterLab would); its kernel id."""
+    JupyterLab would), or bind the kernel ``running`` already to it; its kernel id."""
     name = path.rsplit("/", 1)[-1]
-    model = await maybe_await(
-        manager.sessions_manager.create_session(path=path, name=name, type="notebook", kernel_name=kernel)
-    )
+    create = manager.sessions_manager.create_session
+    model = await maybe_await(create(path=path, name=name, type="notebook", kernel_name=kernel, kernel_id=running))
     return str(model["kernel"]["id"])
 
 

@@ -57,7 +57,7 @@ class Prefetch:
         self.keys = [key for key in keys if layout.pool_digest(key) and self.folder.find(key) is None]
         self.total = self.done = 0
         #: Bytes the resume's kernel claimed first and read from the store itself.
-        self.left = 0
+        self.kernel_bytes = 0
         self.started = time.monotonic()
         self.elapsed: float | None = None
         #: Why nothing (or not everything) was prefetched; "" when all went well.
@@ -113,7 +113,7 @@ class Prefetch:
             return
         if not self.folder.claim(key):  # the resume's kernel reads it from the store itself
             with _lock:
-                self.left += self._sizes[key]
+                self.kernel_bytes += self._sizes[key]
             return
         try:
             data = self.store.backend.copy_of(self.store.path(key), self._sizes[key])
@@ -130,7 +130,7 @@ class Prefetch:
         kernel read from the store itself, for the status."""
         seconds = self.elapsed if self.elapsed is not None else time.monotonic() - self.started
         rate = self.done / seconds if seconds > 0 else 0.0
-        return {"bytes": self.done, "total": self.total, "rate": rate, "kernel_bytes": self.left}
+        return {"bytes": self.done, "total": self.total, "rate": rate, "kernel_bytes": self.kernel_bytes}
 
     def said(self) -> str:
         """The prefetch in a few words, for a status detail."""
@@ -139,7 +139,7 @@ class Prefetch:
         done = "prefetched" if self.finished.is_set() else "prefetching"
         rate = self.progress()["rate"]
         said = f"{done} {units.size(self.done)} of {units.size(self.total)} ({units.size(int(rate))}/s)"
-        return f"{said}, the kernel reading {units.size(self.left)} itself" if self.left else said
+        return f"{said}, the kernel reading {units.size(self.kernel_bytes)} itself" if self.kernel_bytes else said
 
     def after(self, text: str) -> str:
         """``text`` followed by the prefetch in a few words."""

@@ -80,11 +80,9 @@ class Warming:
                 log.warning("jupyter-pause: the kernel warmed for %s during the wait failed: %s", self.path, e)
             else:
                 if warmed in self.manager.kernels:
-                    name = self.path.rsplit("/", 1)[-1]
-                    create = self.manager.sessions_manager.create_session
-                    model = await maybe_await(create(path=self.path, name=name, type="notebook", kernel_id=warmed))
+                    kernel_id = await kernelspecs.start(self.manager, self.path, self.kernel_name, running=warmed)
                     self._adopted = True
-                    return str(model["kernel"]["id"])
+                    return kernel_id
         return await kernelspecs.start(self.manager, self.path, self.kernel_name)
 
     async def close(self) -> None:
