@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_core.paths import jupyter_data_dir
-from traitlets import Bool, Dict, Float, Integer, List, Unicode, default
+from traitlets import Bool, Dict, Float, Integer, List, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
 from .errors import PauseError
-from .store.prefetched import for_store
+from .store.prefetched import KEEP_FREE, for_store
 from .store.signing import Keyring
 from .store.storage import Store
 
@@ -33,6 +33,7 @@ ENV_VARS = {
     "data_files_cache": "JUPYTER_PAUSE_DATA_FILES_CACHE",
     "encrypt": "JUPYTER_PAUSE_ENCRYPT",
     "prefetch_dir": "JUPYTER_PAUSE_PREFETCH_DIR",
+    "prefetch_keep_free": "JUPYTER_PAUSE_PREFETCH_KEEP_FREE",
 }
 
 #: What ``JUPYTER_PAUSE_REBUILD`` (and other switches) may say, and what it means.
@@ -145,6 +146,13 @@ class PauseConfig(Configurable):
         "default jupyter-pause/prefetch in the user's cache folder; empty string: off).",
     ).tag(config=True)
 
+    prefetch_keep_free = Float(
+        KEEP_FREE,
+        help="Share of the prefetch folder's disk that the prefetches running on a node leave free together, "
+        "from 0 to 1: a checkpoint that would leave less is read from the store as before, and its resume's "
+        "status says why (env JUPYTER_PAUSE_PREFETCH_KEEP_FREE).",
+    ).tag(config=True)
+
     hook_time_limit = Float(
         5.0,
         help="Seconds the @jupyter_pause.before_checkpoint hooks of one checkpoint may take together under "
@@ -163,6 +171,13 @@ class PauseConfig(Configurable):
     @default("prefetch_dir")
     def _default_prefetch_dir(self) -> str:
         return os.path.join(os.path.dirname(default_data_files_cache()), "prefetch")
+
+    @validate("prefetch_keep_free")
+    def _valid_keep_free(self, proposal: dict[str, Any]) -> float:
+        share = proposal["value"]
+        if not 0.0 <= share <= 1.0:
+            raise TraitError(f"prefetch_keep_free is a share of the disk from 0 to 1 (such as 0.1), not {share}")
+        return share
 
     @default("node")
     def _default_node(self) -> str:
@@ -193,7 +208,7 @@ class PauseConfig(Configurable):
         options = dict(self.storage_options) if storage_options is None else storage_options
         store = Store(url or self.store, options, keys=self.keyring, encrypt=self.encrypt)
         if not store.local and self.prefetch_dir:  # a remote store's blobs may be on this node already
-            store.prefetched = for_store(self.prefetch_dir, store.url)
+            store.prefetched = for_store(self.prefetch_dir, store.url, self.prefetch_keep_free)
         return store
 
 
@@ -212,6 +227,14 @@ def _from_env(name: str, var: str, raw: str) -> Any:
             return int(raw)
         except ValueError as e:
             raise PauseError(f"{var} must be a number of bytes (such as 10000000000), not {raw!r}") from e
+    if name == "prefetch_keep_free":
+        try:
+            share = float(raw)
+        except ValueError:
+            share = -1.0
+        if not 0.0 <= share <= 1.0:
+            raise PauseError(f"{var} must be a share of the disk from 0 to 1 (such as 0.1), not {raw!r}")
+        return share
     if name in ("sigterm_grace", "hook_time_limit"):
         try:
             return float(raw)

@@ -6,6 +6,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from traitlets import TraitError
 from traitlets.config import Config
 
 from jupyter_pause.config import (
@@ -113,3 +114,18 @@ def test_a_rebuild_switch_that_is_neither_on_nor_off_says_what_it_takes(monkeypa
         PauseError, match=r"JUPYTER_PAUSE_REBUILD is on or off \(1, true, yes, on / 0, false, no, off\)"
     ):
         PauseConfig()
+
+
+def test_the_share_of_disk_a_prefetch_leaves_free_is_set_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert PauseConfig(prefetch_dir="/p").open_store("memory://k").prefetched.keep_free == 0.10
+    monkeypatch.setenv("JUPYTER_PAUSE_PREFETCH_KEEP_FREE", "0.25")
+    assert PauseConfig(prefetch_dir="/p").open_store("memory://k").prefetched.keep_free == 0.25
+
+
+@pytest.mark.parametrize("raw", ["ten", "1.5", "-0.1", "nan"])
+def test_a_share_of_disk_outside_0_to_1_says_what_it_takes(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("JUPYTER_PAUSE_PREFETCH_KEEP_FREE", raw)
+    with pytest.raises(PauseError, match=r"JUPYTER_PAUSE_PREFETCH_KEEP_FREE must be a share of the disk from 0 to 1"):
+        PauseConfig()
+    with pytest.raises(TraitError, match=r"prefetch_keep_free is a share of the disk from 0 to 1"):
+        PauseConfig(prefetch_keep_free=float(raw) if raw != "ten" else 2.0)

@@ -13,8 +13,8 @@ each server has a folder of its own (``claim``), and the folder of one that stop
 when the next one starts.
 
 A prefetch takes only what the node's disk can spare: its bytes, and those of every prefetch
-still running here, must leave ``MARGIN`` of the disk free; else the resume reads from the store
-as before, and its status says why.
+still running here, must leave a share of the disk free (``PauseConfig.prefetch_keep_free``);
+else the resume reads from the store as before, and its status says why.
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ from ..store.manifest import Manifest
 from ..store.prefetched import running
 from ..store.storage import PARALLELISM, Store
 
-#: Share of the prefetch folder's disk left free by every prefetch running on this node together.
-MARGIN = 0.10
 #: Seconds between a resume's status updates while the copying goes on.
 SHOW_EVERY = 1.0
 
@@ -93,14 +91,14 @@ class Prefetch:
         """Reserve this prefetch's bytes on the folder's disk; why not, where they do not fit."""
         self.folder.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         disk = shutil.disk_usage(self.folder.root)
+        keep = self.folder.keep_free
         with _lock:
             others = sum(_reserved.values())
-            spare = disk.free - others - int(MARGIN * disk.total)
-            if self.total > spare:
+            if self.total > disk.free - others - int(keep * disk.total):
                 return (
-                    f"not prefetched: {units.size(self.total)} would leave less than {MARGIN:.0%} of "
-                    f"{self.folder.root} free ({units.size(disk.free)} free, "
-                    f"{units.size(others)} promised to other resumes)"
+                    f"not prefetched: {units.size(self.total)} would leave less than {keep:.0%} of "
+                    f"{self.folder.root} free ({units.size(disk.free)} free, {units.size(others)} promised to "
+                    "other resumes); free space there or lower PauseConfig.prefetch_keep_free"
                 )
             _reserved[id(self)] = self.total
             self._held = list(self._sizes)

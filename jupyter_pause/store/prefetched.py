@@ -34,6 +34,8 @@ from pathlib import Path
 
 from . import layout
 
+#: Share of the prefetch folder's disk that every prefetch running on a node leaves free, by default.
+KEEP_FREE = 0.10
 #: Seconds between looks at an object another process is copying here.
 ARRIVAL_POLL = 0.005
 #: Seconds a reader waits for such a copy before it reads the store itself.
@@ -43,8 +45,10 @@ ARRIVAL_TIMEOUT = 120.0
 class Prefetched:
     """The folder of one store's prefetched pool objects on this node."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, keep_free: float = KEEP_FREE) -> None:
         self.root = Path(root)
+        #: Share of the folder's disk the prefetches copying into it leave free (``server.prefetch``).
+        self.keep_free = keep_free
 
     def path(self, key: str) -> Path:
         """Where the copy of ``key`` is (or would be)."""
@@ -160,6 +164,7 @@ def running(pid: int) -> bool:
     return True
 
 
-def for_store(root: str, url: str) -> Prefetched:
-    """The prefetch folder of the store at ``url`` under ``root`` (one folder per store URL)."""
-    return Prefetched(os.path.join(root, hashlib.sha256(url.encode()).hexdigest()[:16]))
+def for_store(root: str, url: str, keep_free: float = KEEP_FREE) -> Prefetched:
+    """The prefetch folder of the store at ``url`` under ``root`` (one folder per store URL), whose
+    prefetches leave ``keep_free`` of its disk free."""
+    return Prefetched(os.path.join(root, hashlib.sha256(url.encode()).hexdigest()[:16]), keep_free)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import namedtuple
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ def s3_prefetch(s3_env: str, tmp_path: Path) -> Path:
 def jp_server_config(s3_env: str, tmp_path: Path) -> dict:
     config = server_config(s3_env)
     config["PauseConfig"]["prefetch_dir"] = str(tmp_path / "prefetch")
+    config["PauseConfig"]["prefetch_keep_free"] = 0.0  # whatever else this host's disk holds
     return config
 
 
@@ -41,7 +41,11 @@ async def kernels_of(jp_fetch, path: str) -> list[str]:
 @pytest.fixture
 def taken(tmp_path):
     """A checkpoint in a store that is not a local folder, and that store as a server opens it."""
-    config = PauseConfig(store=f"memory://prefetch-{tmp_path.name}", prefetch_dir=str(tmp_path / "prefetch"))
+    config = PauseConfig(
+        store=f"memory://prefetch-{tmp_path.name}",
+        prefetch_dir=str(tmp_path / "prefetch"),
+        prefetch_keep_free=0.0,  # whatever else this host's disk holds
+    )
     ns = {"a": bytes(range(256)) * 4096, "b": b"x" * 300_000}
     manifest = jp.checkpoint(session="s", namespace=ns, config=config).manifest
     another_process()
@@ -53,7 +57,7 @@ def test_every_blob_is_copied_with_its_progress_and_removed_after(taken):
     fetching = prefetch.begin(store, manifest)
     fetching.finished.wait(30)
     paths = list(manifest.blob_keys(manifest.blobs, store.names))
-    assert all(store.prefetched.find(p) for p in paths) and not fetching.why
+    assert not fetching.why and all(store.prefetched.find(p) for p in paths)
     done = fetching.progress()
     assert done["bytes"] == done["total"] == sum(manifest.blobs.values()) and done["rate"] > 0
     assert fetching.said().startswith("prefetched ") and fetching.after("needs 1 CUDA device").startswith("needs 1")
@@ -69,6 +73,7 @@ def test_what_the_kernel_claimed_first_is_left_to_it(taken):
     assert store.prefetched.claim(theirs)  # the resume's kernel reads it from the store
     fetching = prefetch.begin(store, manifest)
     fetching.finished.wait(30)
+    assert not fetching.why
     assert store.prefetched.find(theirs) is None and all(store.prefetched.find(p) for p in paths[1:])
     done = fetching.progress()
     assert (
@@ -83,6 +88,7 @@ def test_a_copy_two_resumes_hold_stays_until_the_second_is_done(taken):
     store, manifest = taken
     first = prefetch.begin(store, manifest)
     first.finished.wait(30)
+    assert not first.why
     second = prefetch.Prefetch(store, manifest)  # what the first copied is there already: nothing to fetch
     assert second.keys == []
     second.keys = list(first._held)  # a second resume of the same blobs, fetching them again
@@ -93,13 +99,14 @@ def test_a_copy_two_resumes_hold_stays_until_the_second_is_done(taken):
     assert not any(store.prefetched.find(p) for p in second._held)
 
 
-def test_without_room_on_the_disk_nothing_is_copied_and_the_status_says_why(taken, monkeypatch):
+def test_without_room_on_the_disk_nothing_is_copied_and_the_status_says_why(taken):
     store, manifest = taken
-    Usage = namedtuple("Usage", "total used free")
-    monkeypatch.setattr(prefetch.shutil, "disk_usage", lambda path: Usage(10 << 20, 9 << 20, 1 << 20))
+    store.prefetched.keep_free = 1.0  # no disk has its whole size free
     fetching = prefetch.begin(store, manifest)
     fetching.finished.wait(30)
-    assert fetching.said().startswith("not prefetched: ") and "would leave less than 10%" in fetching.said()
+    said = fetching.said()
+    assert said.startswith("not prefetched: ") and "would leave less than 100%" in said, said
+    assert said.endswith("lower PauseConfig.prefetch_keep_free")
     assert not any(store.prefetched.find(p) for p in manifest.blob_keys(manifest.blobs, store.names))
     fetching.discard()
 
