@@ -78,13 +78,19 @@ export class NotebookPauseController implements IDisposable {
 
   /**
    * Save the notebook, then ask the server to checkpoint the kernel and shut it down.
+   *
+   * A collaborative notebook (jupyter-collaboration) is saved by the server's pause itself, from
+   * the shared document as it is at the click. Saving it here as well would race the room's own
+   * autosave of the cell's last outputs, and JupyterLab would ask "File Changed" over the Pause.
    */
   async pause(): Promise<void> {
     const path = this.path;
     this._setActing(true);
     try {
       try {
-        await this.panel.context.save();
+        if (!this.panel.context.model.collaborative) {
+          await this.panel.context.save();
+        }
       } catch (error) {
         showError(
           `Not paused: saving ${path} failed: ${errorMessage(error)}`

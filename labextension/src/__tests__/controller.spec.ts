@@ -1,3 +1,4 @@
+import { Notification } from '@jupyterlab/apputils';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { KernelSpec, Session } from '@jupyterlab/services';
 import { Signal } from '@lumino/signaling';
@@ -11,11 +12,12 @@ jest.mock('../handler', () => {
   const actual = jest.requireActual('../handler');
   return {
     ...actual,
-    PauseAPI: { ...actual.PauseAPI, status: jest.fn(), resume: jest.fn() }
+    PauseAPI: { ...actual.PauseAPI, status: jest.fn(), resume: jest.fn(), pause: jest.fn() }
   };
 });
 const fetchStatus = PauseAPI.status as jest.Mock;
 const postResume = PauseAPI.resume as jest.Mock;
+const postPause = PauseAPI.pause as jest.Mock;
 
 function status(state: string, fields: Partial<IPauseStatus> = {}): IPauseStatus {
   return {
@@ -33,7 +35,7 @@ function status(state: string, fields: Partial<IPauseStatus> = {}): IPauseStatus
 }
 
 /** Just what the controller uses of a NotebookPanel, its session context and the sessions. */
-function fakeNotebook() {
+function fakeNotebook(collaborative = false) {
   const owner = {};
   const startKernel = jest.fn(async () => false);
   const sessionContext = {
@@ -45,7 +47,7 @@ function fakeNotebook() {
   };
   const panel = {
     id: 'notebook-1',
-    context: { path: 'a.ipynb', save: jest.fn(async () => undefined) },
+    context: { path: 'a.ipynb', save: jest.fn(async () => undefined), model: { collaborative } },
     sessionContext,
     disposed: new Signal<object, void>(owner)
   } as unknown as NotebookPanel;
@@ -214,5 +216,61 @@ describe("Resume and the notebook's kernelspec", () => {
     await controller!.resume({ pickKernel: true });
     expect(asked[0].initial).toBe('env-b');
     expect(postResume).toHaveBeenCalledWith('a.ipynb', 'env-b');
+  });
+});
+
+describe('Pause', () => {
+  let controller: NotebookPauseController | null = null;
+
+  afterEach(() => {
+    controller?.dispose();
+    controller = null;
+    fetchStatus.mockReset();
+    postPause.mockReset();
+  });
+
+  async function pause(collaborative: boolean) {
+    fetchStatus.mockResolvedValue(status('ready'));
+    const order: string[] = [];
+    postPause.mockImplementation(async () => {
+      order.push('pause');
+      return status('checkpointing');
+    });
+    const fake = fakeNotebook(collaborative);
+    (fake.panel.context.save as jest.Mock).mockImplementation(async () => void order.push('save'));
+    controller = new NotebookPauseController({
+      panel: fake.panel,
+      sessions: fake.sessions,
+      onResumeRequested: () => undefined
+    });
+    await controller.model.ready;
+    await controller.pause();
+    return order;
+  }
+
+  it('saves the notebook, then asks the server to pause it', async () => {
+    expect(await pause(false)).toEqual(['save', 'pause']);
+    expect(postPause).toHaveBeenCalledWith('a.ipynb');
+  });
+
+  it("leaves a collaborative notebook's save to the server's pause, which saves its shared document", async () => {
+    expect(await pause(true)).toEqual(['pause']);
+  });
+
+  it('pauses nothing when the save fails, and says why', async () => {
+    fetchStatus.mockResolvedValue(status('ready'));
+    const fake = fakeNotebook(false);
+    (fake.panel.context.save as jest.Mock).mockRejectedValue(new Error('disk full'));
+    controller = new NotebookPauseController({
+      panel: fake.panel,
+      sessions: fake.sessions,
+      onResumeRequested: () => undefined
+    });
+    await controller.model.ready;
+    await controller.pause();
+    expect(postPause).not.toHaveBeenCalled();
+    const said = Notification.manager.notifications.map(n => `${n.type}: ${n.message}`);
+    expect(said).toEqual(['error: Not paused: saving a.ipynb failed: disk full']);
+    Notification.dismiss();
   });
 });
