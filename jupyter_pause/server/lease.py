@@ -275,12 +275,14 @@ async def _settle(
 ) -> Lease:
     """The settle protocol (see the module docstring)."""
     key = lease_key(session)
+    ours: set[str] = set()  # the tokens of this claimant's own claims, too slow to be sure of
     for _ in range(5):
         started = time.monotonic()
         held = await asyncio.to_thread(_read, store, key, 0, session, keys)
-        if held is not None and held.live():
+        if held is not None and held.live() and held.token not in ours:
             raise _refusal(session, held)
         mine = Lease(holder, node, secrets.token_hex(8), time.time() + seconds, what)
+        ours.add(mine.token)
         await asyncio.to_thread(store.write, key, mine.record(session, keys))
         if time.monotonic() - started > settle / 2:
             continue  # too slow between look and claim to be sure: look again

@@ -176,6 +176,24 @@ def test_a_memory_store_takes_leases_by_settling() -> None:
     check_settle_protocol(Store(f"memory://lease-{secrets.token_hex(6)}"))
 
 
+def test_a_claim_too_slow_to_be_sure_of_is_tried_again_not_refused_as_someone_elses() -> None:
+    store = Store(f"memory://lease-{secrets.token_hex(6)}")
+    write = store.write
+    writes = []
+
+    def slow_first(key: str, data: bytes) -> None:  # a store that took longer than settle/2 once
+        writes.append(key)
+        if len(writes) == 1:
+            time.sleep(SETTLE)
+        write(key, data)
+
+    store.write = slow_first  # type: ignore[method-assign]
+    taken = claim(store, "server pid 1")  # its first claim is in the store, but came too late to count
+    assert len(writes) == 2 and lease.current(store, SESSION) == taken
+    with pytest.raises(lease.LeaseHeld, match="server pid 1 on node-a"):
+        claim(store, "server pid 2")
+
+
 @pytest.mark.integration
 @pytest.mark.s3
 def test_an_s3_server_that_ignores_the_condition_gets_the_settle_protocol(s3_server: S3Server) -> None:
@@ -183,9 +201,10 @@ def test_an_s3_server_that_ignores_the_condition_gets_the_settle_protocol(s3_ser
     check_settle_protocol(store)
 
     async def two_at_once() -> list[Any]:
+        settle = 10 * SETTLE  # a loaded machine's S3 round trips stay within half of it
         return await asyncio.gather(
-            lease.acquire(store, SESSION, "server pid 1", "node-a", "resumed", 600, SETTLE),
-            lease.acquire(store, SESSION, "server pid 2", "node-b", "resumed", 600, SETTLE),
+            lease.acquire(store, SESSION, "server pid 1", "node-a", "resumed", 600, settle),
+            lease.acquire(store, SESSION, "server pid 2", "node-b", "resumed", 600, settle),
             return_exceptions=True,
         )
 
