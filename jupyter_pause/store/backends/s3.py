@@ -1,12 +1,15 @@
-"""S3 and S3-compatible servers (s3fs): whole-object GETs without a HEAD, batch deletes whose
-refusals are read, a missing bucket told from an empty prefix by the server's reply, and
-multipart uploads that a write cut short leaves behind (see ``store.uploads``)."""
+"""S3 and S3-compatible servers (s3fs): whole-object GETs without a HEAD, blobs read straight
+into their buffers (``direct``), batch deletes whose refusals are read, a missing bucket told from
+an empty prefix by the server's reply, and multipart uploads that a write cut short leaves behind
+(see ``store.uploads``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..buffers import Buffer
 from .base import Backend
+from .direct import DirectGet
 
 #: Keys per S3 batch delete (DeleteObjects takes at most 1000).
 DELETE_BATCH = 1000
@@ -33,6 +36,28 @@ class S3Backend(Backend):
     lists_uploads = True
     #: s3fs would ask for the size first (a HEAD) to split a GET into ranges: one GET instead.
     whole = {"max_concurrency": 1}
+    #: Objects at least this large, of a known size, are read by presigned GETs (``direct``).
+    DIRECT_BYTES = 256 << 10
+
+    def __init__(self, fs: Any) -> None:
+        super().__init__(fs)
+        self.direct = DirectGet.of(fs)
+
+    def read(self, path: str, size: int | None, unchanging: bool, mapped: bool = False) -> Buffer:
+        """As ``Backend.read``; a blob of a known size straight into its buffer where it can be."""
+        if size is not None and size >= self.DIRECT_BYTES and self.direct is not None:
+            got = self.direct.read(path, size)
+            if got is not None:
+                return got
+        return super().read(path, size, unchanging, mapped)
+
+    def copy_of(self, path: str, size: int) -> bytes | Buffer:
+        """As ``Backend.copy_of``, straight into a buffer where it can be (a prefetch's copies)."""
+        if size >= self.DIRECT_BYTES and self.direct is not None:
+            got = self.direct.read(path, size)
+            if got is not None:
+                return got
+        return super().copy_of(path, size)
 
     def delete(self, paths: list[str]) -> list[tuple[int, str]]:
         """Batch deletes (DeleteObjects), whose per-key refusals are returned.
