@@ -58,6 +58,17 @@ function fakeNotebook(collaborative = false) {
   return { panel, sessionContext, startKernel, sessions };
 }
 
+/** The controller a test made; disposed, and the mocked endpoints reset, after each test. */
+let controller: NotebookPauseController | null = null;
+
+afterEach(() => {
+  controller?.dispose();
+  controller = null;
+  fetchStatus.mockReset();
+  postResume.mockReset();
+  postPause.mockReset();
+});
+
 describe('kernelStartAction (the guard against a fresh kernel in a paused session)', () => {
   it.each([
     // state, started by the user, resume_on_open, action
@@ -76,15 +87,6 @@ describe('kernelStartAction (the guard against a fresh kernel in a paused sessio
 });
 
 describe('opening a paused notebook', () => {
-  let controller: NotebookPauseController | null = null;
-
-  afterEach(() => {
-    controller?.dispose();
-    controller = null;
-    fetchStatus.mockReset();
-    postResume.mockReset();
-  });
-
   function open(resumeOnOpen: boolean) {
     const fake = fakeNotebook();
     const resumes: string[] = [];
@@ -149,15 +151,6 @@ describe('opening a paused notebook', () => {
 });
 
 describe("Resume and the notebook's kernelspec", () => {
-  let controller: NotebookPauseController | null = null;
-
-  afterEach(() => {
-    controller?.dispose();
-    controller = null;
-    fetchStatus.mockReset();
-    postResume.mockReset();
-  });
-
   /** The server's kernelspecs, as JupyterLab's kernelspec manager holds them. */
   const kernelspecs = {
     ready: Promise.resolve(),
@@ -220,15 +213,6 @@ describe("Resume and the notebook's kernelspec", () => {
 });
 
 describe('Pause', () => {
-  let controller: NotebookPauseController | null = null;
-
-  afterEach(() => {
-    controller?.dispose();
-    controller = null;
-    fetchStatus.mockReset();
-    postPause.mockReset();
-  });
-
   async function pause(collaborative: boolean) {
     fetchStatus.mockResolvedValue(status('ready'));
     const order: string[] = [];
