@@ -213,7 +213,8 @@ describe("Resume and the notebook's kernelspec", () => {
 });
 
 describe('Pause', () => {
-  async function pause(collaborative: boolean) {
+  /** Pause a ready notebook whose save does `save` (default: succeeds); what was done, in order. */
+  async function pause(collaborative: boolean, save?: () => Promise<void>) {
     fetchStatus.mockResolvedValue(status('ready'));
     const order: string[] = [];
     postPause.mockImplementation(async () => {
@@ -221,7 +222,7 @@ describe('Pause', () => {
       return status('checkpointing');
     });
     const fake = fakeNotebook(collaborative);
-    (fake.panel.context.save as jest.Mock).mockImplementation(async () => void order.push('save'));
+    (fake.panel.context.save as jest.Mock).mockImplementation(save ?? (async () => void order.push('save')));
     controller = new NotebookPauseController({
       panel: fake.panel,
       sessions: fake.sessions,
@@ -242,16 +243,10 @@ describe('Pause', () => {
   });
 
   it('pauses nothing when the save fails, and says why', async () => {
-    fetchStatus.mockResolvedValue(status('ready'));
-    const fake = fakeNotebook(false);
-    (fake.panel.context.save as jest.Mock).mockRejectedValue(new Error('disk full'));
-    controller = new NotebookPauseController({
-      panel: fake.panel,
-      sessions: fake.sessions,
-      onResumeRequested: () => undefined
-    });
-    await controller.model.ready;
-    await controller.pause();
+    const failing = async () => {
+      throw new Error('disk full');
+    };
+    expect(await pause(false, failing)).toEqual([]);
     expect(postPause).not.toHaveBeenCalled();
     const said = Notification.manager.notifications.map(n => `${n.type}: ${n.message}`);
     expect(said).toEqual(['error: Not paused: saving a.ipynb failed: disk full']);
