@@ -45,19 +45,20 @@ class S3Backend(Backend):
 
     def read(self, path: str, size: int | None, unchanging: bool, mapped: bool = False) -> Buffer:
         """As ``Backend.read``; a blob of a known size straight into its buffer where it can be."""
-        if size is not None and size >= self.DIRECT_BYTES and self.direct is not None:
-            got = self.direct.read(path, size)
-            if got is not None:
-                return got
-        return super().read(path, size, unchanging, mapped)
+        direct = self._direct(path, size)
+        return direct if direct is not None else super().read(path, size, unchanging, mapped)
 
     def copy_of(self, path: str, size: int) -> bytes | Buffer:
         """As ``Backend.copy_of``, straight into a buffer where it can be (a prefetch's copies)."""
-        if size >= self.DIRECT_BYTES and self.direct is not None:
-            got = self.direct.read(path, size)
-            if got is not None:
-                return got
-        return super().copy_of(path, size)
+        direct = self._direct(path, size)
+        return direct if direct is not None else super().copy_of(path, size)
+
+    def _direct(self, path: str, size: int | None) -> Buffer | None:
+        """The object read by a presigned GET, where it is large enough and that road is open;
+        None, and s3fs reads it, otherwise."""
+        if size is None or size < self.DIRECT_BYTES or self.direct is None:
+            return None
+        return self.direct.read(path, size)
 
     def delete(self, paths: list[str]) -> list[tuple[int, str]]:
         """Batch deletes (DeleteObjects), whose per-key refusals are returned.
