@@ -29,6 +29,7 @@ ENV_VARS = {
     "hook_time_limit": "JUPYTER_PAUSE_HOOK_TIME_LIMIT",
     "rebuild": "JUPYTER_PAUSE_REBUILD",
     "model_files": "JUPYTER_PAUSE_MODEL_FILES",
+    "track_writes": "JUPYTER_PAUSE_TRACK_WRITES",
     "data_files_max": "JUPYTER_PAUSE_DATA_FILES_MAX",
     "data_files_cache": "JUPYTER_PAUSE_DATA_FILES_CACHE",
     "encrypt": "JUPYTER_PAUSE_ENCRYPT",
@@ -126,6 +127,14 @@ class PauseConfig(Configurable):
         "first checkpoint that sees it (env JUPYTER_PAUSE_MODEL_FILES: 0 or off switches it off).",
     ).tag(config=True)
 
+    track_writes = Bool(
+        True,
+        help="Write-protect large CPU arrays when a checkpoint hashes them, so the next checkpoint skips "
+        "those nothing wrote to since instead of reading them again (Linux 6.7 or later; elsewhere they "
+        "are hashed). Memory pinned for a device or shared with another process is never skipped this "
+        "way (env JUPYTER_PAUSE_TRACK_WRITES: 0 or off switches it off).",
+    ).tag(config=True)
+
     data_files_max = Integer(
         10 << 30,
         help="Largest file a value reads by path (a datasets Arrow file, a read-only NumPy memmap) that a "
@@ -218,7 +227,7 @@ def _from_env(name: str, var: str, raw: str) -> Any:
         return parse_storage_options(raw)
     if name == "verify_keys":
         return [key.strip() for key in raw.split(",") if key.strip()]
-    if name in ("rebuild", "model_files", "encrypt"):
+    if name in ("rebuild", "model_files", "track_writes", "encrypt"):
         if raw.strip().lower() not in SWITCH_WORDS:
             raise PauseError(f"{var} is on or off (1, true, yes, on / 0, false, no, off), not {raw!r}")
         return SWITCH_WORDS[raw.strip().lower()]

@@ -1,7 +1,8 @@
 """Giving every array a blob: its own when large, a shared pack of small ones otherwise.
 
 Large arrays are hashed in parallel; those a resume mapped from a blob and nothing wrote since
-keep that blob's key unread (``mapping``). The plan also holds the digests of whole storages,
+keep that blob's key unread (``mapping``), and so do those nothing wrote since the last checkpoint
+hashed them (``writewatch``). The plan also holds the digests of whole storages,
 which the value digests reuse instead of reading those bytes again.
 """
 
@@ -16,6 +17,7 @@ from ..store import mapping, signing
 from ..store.manifest import ArrayRecord, FileRange
 from ..store.storage import ALIGNMENT
 from ..store.writer import Stored
+from . import writewatch
 from .digests import Known, remember
 from .filerefs import Matched, Matcher
 from .pickler import DumpResult
@@ -40,6 +42,8 @@ class ArrayPlan:
     unhashed: dict[str, Any]  # array key -> data left for the writer to hash as it writes it
     #: Blobs that are ranges of model files, not written (see ``filerefs``): digest -> ranges.
     references: dict[str, list[FileRange]]
+    #: Arrays write-protected before hashing, to ``writewatch.settle`` once their keys are known.
+    watched: writewatch.Watched
 
 
 def _unwritten_blob(found: Any, algorithm: str) -> str | None:
@@ -50,10 +54,10 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
 
 
 def _large_keys(
-    large: list[tuple[str, Any]], algorithm: str, matched: Matched | None, defer: bool
-) -> tuple[dict[str, str], dict[str, Any], int]:
-    """The blob key of each large array, the arrays left for the writer to hash (``defer``), and
-    how many bytes a resume mapped that nothing needed to read again."""
+    large: list[tuple[str, Any]], algorithm: str, matched: Matched | None, defer: bool, watch: bool
+) -> tuple[dict[str, str], dict[str, Any], int, writewatch.Watched]:
+    """The blob key of each large array, the arrays left for the writer to hash (``defer``), how
+    many bytes nothing needed to read again, and the arrays protected before hashing (``watch``)."""
     # Cheapest first: storages whose fingerprint on their device matched the previous
     # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
     # that nothing wrote since.
@@ -61,25 +65,32 @@ def _large_keys(
     for k, f in large:
         if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
             keys[k] = unread_key
-    unread = sum(f.size for k, f in large if k in keys and f.reused is None)
+    unread = {k for k, f in large if k in keys and f.reused is None}
     if matched is not None:  # hashed already, looking for model files' tensors
         keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
+    # Then memory nothing wrote since the last checkpoint hashed it; the rest is protected first.
+    watched = writewatch.check([(k, f) for k, f in large if k not in keys] if watch else [], algorithm)
+    keys.update(watched.known)
+    unread.update(watched.known)
     unknown = [(k, f) for k, f in large if k not in keys]
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:
             digests = pool.map(lambda kf: signing.digest(kf[1].data, algorithm), unknown)
             keys.update(zip((k for k, _ in unknown), digests, strict=True))
-    return keys, deferred, unread
+    return keys, deferred, sum(f.size for k, f in large if k in unread), watched
 
 
-def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Matcher | None = None) -> ArrayPlan:
+def plan_arrays(
+    dump: DumpResult, algorithm: str, defer: bool = False, files: Matcher | None = None, watch: bool = True
+) -> ArrayPlan:
     """Give every collected array a blob: its own when large, a shared pack when small, or,
     when ``files`` finds it is a model file's tensor(s), a reference to them.
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
-    still exactly as a resume mapped them from their blob, and, with ``defer``, those left for
-    the writer to hash as it writes them. For xxh3 checkpoints the plan also holds the digests
+    still exactly as a resume mapped them from their blob or, with ``watch``, as the last
+    checkpoint hashed them, and, with ``defer``, those left for the writer to hash as it writes
+    them. For xxh3 checkpoints the plan also holds the digests
     of whole storages, which the value digests reuse instead of reading those bytes again.
     """
     records: dict[str, ArrayRecord] = {}
@@ -90,7 +101,7 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Ma
     matched = files.match(dump.collector.found) if files is not None else None
     referenced = matched.references if matched is not None else {}
     large = [(k, f) for k, f in dump.collector.found.items() if f.size >= OWN_BLOB_BYTES and k not in referenced]
-    keys, deferred, unread = _large_keys(large, algorithm, matched, defer)
+    keys, deferred, unread, watched = _large_keys(large, algorithm, matched, defer, watch)
 
     def close_pack() -> None:
         nonlocal pack, pack_size
@@ -143,4 +154,5 @@ def plan_arrays(dump: DumpResult, algorithm: str, defer: bool = False, files: Ma
         unread=unread,
         unhashed=deferred,
         references=dict(referenced.values()),
+        watched=watched,
     )

@@ -22,7 +22,7 @@ from ..proof.rehearsal import Rehearsal, rehearse
 from ..replay import history
 from ..replay.reach import OUTSIDE, reach
 from ..replay.rebuild import plan as plan_recipes
-from ..serialize import devicehash
+from ..serialize import devicehash, writewatch
 from ..serialize.digests import Known, remember, value_digest
 from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult
@@ -97,11 +97,12 @@ class Prepared:
     algorithm: str
     position: lineage.Position
     #: The model checks, once started (``start_model_checks``), and what they need.
-    models: Future[dict[str, Any]] | None
+    models: Future[dict[str, Any]] | None = None
     modules: dict[str, Any]
     device_known: modelcheck.Known
     unread: int
     unhashed: dict[str, Any]
+    watched: writewatch.Watched  # arrays protected before hashing, settled at the commit
     #: Array blobs that are ranges of model files (not written), the files, and their uploads.
     references: dict[str, list[FileRange]] = field(default_factory=dict)
     model_files: dict[str, ModelFileRecord] = field(default_factory=dict)
@@ -239,7 +240,7 @@ def _arrays(
         dump.collector.gather()  # kept as references it can no longer make: copied after all
     known = before.references if before is not None else None
     matcher = modelfiles.matcher(files, algorithm, known, offered.mappings if offered is not None else None)
-    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=matcher)
+    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=matcher, watch=ctx.config.track_writes)
     return seen, device_known, files, plan
 
 
@@ -292,14 +293,14 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         arrays=plan.arrays,
         payloads=plan.payloads,
         known=plan.known,
+        unhashed=plan.unhashed,
         rng=rng_ref,
         algorithm=algorithm,
         position=position,
-        models=None,
         modules=_modules(chosen.values, dump.segments),
         device_known=device_known,
         unread=plan.unread,
-        unhashed=plan.unhashed,
+        watched=plan.watched,
         references=plan.references,
         model_files=modelfiles.records(files, plan.references),
         data_files=datafiles.records(data),

@@ -22,7 +22,7 @@ from ..config import PauseConfig
 from ..errors import SerializationError
 from ..proof import probe
 from ..replay.rebuild import skipped_line
-from ..serialize import devicehash
+from ..serialize import devicehash, writewatch
 from ..serialize.packing import HASH_THREADS
 from ..store import pool as blob_pool
 from ..store import seals
@@ -70,7 +70,8 @@ class CheckpointResult:
             lines.append(f"  {units.size(s['bytes_referenced'])} as loaded from model files: referenced, not copied")
         if s.get("bytes_unread"):
             lines.append(
-                f"  {units.size(s['bytes_unread'])} untouched since the resume: known unchanged without reading it"
+                f"  {units.size(s['bytes_unread'])} not written since the last checkpoint or resume: known unchanged "
+                "without reading it"
             )
         lines += [f"  {note}" for note in self.notes]
         if m.inexact:
@@ -319,13 +320,14 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         "bytes_referenced": sum(manifest.referenced_size(d) for d in manifest.references),  # in model files
         "bytes_written": written,
         "bytes_reused": total - written,
-        "bytes_unread": p.unread,  # known unchanged from page flags, without hashing them
+        "bytes_unread": p.unread,  # known unchanged from page flags or write tracking, without hashing them
         "bytes_copied": p.copied,  # brought from devices to host memory
         "bytes_kept_on_device": p.device.kept_bytes if p.device else 0,  # unchanged by fingerprint: not copied
     }
     manifest.timings = {"requested": p.requested, "serialised": p.serialised, "committed": time.time()}
     catalog.commit(manifest, ctx.config.keyring)
     devicehash.remember(ctx.store, manifest)
+    writewatch.settle(p.watched, {k: p.arrays[k].blob for k in p.watched.pending})
     blob_pool.remember(ctx.store, manifest)
     kernel_events.committed(ctx.store, manifest, ctx.config.keyring)
     probe.remember(manifest.id, p.probe_value)

@@ -9,7 +9,7 @@ from multiprocessing.context import BaseContext
 
 from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
-from jupyter_pause.serialize import devicehash
+from jupyter_pause.serialize import devicehash, writewatch
 from jupyter_pause.session import lineage
 from jupyter_pause.store import datafiles, modelfiles, pool, references
 
@@ -24,6 +24,7 @@ def forget_session_state() -> None:
     modelfiles.forget()
     references.forget()
     datafiles.forget()
+    writewatch.forget()
 
 
 def another_process() -> None:

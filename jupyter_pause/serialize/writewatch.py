@@ -1,0 +1,244 @@
+"""Not hashing CPU memory again that nothing wrote to since it was last hashed.
+
+A checkpoint of a session that did not come from a resume had to read every large array to hash
+it, even the 99% a training step did not touch: about 0.1 s per GB, most of the next checkpoint.
+Now each large CPU array (a torch storage, a NumPy array) is write-protected before it is hashed
+(``uffd``). At the next checkpoint, if not one of its pages was written since, its bytes are still
+those hashed, and the digest is reused without reading them.
+
+Only the whole pages inside an array are protected: the bytes it shares a page with its
+neighbours (the allocator's headers, the next array) are written by them, so the few bytes of
+the array outside those pages are instead copied before hashing and compared.
+
+Protection has a price: the first write to each protected page takes a fault (about 0.1 s per GB
+written, once) and splits transparent huge pages. So only memory that stays unchanged is kept
+protected. An array moves between three states:
+
+- armed: protected, its digest unknown yet. It is hashed; if no page was written meanwhile, the
+  digest is kept and the array is settled.
+- settled: protected, with its digest. Unwritten at a checkpoint, it is not read: its digest
+  stands. Written, it becomes hot.
+- hot: unprotected; hashed at every checkpoint. When two checkpoints in a row give the same
+  digest, it is armed again.
+
+Which writes count, and which memory is never tracked, is in ``uffd``. Besides memory that is
+not private and anonymous (shared, or a file's), torch storages that are pinned (a GPU copies into them
+without the CPU) or shared between processes are never tracked, nor any array whose memory
+overlaps another tracked one. An array is known by its identity (a weak reference to the torch
+storage or NumPy array) and its place (address, size): if either changes, it starts over as a
+new array, so memory freed and reused is never mistaken for the memory that was hashed.
+
+``PauseConfig.track_writes`` (``JUPYTER_PAUSE_TRACK_WRITES``) turns this off; the manifest's
+``bytes_unread`` counts what was not read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import functools
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import uffd
+
+#: Most arrays tracked at once; beyond it, arrays are hashed as before.
+MAX_TRACKED = 4096
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One tracked array."""
+
+    key: int  # its identity
+    alive: Callable[[], bool]
+    origin: tuple[int, int]  # (address, size) of its bytes
+    start: int  # the whole pages inside them, protected
+    end: int
+    #: Its bytes outside those pages (shared with its neighbours in memory, which write them):
+    #: copied before it is hashed, compared instead of protected.
+    edges: bytes = b""
+    protected: bool = True
+    #: (algorithm, digest) of its bytes, hashed after protection and unwritten since: "settled".
+    digest: tuple[str, str] | None = None
+    #: (algorithm, digest) at the last checkpoint, while "hot".
+    last: tuple[str, str] | None = None
+    dropped: bool = False
+
+
+@dataclass
+class Watched:
+    """What one checkpoint learned: digests that stand, and arrays whose digest to note once hashed."""
+
+    known: dict[str, str] = field(default_factory=dict)  # array key -> digest, unread
+    pending: dict[str, _Entry] = field(default_factory=dict)  # array key -> entry
+    algorithm: str = ""
+
+
+_entries: dict[int, _Entry] = {}  # by identity (torch StorageImpl address, id() of an array)
+_starts: list[int] = []  # sorted page starts of the entries, to find overlaps
+_by_start: dict[int, _Entry] = {}
+_pid = 0
+_lock = threading.Lock()
+
+
+def _identity(found: Any) -> tuple[int, Callable[[], bool]] | None:
+    """A key and a liveness test for the array ``found`` holds; None if something other than this
+    process's CPU may write its memory (pinned for a device, shared with another process)."""
+    owner = found.keepalive[0] if isinstance(found.keepalive, tuple) else None
+    if found.kind == "torch" and owner is not None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        if owner.is_pinned() or owner.is_shared():
+            return None
+        ref = StorageWeakRef(owner)
+        return owner._cdata, lambda: not ref.expired()
+    if found.kind == "numpy" and owner is not None:
+        if _pinned(found.data):
+            return None
+        array_ref = weakref.ref(owner)
+        return id(owner), lambda: array_ref() is not None
+    return None
+
+
+def _pinned(data: memoryview) -> bool:
+    """Whether an accelerator pinned this host memory (torch can tell, once CUDA is in use)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return False
+    import numpy as np
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a read-only buffer: torch warns, nothing is written
+        return bool(torch.from_numpy(np.asarray(data)).is_pinned())
+
+
+def _drop(watcher: uffd.Watcher, key: int) -> None:
+    entry = _entries.pop(key)
+    entry.dropped = True
+    del _by_start[entry.start]
+    _starts.remove(entry.start)
+    watcher.forget(entry.start, entry.end)
+
+
+def _edges(entry: _Entry) -> bytes:
+    address, size = entry.origin
+    return ctypes.string_at(address, entry.start - address) + ctypes.string_at(entry.end, address + size - entry.end)
+
+
+def _overlaps(start: int, end: int) -> bool:
+    i = bisect.bisect_right(_starts, start)
+    before = _by_start[_starts[i - 1]] if i else None
+    after = _by_start[_starts[i]] if i < len(_starts) else None
+    return (before is not None and before.end > start) or (after is not None and after.start < end)
+
+
+def _track(
+    watcher: uffd.Watcher, found: Any, layout: Callable[[], list[tuple[int, int]]]
+) -> tuple[_Entry | None, bool]:
+    """This checkpoint's entry for ``found`` (None: not tracked), and whether it is new (armed
+    just now); ``layout`` gives ``uffd.private_anonymous()``, read once per checkpoint."""
+    identity = _identity(found)
+    if identity is None:
+        return None, False
+    key, alive = identity
+    origin = (found.origin[1], found.origin[2])
+    entry = _entries.get(key)
+    if entry is not None and entry.origin == origin:
+        return entry, False
+    if entry is not None:  # moved (resized in place)
+        _drop(watcher, key)
+    start, end = uffd.inner(*origin)
+    if end <= start or len(_entries) >= MAX_TRACKED or _overlaps(start, end) or not watcher.watch(start, end, layout()):
+        return None, False
+    entry = _Entry(key=key, alive=alive, origin=origin, start=start, end=end)
+    _entries[key] = entry
+    _by_start[start] = entry
+    bisect.insort(_starts, start)
+    return entry, True
+
+
+def _look(watcher: uffd.Watcher, entry: _Entry, algorithm: str) -> str | None:
+    """The digest of a tracked entry's bytes if nothing wrote them since they were hashed; else
+    None, and an entry whose pages were written becomes hot."""
+    if not entry.protected:
+        return None
+    written = watcher.written(entry.start, entry.end)  # the pages inside; the edges by their bytes
+    if written is None:  # no longer registered: its memory was unmapped
+        _drop(watcher, entry.key)
+        return None
+    if not written and (entry.digest is None or _edges(entry) == entry.edges):  # armed: hashed anyway
+        return entry.digest[1] if entry.digest is not None and entry.digest[0] == algorithm else None
+    entry.last, entry.digest, entry.protected = entry.digest, None, False
+    watcher.protect(entry.start, entry.end, False)
+    return None
+
+
+def check(found: Iterable[tuple[str, Any]], algorithm: str) -> Watched:
+    """Before hashing the large CPU arrays ``found`` (array key, ``arrays.Collected``): the
+    digests that stand without reading them, and the arrays to ``settle`` once hashed."""
+    watched = Watched(algorithm=algorithm)
+    watcher = uffd.watcher()
+    if watcher is None:
+        return watched
+    global _pid
+    with _lock:
+        if _pid != watcher.pid:  # a forked child: it inherits no registration
+            _entries.clear(), _starts.clear(), _by_start.clear()
+            _pid = watcher.pid
+        for key in [k for k, e in _entries.items() if not e.alive()]:
+            _drop(watcher, key)
+        layout = functools.cache(uffd.private_anonymous)
+        for array_key, f in found:
+            if f.origin is None or f.origin[0] != "cpu" or f.private or f.data is None:
+                continue
+            entry, new = _track(watcher, f, layout)
+            if entry is None:
+                continue
+            digest = None if new else _look(watcher, entry, algorithm)
+            if digest is not None:
+                watched.known[array_key] = digest
+            elif not entry.dropped:
+                if entry.protected:  # before it is hashed: a later write to them shows as a difference
+                    entry.edges = _edges(entry)
+                watched.pending[array_key] = entry
+    return watched
+
+
+def forget() -> None:
+    """Track nothing, as a new process: every array's registration is lifted."""
+    watcher = uffd.watcher()
+    if watcher is None:
+        return
+    with _lock:
+        for key in list(_entries):
+            _drop(watcher, key)
+
+
+def settle(watched: Watched, digests: dict[str, str]) -> None:
+    """Note the digests ``check`` left to hash (array key -> digest): a protected entry settles
+    on its digest; a hot one whose digest did not change since the last checkpoint is armed."""
+    watcher = uffd.watcher()
+    if watcher is None or not watched.pending:
+        return
+    with _lock:
+        for array_key, entry in watched.pending.items():
+            digest = digests.get(array_key)
+            if not digest or entry.dropped:
+                continue
+            noted = (watched.algorithm, digest)
+            if entry.protected:
+                entry.digest = noted
+            elif entry.last == noted:
+                try:
+                    watcher.protect(entry.start, entry.end, True)
+                except OSError:
+                    continue
+                entry.protected, entry.last = True, None  # armed: its digest is taken next time
+            else:
+                entry.last = noted

@@ -1,0 +1,204 @@
+"""Write tracking between checkpoints: what nothing wrote is not read again, and no write, however
+it was made, is missed; memory another process or a device may write is always hashed."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import multiprocessing
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import jupyter_pause as jp
+from jupyter_pause.config import PauseConfig
+from jupyter_pause.serialize import uffd
+from tests.support.damage import KEY
+from tests.support.processes import another_process
+
+pytestmark = [
+    pytest.mark.usefixtures("new_process"),
+    pytest.mark.skipif(uffd.watcher() is None, reason="this kernel cannot track writes (Linux 6.7 or later can)"),
+]
+
+T_BYTES = 4_000_000  # float32 elements below
+A_BYTES = 2_400_000
+
+
+def _state() -> dict:
+    torch.manual_seed(0)
+    return {"t": torch.randn(T_BYTES // 4), "a": np.random.default_rng(0).random(A_BYTES // 8), "n": 1}
+
+
+def _save(store, ns: dict, config: PauseConfig | None = None):
+    return jp.checkpoint(store=str(store), session="s", namespace=ns, config=config).manifest
+
+
+def _resumed(store, checkpoint_id: str) -> dict:
+    another_process()
+    back: dict = {}
+    jp.resume(checkpoint_id, store=str(store), session="s", namespace=back)
+    return back
+
+
+def test_what_nothing_wrote_is_not_read_again(tmp_path):
+    ns = _state()
+    first = _save(tmp_path, ns)
+    assert first.stats["bytes_unread"] == 0  # a fresh session: everything hashed
+    ns["n"] = 2
+    second = _save(tmp_path, ns)
+    assert second.stats["bytes_unread"] >= T_BYTES + A_BYTES
+    assert second.stats["bytes_written"] < 100_000
+    back = _resumed(tmp_path, second.id)
+    assert torch.equal(back["t"], ns["t"]) and np.array_equal(back["a"], ns["a"]) and back["n"] == 2
+
+
+def _kernel_copy(ns, tmp_path):  # read() fills the array from inside the kernel
+    source = tmp_path / "bytes"
+    source.write_bytes(np.full(1000, 7.0).tobytes())
+    with open(source, "rb") as f:
+        assert f.readinto(memoryview(ns["a"]).cast("B")[8000:16000]) == 8000
+
+
+def _another_thread(ns, tmp_path):
+    writer = threading.Thread(target=ns["t"].__setitem__, args=(123_456, 9.0))
+    writer.start()
+    writer.join()
+
+
+def _memmove(ns, tmp_path):
+    ctypes.memmove(ns["t"].data_ptr() + 400, np.float32(-2.0).tobytes(), 4)
+
+
+def _torch_out(ns, tmp_path):
+    torch.add(ns["t"], 1.0, out=ns["t"])
+
+
+def _one_bit(ns, tmp_path):
+    ns["a"].view(np.uint8)[A_BYTES // 2] ^= 1
+
+
+def _first_byte(ns, tmp_path):  # in a page shared with what lies before the array
+    ns["t"].view(torch.uint8)[0] ^= 1
+
+
+def _last_byte(ns, tmp_path):
+    ns["a"].view(np.uint8)[-1] ^= 1
+
+
+WRITES = [_kernel_copy, _another_thread, _memmove, _torch_out, _one_bit, _first_byte, _last_byte]
+
+
+@pytest.mark.parametrize("write", WRITES, ids=lambda f: f.__name__[1:])
+def test_a_write_to_a_tracked_array_is_never_missed(tmp_path, write):
+    ns = _state()
+    _save(tmp_path, ns)
+    assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES  # both tracked
+    write(ns, tmp_path)
+    changed = _save(tmp_path, ns)
+    assert changed.stats["bytes_unread"] in (T_BYTES, A_BYTES)  # the other one only
+    back = _resumed(tmp_path, changed.id)
+    assert torch.equal(back["t"], ns["t"]) and np.array_equal(back["a"], ns["a"])
+
+
+def test_another_array_at_a_freed_arrays_address_is_hashed(tmp_path):
+    """A digest belongs to one array: another one at the same address, even with nothing written
+    since, is hashed; and once the pages are dropped (they read back as zeros) its bytes are."""
+    memory = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    ns = {"a": np.frombuffer(memory, dtype=np.float64)}
+    ns["a"][:] = 1.5
+    _save(tmp_path, ns)
+    assert _save(tmp_path, ns).stats["bytes_unread"] == 4 << 20  # tracked
+    ns["a"] = np.frombuffer(memory, dtype=np.float64)  # another array on the same bytes
+    assert _save(tmp_path, ns).stats["bytes_unread"] == 0
+    del ns["a"]
+    memory.madvise(mmap.MADV_DONTNEED)
+    ns["a"] = np.frombuffer(memory, dtype=np.float64)
+    again = _save(tmp_path, ns)
+    assert again.stats["bytes_unread"] == 0
+    back = _resumed(tmp_path, again.id)
+    assert not back["a"].any()
+    ns.clear()
+    del back
+    memory.close()
+
+
+def _write_in_another_process(target) -> None:
+    process = multiprocessing.get_context("fork").Process(target=target)
+    process.start()
+    process.join()
+    assert process.exitcode == 0
+
+
+def _shared(kind: str) -> tuple[object, mmap.mmap | None]:
+    if kind == "torch shared memory":
+        return torch.zeros(1 << 20).share_memory_(), None
+    memory = mmap.mmap(-1, 4 << 20)  # MAP_SHARED
+    return np.frombuffer(memory, dtype=np.float32), memory
+
+
+@pytest.mark.parametrize("kind", ["torch shared memory", "numpy on a shared mapping"])
+def test_memory_another_process_writes_is_always_hashed(tmp_path, kind):
+    ns: dict = {}
+    ns["v"], memory = _shared(kind)
+    _save(tmp_path, ns)
+    assert _save(tmp_path, ns).stats["bytes_unread"] == 0  # never tracked
+    _write_in_another_process(lambda: ns["v"].__setitem__(77, 3.0))
+    assert ns["v"][77] == 3.0
+    changed = _save(tmp_path, ns)
+    assert _resumed(tmp_path, changed.id)["v"][77] == 3.0
+    ns.clear()
+    if memory is not None:
+        memory.close()
+
+
+def test_an_array_written_is_hashed_until_it_stays_unchanged(tmp_path):
+    """Hot memory is not kept protected (its writes would fault): it is hashed at each checkpoint,
+    armed again once two checkpoints agree, and skipped from the one after."""
+    ns = _state()
+    _save(tmp_path, ns)
+    ns["t"][0] += 1.0
+    unread = [_save(tmp_path, ns).stats["bytes_unread"] for _ in range(4)]
+    assert unread == [A_BYTES, A_BYTES, A_BYTES, T_BYTES + A_BYTES]
+    ns["t"][1] += 1.0  # written again once settled: seen
+    changed = _save(tmp_path, ns)
+    assert changed.stats["bytes_unread"] == A_BYTES
+    assert torch.equal(_resumed(tmp_path, changed.id)["t"], ns["t"])
+
+
+def test_signed_checkpoints_reuse_only_digests_of_their_own_algorithm(tmp_path):
+    ns = _state()
+    _save(tmp_path / "plain", ns)  # xxh3 digests, tracked
+    signed = PauseConfig(signing_key=KEY)
+    first = _save(tmp_path / "signed", ns, signed)
+    assert first.stats["bytes_unread"] == 0  # sha256 is another digest: hashed
+    second = _save(tmp_path / "signed", ns, signed)
+    assert second.stats["bytes_unread"] >= T_BYTES + A_BYTES
+    another_process()
+    back: dict = {}
+    jp.resume(second.id, store=str(tmp_path / "signed"), session="s", namespace=back, config=signed)
+    assert torch.equal(back["t"], ns["t"])
+
+
+def test_tracking_switched_off_reads_everything(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_PAUSE_TRACK_WRITES", "off")
+    ns = _state()
+    _save(tmp_path, ns, PauseConfig())
+    assert _save(tmp_path, ns, PauseConfig()).stats["bytes_unread"] == 0
+    monkeypatch.setenv("JUPYTER_PAUSE_TRACK_WRITES", "sometimes")
+    with pytest.raises(jp.PauseError, match="JUPYTER_PAUSE_TRACK_WRITES is on or off"):
+        PauseConfig()
+
+
+def test_a_forked_process_starts_with_nothing_tracked(tmp_path):
+    ns = _state()
+    _save(tmp_path, ns)
+
+    def child() -> None:
+        os._exit(0 if _save(tmp_path / "child", ns).stats["bytes_unread"] == 0 else 1)
+
+    _write_in_another_process(child)
+    assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES  # the parent still is
