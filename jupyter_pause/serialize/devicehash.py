@@ -57,7 +57,8 @@ so that no one can steer a digest) therefore never skip on a fingerprint.
 
 On the CPU, a storage needs no copy, and xxh3 reads it about 300 times faster than these int64
 ops (``benchmarks/run.py`` case 9, on 2 cores: 0.08 s/GiB against 25 s/GiB), so CPU storages
-keep being hashed with xxh3 (and skipped by page flags after a resume, ``store.mapping``)
+keep being hashed with xxh3 (and skipped by page flags after a resume, ``store.mapping``, or by
+the kernel's record of written pages, ``writewatch``)
 unless ``ON_CPU`` is set (tests, the GPU check's CPU mode). Storages under ``MIN_BYTES`` are
 copied as before: they share packed blobs, and their copy costs less than a fingerprint.
 """
