@@ -138,9 +138,27 @@ class Watcher:
             api = _Api(api=_UFFD_API, features=_FEATURE_WP_ASYNC | _FEATURE_WP_UNPOPULATED)
             self._call(self._fd, _API, api)
             self._pagemap = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+            self._scan(0, 0, 0)  # an empty walk: PAGEMAP_SCAN itself is Linux 6.7, refused before
         except OSError:
             os.close(fd)
             raise
+
+    def _scan(self, start: int, flags: int, end: int) -> tuple[int, int]:
+        """``PAGEMAP_SCAN`` for the first written page of ``[start, end)``: how many regions it
+        found (0 or 1), and where the walk stopped."""
+        found = _Region()
+        scan = _Scan(
+            size=ctypes.sizeof(_Scan),
+            flags=flags,
+            start=start,
+            end=end,
+            vec=ctypes.addressof(found),
+            vec_len=1,
+            max_pages=1,  # the first written page answers the question
+            category_mask=_PAGE_IS_WRITTEN,
+            return_mask=_PAGE_IS_WRITTEN,
+        )
+        return self._call(self._pagemap, _PAGEMAP_SCAN, scan), scan.walk_end
 
     def _call(self, fd: int, request: int, arg: ctypes.Structure) -> int:
         result = self._libc.ioctl(fd, ctypes.c_ulong(request), ctypes.byref(arg))
@@ -174,23 +192,11 @@ class Watcher:
     def written(self, start: int, end: int) -> bool | None:
         """Whether any page of ``[start, end)`` was written since it was protected; None where
         the range is not (all) registered here any more (unmapped and mapped again, say)."""
-        found = _Region()
-        scan = _Scan(
-            size=ctypes.sizeof(_Scan),
-            flags=_SCAN_CHECK_WPASYNC,
-            start=start,
-            end=end,
-            vec=ctypes.addressof(found),
-            vec_len=1,
-            max_pages=1,  # the first written page answers the question
-            category_mask=_PAGE_IS_WRITTEN,
-            return_mask=_PAGE_IS_WRITTEN,
-        )
         try:
-            regions = self._call(self._pagemap, _PAGEMAP_SCAN, scan)
+            regions, walked_to = self._scan(start, _SCAN_CHECK_WPASYNC, end)
         except OSError:
             return None
-        if regions == 0 and scan.walk_end < end:  # stopped early at a hole: not all of it is there
+        if regions == 0 and walked_to < end:  # stopped early at a hole: not all of it is there
             return None
         return regions > 0
 

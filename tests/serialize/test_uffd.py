@@ -105,3 +105,13 @@ def test_a_file_mapping_or_shared_memory_is_refused(tmp_path):
     finally:
         mapped.close()
         shared.close()
+
+
+def test_a_kernel_that_refuses_the_descriptor_gives_no_watcher(monkeypatch):
+    """Where the system call does not exist (an older kernel) or a seccomp profile blocks it,
+    nothing is tracked: the caller hashes, as it always did."""
+    monkeypatch.setattr(uffd, "_watcher", None)
+    monkeypatch.setattr(uffd, "_refused_in", None)
+    monkeypatch.setattr(uffd, "_SYS_USERFAULTFD", {os.uname().machine: 99_999})  # ENOSYS
+    assert uffd.watcher() is None
+    assert uffd._refused_in == os.getpid()  # not asked again by this process

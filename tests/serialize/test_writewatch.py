@@ -202,3 +202,13 @@ def test_a_forked_process_starts_with_nothing_tracked(tmp_path):
 
     _write_in_another_process(child)
     assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES  # the parent still is
+
+
+def test_without_a_watcher_every_array_is_hashed(tmp_path, monkeypatch):
+    monkeypatch.setattr(uffd, "watcher", lambda: None)
+    ns = _state()
+    _save(tmp_path, ns)
+    ns["t"][5] = 1.0
+    second = _save(tmp_path, ns)
+    assert second.stats["bytes_unread"] == 0
+    assert torch.equal(_resumed(tmp_path, second.id)["t"], ns["t"])
