@@ -45,9 +45,9 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 
 from jupyter_pause import ledger  # noqa: E402
-from jupyter_pause.cli.hours import checked  # noqa: E402
 from jupyter_pause.hours import records, text, timeline, totals  # noqa: E402
 from jupyter_pause.ledger import rollup  # noqa: E402
+from jupyter_pause.ledger.checking import checked  # noqa: E402
 from jupyter_pause.store import signing  # noqa: E402
 from jupyter_pause.store.layout import ledger_key  # noqa: E402
 from jupyter_pause.store.storage import Store  # noqa: E402

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 import jupyter_pause
-from jupyter_pause.session import lineage, staging
+from jupyter_pause.session import staging
 
 from . import shared
 from .shared import Scratch
@@ -25,7 +25,7 @@ def case_async(
         return shared.ours_checkpoint(ns, scratch.fresh("c5-sync"), shared.session_name("c5"))[0]
 
     def async_run() -> tuple[float, float]:
-        lineage.forget()
+        shared.as_new_kernel()
         store = scratch.fresh("c5-async")
         t0 = time.perf_counter()
         job = jupyter_pause.checkpoint_async(store=str(store), session=shared.session_name("c5"), namespace=ns)

@@ -23,6 +23,7 @@ import torch
 
 import jupyter_pause
 from jupyter_pause.config import default_store_url
+from jupyter_pause.serialize import writewatch
 from jupyter_pause.session import lineage
 
 GIB = 1 << 30
@@ -148,10 +149,17 @@ class Scratch:
 
 
 def ours_checkpoint(ns: dict[str, Any], store: Path, session: str, new_lineage: bool = True) -> tuple[float, Any]:
-    """Time one ``jupyter_pause.checkpoint`` of ``ns`` into ``store`` (new lineage unless told)."""
+    """Time one ``jupyter_pause.checkpoint`` of ``ns`` into ``store``: unless told otherwise, a first
+    checkpoint, as a new kernel takes it (a new lineage, no write tracking from earlier ones)."""
     if new_lineage:
-        lineage.forget()
+        as_new_kernel()
     return timed(lambda: jupyter_pause.checkpoint(store=str(store), session=session, namespace=ns))
+
+
+def as_new_kernel() -> None:
+    """Go on as a new kernel would: no lineage position, no write tracking from earlier checkpoints."""
+    lineage.forget()
+    writewatch.forget()
 
 
 def session_name(label: str) -> str:
