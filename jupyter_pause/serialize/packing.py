@@ -54,10 +54,15 @@ def _unwritten_blob(found: Any, algorithm: str) -> str | None:
 
 
 def _large_keys(
-    large: list[tuple[str, Any]], algorithm: str, matched: Matched | None, defer: bool, watch: bool
+    large: list[tuple[str, Any]],
+    algorithm: str,
+    matched: Matched | None,
+    defer: bool,
+    watch: list[tuple[int, int]] | None,
 ) -> tuple[dict[str, str], dict[str, Any], int, writewatch.Watched]:
     """The blob key of each large array, the arrays left for the writer to hash (``defer``), how
-    many bytes nothing needed to read again, and the arrays protected before hashing (``watch``)."""
+    many bytes nothing needed to read again, and the arrays protected before hashing (those in
+    ``watch``'s memory)."""
     # Cheapest first: storages whose fingerprint on their device matched the previous
     # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
     # that nothing wrote since.
@@ -69,7 +74,8 @@ def _large_keys(
     if matched is not None:  # hashed already, looking for model files' tensors
         keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
     # Then memory nothing wrote since the last checkpoint hashed it; the rest is protected first.
-    watched = writewatch.check([(k, f) for k, f in large if k not in keys] if watch else [], algorithm)
+    watching = [(k, f) for k, f in large if k not in keys] if watch is not None else []
+    watched = writewatch.check(watching, algorithm, watch)
     keys.update(watched.known)
     unread.update(watched.known)
     unknown = [(k, f) for k, f in large if k not in keys]
@@ -82,15 +88,20 @@ def _large_keys(
 
 
 def plan_arrays(
-    dump: DumpResult, algorithm: str, defer: bool = False, files: Matcher | None = None, watch: bool = True
+    dump: DumpResult,
+    algorithm: str,
+    defer: bool = False,
+    files: Matcher | None = None,
+    watch: list[tuple[int, int]] | None = None,
 ) -> ArrayPlan:
     """Give every collected array a blob: its own when large, a shared pack when small, or,
     when ``files`` finds it is a model file's tensor(s), a reference to them.
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
-    still exactly as a resume mapped them from their blob or, with ``watch``, as the last
-    checkpoint hashed them, and, with ``defer``, those left for the writer to hash as it writes
-    them. For xxh3 checkpoints the plan also holds the digests
+    still exactly as a resume mapped them from their blob or as the last checkpoint hashed them
+    (``writewatch``, for arrays in ``watch``: the process's private anonymous memory as the
+    checkpoint read it, ``store.mapping.ProcessMaps.anonymous``; None tracks nothing), and, with
+    ``defer``, those left for the writer to hash as it writes them. For xxh3 checkpoints the plan also holds the digests
     of whole storages, which the value digests reuse instead of reading those bytes again.
     """
     records: dict[str, ArrayRecord] = {}

@@ -14,8 +14,8 @@ pinning for writing takes the same fault. It cannot see a device that writes pag
 before they were protected (CUDA-registered host memory, RDMA, io_uring fixed buffers), nor the
 writes of another process to memory it shares, nor a file changed under a mapping of it. In
 asynchronous mode the kernel registers any memory, so ``watch`` itself refuses all but private
-anonymous memory (``/proc/self/maps``: no file, not shared), and ``writewatch`` does not watch
-pinned or shared storages.
+anonymous memory (no file, not shared: ``store.mapping.process_maps``), and ``writewatch`` does
+not watch pinned or shared storages.
 
 Each process has one descriptor, opened on first use; a forked child opens its own (a child
 inherits no registration). Where the kernel lacks these features, or refuses the descriptor,
@@ -101,23 +101,6 @@ def inner(address: int, size: int) -> tuple[int, int]:
     return -(-address // PAGE) * PAGE, (address + size) // PAGE * PAGE
 
 
-def private_anonymous() -> list[tuple[int, int]]:
-    """This process's private anonymous memory now (``/proc/self/maps``: no file, not shared):
-    ``[start, end)`` ranges, adjacent ones merged, in order."""
-    found: list[tuple[int, int]] = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            parts = line.split(None, 5)
-            if parts[1][3] != "p" or parts[4] != "0" or (len(parts) > 5 and parts[5].strip().startswith("[v")):
-                continue  # shared, a file, or the kernel's own pages ([vvar], [vdso], [vsyscall])
-            start, end = (int(x, 16) for x in parts[0].split("-"))
-            if found and found[-1][1] == start:
-                found[-1] = (found[-1][0], end)
-            else:
-                found.append((start, end))
-    return found
-
-
 def within(ranges: list[tuple[int, int]], start: int, end: int) -> bool:
     """Whether ``[start, end)`` lies inside one of the ordered, merged ``ranges``."""
     i = bisect.bisect_right(ranges, (start, float("inf"))) - 1
@@ -166,11 +149,12 @@ class Watcher:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
         return result
 
-    def watch(self, start: int, end: int, anonymous: list[tuple[int, int]] | None = None) -> bool:
+    def watch(self, start: int, end: int, anonymous: list[tuple[int, int]]) -> bool:
         """Register the pages ``[start, end)`` and protect them; False for memory that is not all
-        private and anonymous (``anonymous``: ``private_anonymous()``, read now if not given), or
-        that the kernel refuses (another descriptor's)."""
-        if not within(private_anonymous() if anonymous is None else anonymous, start, end):
+        inside one of the ``anonymous`` ranges (the process's private anonymous memory, as
+        ``store.mapping.process_maps`` reads it), or that the kernel refuses (another
+        descriptor's)."""
+        if not within(anonymous, start, end):
             return False
         try:
             self._call(self._fd, _REGISTER, _Register(range=_Range(start, end - start), mode=_REGISTER_MODE_WP))

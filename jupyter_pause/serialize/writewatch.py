@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..store import mapping
 from . import uffd
 
 #: Most arrays tracked at once; beyond it, arrays are hashed as before.
@@ -142,7 +143,7 @@ def _track(
     watcher: uffd.Watcher, found: Any, layout: Callable[[], list[tuple[int, int]]]
 ) -> tuple[_Entry | None, bool]:
     """This checkpoint's entry for ``found`` (None: not tracked), and whether it is new (armed
-    just now); ``layout`` gives ``uffd.private_anonymous()``, read once per checkpoint."""
+    just now); ``layout`` gives the process's private anonymous memory."""
     identity = _identity(found)
     if identity is None:
         return None, False
@@ -179,9 +180,11 @@ def _look(watcher: uffd.Watcher, entry: _Entry, algorithm: str) -> str | None:
     return None
 
 
-def check(found: Iterable[tuple[str, Any]], algorithm: str) -> Watched:
+def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tuple[int, int]] | None = None) -> Watched:
     """Before hashing the large CPU arrays ``found`` (array key, ``arrays.Collected``): the
-    digests that stand without reading them, and the arrays to ``settle`` once hashed."""
+    digests that stand without reading them, and the arrays to ``settle`` once hashed.
+    ``anonymous``: the process's private anonymous memory as the checkpoint read it once
+    (``ProcessMaps.anonymous``); read here, if an array needs it, when not given."""
     watched = Watched(algorithm=algorithm)
     watcher = uffd.watcher()
     if watcher is None:
@@ -193,7 +196,7 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str) -> Watched:
             _pid = watcher.pid
         for key in [k for k, e in _entries.items() if not e.alive()]:
             _drop(watcher, key)
-        layout = functools.cache(uffd.private_anonymous)
+        layout = functools.cache(lambda: mapping.process_maps().anonymous if anonymous is None else anonymous)
         for array_key, f in found:
             if f.origin is None or f.origin[0] != "cpu" or f.private or f.data is None:
                 continue

@@ -24,7 +24,6 @@ from ..replay.reach import OUTSIDE, reach
 from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash, writewatch
 from ..serialize.digests import Known, remember, value_digest
-from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult
 from ..store import signing, workers
 from ..store.layout import new_checkpoint_id
@@ -38,9 +37,8 @@ from ..store.manifest import (
     SkippedRecord,
     VariableRecord,
 )
-from ..store.modelfiles import ModelFile
 from ..vocabulary import Trigger
-from . import datafiles, lineage, modelfiles, running, travel
+from . import arrayplan, datafiles, lineage, modelfiles, running, travel
 from .context import Context
 from .options import CheckpointOptions
 
@@ -165,15 +163,6 @@ def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str,
     return models
 
 
-def _known_storages(collector: Any, seen: devicehash.Seen | None) -> modelcheck.Known:
-    """The device fingerprints this capture took, by storage: a model check need not take them again."""
-    known: modelcheck.Known = {}
-    for key, fp in (seen.fingerprints if seen else {}).items():
-        storage = collector.found[key].keepalive
-        known[(str(storage.device), storage.data_ptr(), storage.nbytes())] = f"{seen.seed}:{fp}"
-    return known
-
-
 def _modules(values: dict[str, Any], saved: Iterable[str]) -> dict[str, Any]:
     """The saved variables that are modules with parameters: each gets a model check."""
     return {n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())}
@@ -219,31 +208,6 @@ def _payload(payloads: dict[str, Any], data: bytes, algorithm: str) -> BlobRef:
     return ref
 
 
-def _arrays(
-    ctx: Context,
-    position: lineage.Position,
-    dump: DumpResult,
-    offered: modelfiles.Offered | None,
-    algorithm: str,
-    defer_hashing: bool,
-) -> tuple[devicehash.Seen | None, modelcheck.Known, list[ModelFile], ArrayPlan]:
-    """Bring to host what changed on its device since the parent checkpoint, then plan every
-    array's blob (a model file's tensors as references): what the device fingerprints saw, the
-    fingerprints by storage (for the model checks), the model files, and the plan."""
-    before = devicehash.previous(ctx.store, ctx.session, position.parent, ctx.config.keyring)
-    seen = devicehash.skip_unchanged(dump.collector, ctx.store, ctx.session, before, algorithm)
-    device_known = _known_storages(dump.collector, seen)
-    dump.collector.gather()  # only what changed on its device since the last checkpoint
-    files = offered.ready() if offered is not None else []
-    indexed = {f.index.file for f in files if f.index.algorithm == algorithm}
-    if devicehash.release(dump.collector, seen, before, indexed):
-        dump.collector.gather()  # kept as references it can no longer make: copied after all
-    known = before.references if before is not None else None
-    matcher = modelfiles.matcher(files, algorithm, known, offered.mappings if offered is not None else None)
-    plan = plan_arrays(dump, algorithm, defer=defer_hashing, files=matcher, watch=ctx.config.track_writes)
-    return seen, device_known, files, plan
-
-
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
@@ -253,7 +217,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         ctx.store.check()
     chosen = select(ctx.namespace, request.names, request.exclude, ctx.hidden)
     algorithm = signing.hash_for(ctx.config.keyring)
-    offered = modelfiles.offer(ctx.store, chosen.values.values(), algorithm) if ctx.config.model_files else None
+    maps, offered = arrayplan.offer(ctx, chosen.values, algorithm)
     rng_state = rng.to_bytes(rng.capture())
     positions = running.capture()
     modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
@@ -262,7 +226,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
     if request.strict:
         _refuse_unsaveable(failed + uninspectable)
-    seen, device_known, files, plan = _arrays(ctx, position, dump, offered, algorithm, defer_hashing)
+    seen, device_known, files, plan = arrayplan.plan(ctx, position, dump, offered, algorithm, defer_hashing, maps)
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)

@@ -139,10 +139,13 @@ class Offered:
         return ready
 
 
-def offer(store: Store, values: Iterable[Any], algorithm: str) -> Offered:
+def offer(
+    store: Store, values: Iterable[Any], algorithm: str, mappings: list[mapping.FileMapping] | None = None
+) -> Offered:
     """Offer every model file the kernel loaded to ``store`` (index, then upload, in the background).
-    The process's file mappings are read here, once for the checkpoint (``Offered.mappings``)."""
-    offered = Offered(mappings=mapping.file_mappings())
+    ``mappings``: the process's file mappings as the checkpoint read them once, read here if not
+    given; ``Offered.mappings`` hands them on."""
+    offered = Offered(mappings=mapping.file_mappings() if mappings is None else mappings)
     for path, claimed in loaded(values, offered.mappings).items():
         try:
             offered.files.append(modelfiles.offer(store, path, algorithm, claimed))

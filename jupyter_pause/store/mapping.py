@@ -158,19 +158,45 @@ class FileMapping:
     path: str
 
 
-def file_mappings() -> list[FileMapping]:
-    """The files mapped into this process now; none where ``/proc`` is absent (not Linux)."""
+@dataclass(frozen=True)
+class ProcessMaps:
+    """What ``/proc/self/maps`` says of this process at one moment."""
+
+    files: list[FileMapping]  # the files mapped into it
+    #: Its private anonymous memory (no file, not shared: what allocators hand out), as
+    #: ``[start, end)`` ranges in order, adjacent ones merged.
+    anonymous: list[tuple[int, int]]
+
+
+def process_maps() -> ProcessMaps:
+    """One reading of ``/proc/self/maps``; nothing where ``/proc`` is absent (not Linux)."""
     try:
         with open("/proc/self/maps") as maps:
             lines = maps.read().splitlines()
     except OSError:
-        return []
-    found = []
+        return ProcessMaps([], [])
+    files: list[FileMapping] = []
+    anonymous: list[tuple[int, int]] = []
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) < 6 or parts[4] == "0":  # anonymous memory, the heap, the stack
+        if len(parts) < 5:
             continue
         start, end = (int(x, 16) for x in parts[0].split("-"))
+        if parts[4] == "0":  # anonymous memory, the heap, the stack, the kernel's own pages
+            named = parts[5].strip() if len(parts) > 5 else ""
+            if parts[1][3] == "p" and not named.startswith("[v"):  # not shared, not [vvar]/[vdso]
+                if anonymous and anonymous[-1][1] == start:
+                    anonymous[-1] = (anonymous[-1][0], end)
+                else:
+                    anonymous.append((start, end))
+            continue
+        if len(parts) < 6:
+            continue
         major, minor = (int(x, 16) for x in parts[3].split(":"))
-        found.append(FileMapping(start, end, int(parts[2], 16), os.makedev(major, minor), int(parts[4]), parts[5]))
-    return found
+        files.append(FileMapping(start, end, int(parts[2], 16), os.makedev(major, minor), int(parts[4]), parts[5]))
+    return ProcessMaps(files, anonymous)
+
+
+def file_mappings() -> list[FileMapping]:
+    """The files mapped into this process now; none where ``/proc`` is absent (not Linux)."""
+    return process_maps().files

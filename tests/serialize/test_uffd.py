@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from jupyter_pause.serialize import uffd
+from jupyter_pause.store.mapping import process_maps
 
 watcher = uffd.watcher()
 pytestmark = pytest.mark.skipif(watcher is None, reason="this kernel cannot track writes (Linux 6.7 or later can)")
@@ -24,7 +25,7 @@ def region():
     """Anonymous private memory, watched: (the mapping, its first byte, its end)."""
     memory = mmap.mmap(-1, SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     start = ctypes.addressof(ctypes.c_char.from_buffer(memory))
-    assert watcher.watch(start, start + SIZE)
+    assert watcher.watch(start, start + SIZE, process_maps().anonymous)
     yield memory, start, start + SIZE
     watcher.forget(start, start + SIZE)
     memory.close()
@@ -99,9 +100,10 @@ def test_a_file_mapping_or_shared_memory_is_refused(tmp_path):
         mapped = mmap.mmap(f.fileno(), SIZE, flags=mmap.MAP_PRIVATE)
     shared = mmap.mmap(-1, SIZE)  # MAP_SHARED: another process may write it
     try:
+        anonymous = process_maps().anonymous
         for memory in (mapped, shared):
             start = ctypes.addressof(ctypes.c_char.from_buffer(memory))
-            assert watcher.watch(start, start + SIZE) is False
+            assert watcher.watch(start, start + SIZE, anonymous) is False
     finally:
         mapped.close()
         shared.close()

@@ -150,16 +150,16 @@ def test_a_dead_weak_proxy_beside_a_mapped_model_is_passed_over(tmp_path):
 
 
 def test_a_checkpoint_reads_the_processs_mappings_once(tmp_path, monkeypatch):
-    """Which model files the kernel loaded, and which tensors still map their bytes unwritten:
-    one reading of ``/proc/self/maps`` answers both (a kernel with torch loaded maps thousands
-    of regions)."""
+    """Which model files the kernel loaded, which tensors still map their bytes unwritten, and
+    which memory may have its writes tracked: one reading of ``/proc/self/maps`` answers all
+    three (a kernel with torch loaded maps thousands of regions)."""
     model = _load(_saved(tmp_path, "llama"))
     url = str(tmp_path / "store")
     first = _take(url, "tune", model=model, step=1)  # the file is indexed, and verified
     reads: list[int] = []
-    real = mapping.file_mappings
-    monkeypatch.setattr(mapping, "file_mappings", lambda: reads.append(1) or real())
-    second = _take(url, "tune", model=model, step=2)
+    real = mapping.process_maps
+    monkeypatch.setattr(mapping, "process_maps", lambda: reads.append(1) or real())
+    second = _take(url, "tune", model=model, step=2, extra=torch.randn(1 << 19))  # its writes to be tracked
     assert set(second.references) == set(first.references) and _referenced(second) >= _loaded_bytes(model)
     assert len(reads) == 1
 

@@ -94,3 +94,33 @@ def test_an_unwritten_mapping_names_its_blob_and_a_write_unnames_it(tmp_path):
     array[len(data) - 1] ^= 1  # one bit, in the last page
     assert mapping.unchanged_blob(address, len(data), "xxh3_128") is None
     assert mapping.unwritten(address, len(data) - mapping._PAGE) is True
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc here")
+def test_one_reading_of_the_maps_tells_files_from_private_anonymous_memory(tmp_path):
+    import ctypes
+    import mmap
+
+    path = tmp_path / "file.bin"
+    path.write_bytes(b"\0" * (1 << 20))
+    view = mapping.map_file(str(path))
+    private = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    shared = mmap.mmap(-1, 1 << 20)
+    try:
+        maps = mapping.process_maps()
+        address = {m: ctypes.addressof(ctypes.c_char.from_buffer(m)) for m in (private, shared)}
+        file_start = ctypes.addressof(ctypes.c_char.from_buffer(view))
+
+        def anonymous(start: int) -> bool:
+            return any(lo <= start and start + (1 << 20) <= hi for lo, hi in maps.anonymous)
+
+        assert anonymous(address[private])
+        assert not anonymous(address[shared]) and not anonymous(file_start)
+        assert any(m.start == file_start and m.path == str(path) for m in maps.files)
+        assert maps.anonymous == sorted(maps.anonymous)
+        assert all(a[1] < b[0] for a, b in zip(maps.anonymous, maps.anonymous[1:], strict=False))  # merged
+    finally:
+        del view
+        gc.collect()
+        private.close()
+        shared.close()
