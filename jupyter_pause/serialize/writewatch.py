@@ -28,6 +28,12 @@ overlaps another tracked one. An array is known by its identity (a weak referenc
 storage or NumPy array) and its place (address, size): if either changes, it starts over as a
 new array, so memory freed and reused is never mistaken for the memory that was hashed.
 
+Nothing is tracked while a device runtime is loaded whose pinned host memory torch cannot name
+(``memory``: CUDA driven by another library than torch). And the kernel's record is checked:
+each checkpoint hashes a few of the arrays it would skip (``AUDIT_BYTES``, in turn), and one
+whose bytes are not its digest's makes that checkpoint hash everything, say so in its summary,
+and ends tracking in the process (``_audit``).
+
 ``PauseConfig.track_writes`` (``JUPYTER_PAUSE_TRACK_WRITES``) turns this off; the manifest's
 ``bytes_unread`` counts what was not read.
 """
@@ -45,11 +51,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import mapping
+from ..store import mapping, signing
 from . import uffd
 
 #: Most arrays tracked at once; beyond it, arrays are hashed as before.
 MAX_TRACKED = 4096
+#: Bytes of the arrays a checkpoint skips that it hashes all the same, a few arrays in turn at
+#: each checkpoint, to check the kernel's record against their bytes (``_audit``).
+AUDIT_BYTES = 32 << 20
+#: Device runtimes that can have a device write host memory directly once it is pinned, and the
+#: torch accelerator that can say which memory is pinned (None: torch cannot tell).
+DEVICE_RUNTIMES = {"libcuda.so": "cuda", "libamdhip64.so": "cuda", "libze_loader.so": "xpu"}
 
 
 @dataclass(eq=False)
@@ -79,6 +91,7 @@ class Watched:
     known: dict[str, str] = field(default_factory=dict)  # array key -> digest, unread
     pending: dict[str, _Entry] = field(default_factory=dict)  # array key -> entry
     algorithm: str = ""
+    notes: list[str] = field(default_factory=list)  # for the summary: tracking found wanting, switched off
 
 
 _entries: dict[int, _Entry] = {}  # by identity (torch StorageImpl address, id() of an array)
@@ -86,6 +99,8 @@ _starts: list[int] = []  # sorted page starts of the entries, to find overlaps
 _by_start: dict[int, _Entry] = {}
 _pid = 0
 _lock = threading.Lock()
+_audits = 0  # arrays audited so far: where the next audit starts
+_off = ""  # why tracking is off in this process (an audit found a write it had not recorded)
 
 
 def _identity(found: Any) -> tuple[int, Callable[[], bool]] | None:
@@ -187,9 +202,10 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tupl
     (``ProcessMaps.anonymous``); read here, if an array needs it, when not given."""
     watched = Watched(algorithm=algorithm)
     watcher = uffd.watcher()
-    if watcher is None:
+    if watcher is None or _off:
         return watched
     global _pid
+    found = list(found)
     with _lock:
         if _pid != watcher.pid:  # a forked child: it inherits no registration
             _entries.clear(), _starts.clear(), _by_start.clear()
@@ -210,7 +226,50 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tupl
                 if entry.protected:  # before it is hashed: a later write to them shows as a difference
                     entry.edges = _edges(entry)
                 watched.pending[array_key] = entry
+        missed = _audit(watched, {k: f.data for k, f in found if k in watched.known})
+        if missed:
+            _switch_off(watcher, missed)
+            return Watched(algorithm=algorithm, notes=[f"{_off}: write tracking is off in this kernel"])
     return watched
+
+
+def _audit(watched: Watched, data: dict[str, Any]) -> str:
+    """Hash a few of the arrays ``watched`` would skip (``AUDIT_BYTES``, in turn from checkpoint to
+    checkpoint) and compare: the array key of one whose bytes are not what its digest says, if any.
+
+    The kernel's record is trusted only as far as it is checked: a write it missed (a device
+    writing memory pinned unseen, a kernel bug) would otherwise make a checkpoint keep stale
+    bytes without a word. Found, it makes this checkpoint hash everything, and stops tracking."""
+    global _audits
+    keys = sorted(watched.known)
+    budget, turn = AUDIT_BYTES, []
+    for i in range(len(keys)):
+        turn.append(keys[(_audits + i) % len(keys)])
+        budget -= len(data[turn[-1]])
+        if budget <= 0:
+            break
+    _audits += len(turn)
+    return next((k for k in turn if signing.digest(data[k], watched.algorithm) != watched.known[k]), "")
+
+
+def _switch_off(watcher: uffd.Watcher, missed: str) -> None:
+    global _off
+    _off = f"array {missed} changed without the kernel recording a write to it"
+    for key in list(_entries):
+        _drop(watcher, key)
+
+
+def memory(maps: mapping.ProcessMaps) -> list[tuple[int, int]] | None:
+    """The memory in which a checkpoint may track writes: the process's private anonymous memory;
+    none while a device runtime is loaded whose pinned memory torch cannot name (another library
+    drives the device), since the device may write host memory it pinned without the CPU."""
+    torch = sys.modules.get("torch")
+    for library, accelerator in DEVICE_RUNTIMES.items():
+        if any(library in m.path for m in maps.files):
+            backend = getattr(torch, accelerator, None) if torch is not None else None
+            if backend is None or not backend.is_initialized():
+                return None
+    return maps.anonymous
 
 
 def forget() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..proof import modelcheck
-from ..serialize import devicehash
+from ..serialize import devicehash, writewatch
 from ..serialize.packing import ArrayPlan, plan_arrays
 from ..serialize.pickler import DumpResult
 from ..store import mapping
@@ -60,6 +60,6 @@ def plan(
         dump.collector.gather()  # kept as references it can no longer make: copied after all
     known = before.references if before is not None else None
     matcher = modelfiles.matcher(files, algorithm, known, offered.mappings if offered is not None else None)
-    tracked = maps.anonymous if ctx.config.track_writes else None  # where writes are tracked
+    tracked = writewatch.memory(maps) if ctx.config.track_writes else None  # where writes are tracked
     arrays = plan_arrays(dump, algorithm, defer=defer_hashing, files=matcher, watch=tracked)
     return seen, device_known, files, arrays

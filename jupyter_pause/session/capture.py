@@ -208,6 +208,14 @@ def _payload(payloads: dict[str, Any], data: bytes, algorithm: str) -> BlobRef:
     return ref
 
 
+def _elsewhere(
+    ctx: Context, values: dict[str, Any], kept: settings.Kept, unsaved: list[SkippedRecord], recipes: list[RecipeRecord]
+) -> list[str]:
+    """Each thing that will not come back, or not provably, on another node (``travel.lines``)."""
+    folder, words = notebook_folder(ctx.notebook), folder_words(ctx.notebook)
+    return travel.lines(kept.local_modules.lost, unsaved, recipes, values, kept.settings, folder, words)
+
+
 def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) -> Prepared:
     """The part that must see the live state of ``ctx``: select, pickle, bring to host, hash the
     arrays (with ``defer_hashing``, the large ones are left to the writer: see ``take_keys``)."""
@@ -233,15 +241,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     plan.payloads.update({**kept.local_modules.payloads, **datafiles.payloads(data)})
     history_ref = _payload(plan.payloads, history.current.to_bytes(), algorithm)
     recipes = _recipes(chosen, dump, failed)
-    elsewhere = travel.lines(
-        kept.local_modules.lost,
-        failed + uninspectable,
-        recipes,
-        chosen.values,
-        kept.settings,
-        notebook_folder(ctx.notebook),
-        folder_words(ctx.notebook),
-    ) + datafiles.lines(data)
+    elsewhere = _elsewhere(ctx, chosen.values, kept, failed + uninspectable, recipes) + datafiles.lines(data)
     prepared = Prepared(
         ctx=ctx,
         id=new_checkpoint_id(requested),
@@ -276,7 +276,8 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         + positions.notes
         + kept.notes
         + _graph_notes(dump)
-        + shadowing(dump.segments, ctx.hidden, "saved"),
+        + shadowing(dump.segments, ctx.hidden, "saved")
+        + plan.watched.notes,
         mid_cell=mid_cell(),
         kept=kept,
         device=seen,

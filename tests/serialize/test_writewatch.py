@@ -15,7 +15,8 @@ import torch
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
-from jupyter_pause.serialize import uffd
+from jupyter_pause.serialize import uffd, writewatch
+from jupyter_pause.store import mapping
 from tests.support.damage import KEY
 from tests.support.processes import another_process
 
@@ -212,3 +213,37 @@ def test_without_a_watcher_every_array_is_hashed(tmp_path, monkeypatch):
     second = _save(tmp_path, ns)
     assert second.stats["bytes_unread"] == 0
     assert torch.equal(_resumed(tmp_path, second.id)["t"], ns["t"])
+
+
+def test_a_write_the_kernel_did_not_record_is_caught_and_tracking_switched_off(tmp_path, monkeypatch):
+    """The kernel's record is checked against the bytes of arrays it lets a checkpoint skip: one
+    it got wrong (here every write goes unrecorded) makes the checkpoint hash everything, says
+    so, and ends tracking in this process."""
+    monkeypatch.setattr(writewatch, "_off", "")  # back on after the test
+    ns = _state()
+    _save(tmp_path, ns)
+    assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES
+    monkeypatch.setattr(uffd.Watcher, "written", lambda self, start, end: False)
+    ns["t"][777] = 5.0
+    result = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
+    assert result.manifest.stats["bytes_unread"] == 0
+    assert any("changed without the kernel recording a write" in n and "off in this kernel" in n for n in result.notes)
+    assert "write tracking is off" in result.summary()
+    assert _save(tmp_path, ns).stats["bytes_unread"] == 0  # and stays off
+    assert torch.equal(_resumed(tmp_path, result.manifest.id)["t"], ns["t"])
+
+
+def test_a_device_runtime_torch_does_not_drive_turns_tracking_off():
+    """Host memory a device writes through a pinning torch cannot name (another library drives
+    the GPU) is never skipped: with such a runtime loaded, nothing is tracked."""
+    anonymous = [(1 << 20, 2 << 20)]
+
+    def maps(*paths: str) -> mapping.ProcessMaps:
+        files = [mapping.FileMapping(1 << 30, (1 << 30) + 4096, 0, 1, i + 1, p) for i, p in enumerate(paths)]
+        return mapping.ProcessMaps(files, anonymous)
+
+    assert writewatch.memory(maps("/usr/lib/libc.so.6")) == anonymous
+    if torch.cuda.is_initialized():
+        pytest.skip("torch drives CUDA in this process: it names pinned memory itself")
+    assert writewatch.memory(maps("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05")) is None
+    assert writewatch.memory(maps("/opt/rocm/lib/libamdhip64.so.6")) is None
