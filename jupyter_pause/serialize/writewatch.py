@@ -22,17 +22,17 @@ protected. An array moves between three states:
   digest, it is armed again.
 
 Which writes count, and which memory is never tracked, is in ``uffd``. Besides memory that is
-not private and anonymous (shared, or a file's), torch storages that are pinned (a GPU copies into them
-without the CPU) or shared between processes are never tracked, nor any array whose memory
-overlaps another tracked one. An array is known by its identity (a weak reference to the torch
+not private and anonymous (shared, or a file's), torch storages that are pinned (a GPU copies
+into them without the CPU) or shared between processes are never tracked, nor any array whose
+memory overlaps another tracked one. An array is known by its identity (a weak reference to the torch
 storage or NumPy array) and its place (address, size): if either changes, it starts over as a
 new array, so memory freed and reused is never mistaken for the memory that was hashed.
 
 Nothing is tracked while a device runtime is loaded whose pinned host memory torch cannot name
 (``memory``: CUDA driven by another library than torch). And the kernel's record is checked:
-each checkpoint hashes a few of the arrays it would skip (``AUDIT_BYTES``, in turn), and one
-whose bytes are not its digest's makes that checkpoint hash everything, say so in its summary,
-and ends tracking in the process (``_audit``).
+each checkpoint hashes a few of the arrays it would skip (``AUDIT_BYTES`` on average, in turn),
+and one whose bytes are not its digest's makes that checkpoint hash everything, say so in its
+summary, and ends tracking in the process (``_audit``).
 
 ``PauseConfig.track_writes`` (``JUPYTER_PAUSE_TRACK_WRITES``) turns this off; the manifest's
 ``bytes_unread`` counts what was not read.
@@ -56,8 +56,8 @@ from . import uffd
 
 #: Most arrays tracked at once; beyond it, arrays are hashed as before.
 MAX_TRACKED = 4096
-#: Bytes of the arrays a checkpoint skips that it hashes all the same, a few arrays in turn at
-#: each checkpoint, to check the kernel's record against their bytes (``_audit``).
+#: Bytes of the arrays it skips that a checkpoint hashes all the same, on average, a few arrays in
+#: turn, to check the kernel's record against their bytes (``_audit``).
 AUDIT_BYTES = 32 << 20
 #: Device runtimes that can have a device write host memory directly once it is pinned, and the
 #: torch accelerator that can say which memory is pinned (None: torch cannot tell).
@@ -100,6 +100,7 @@ _by_start: dict[int, _Entry] = {}
 _pid = 0
 _lock = threading.Lock()
 _audits = 0  # arrays audited so far: where the next audit starts
+_credit = 0  # bytes the next audits may hash (``_audit``)
 _off = ""  # why tracking is off in this process (an audit found a write it had not recorded)
 
 
@@ -234,20 +235,23 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tupl
 
 
 def _audit(watched: Watched, data: dict[str, Any]) -> str:
-    """Hash a few of the arrays ``watched`` would skip (``AUDIT_BYTES``, in turn from checkpoint to
-    checkpoint) and compare: the array key of one whose bytes are not what its digest says, if any.
+    """Hash some of the arrays ``watched`` would skip and compare: the array key of one whose bytes
+    are not what its digest says, if any. Each checkpoint adds ``AUDIT_BYTES`` to a credit that
+    the arrays, taken in turn from checkpoint to checkpoint, spend by their size: a large array
+    is audited every few checkpoints, and the cost stays ``AUDIT_BYTES`` a checkpoint on average.
 
     The kernel's record is trusted only as far as it is checked: a write it missed (a device
     writing memory pinned unseen, a kernel bug) would otherwise make a checkpoint keep stale
     bytes without a word. Found, it makes this checkpoint hash everything, and stops tracking."""
-    global _audits
+    global _audits, _credit
     keys = sorted(watched.known)
-    budget, turn = AUDIT_BYTES, []
-    for i in range(len(keys)):
-        turn.append(keys[(_audits + i) % len(keys)])
-        budget -= len(data[turn[-1]])
-        if budget <= 0:
-            break
+    if not keys:
+        return ""
+    _credit += AUDIT_BYTES
+    turn: list[str] = []
+    while len(turn) < len(keys) and len(data[key := keys[(_audits + len(turn)) % len(keys)]]) <= _credit:
+        _credit -= len(data[key])
+        turn.append(key)
     _audits += len(turn)
     return next((k for k in turn if signing.digest(data[k], watched.algorithm) != watched.known[k]), "")
 

@@ -247,3 +247,23 @@ def test_a_device_runtime_torch_does_not_drive_turns_tracking_off():
         pytest.skip("torch drives CUDA in this process: it names pinned memory itself")
     assert writewatch.memory(maps("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05")) is None
     assert writewatch.memory(maps("/opt/rocm/lib/libamdhip64.so.6")) is None
+
+
+def test_audits_take_the_skipped_arrays_in_turn_within_their_budget(monkeypatch):
+    """A checkpoint hashes about ``AUDIT_BYTES`` of what it skips: small arrays several at a time,
+    a large one once the credit of a few checkpoints covers it, every array in its turn."""
+    monkeypatch.setattr(writewatch, "AUDIT_BYTES", 10)
+    monkeypatch.setattr(writewatch, "_audits", 0)
+    monkeypatch.setattr(writewatch, "_credit", 0)
+    hashed: list[str] = []
+    monkeypatch.setattr(writewatch.signing, "digest", lambda data, algorithm: hashed.append(bytes(data)) or "d")
+    data = {"a1": b"1" * 4, "a2": b"2" * 4, "a3": b"3" * 25}
+    watched = writewatch.Watched(known=dict.fromkeys(data, "d"), algorithm="xxh3_128")
+    turns = []
+    for _ in range(5):
+        hashed.clear()
+        assert writewatch._audit(watched, data) == ""
+        turns.append(sorted(h[:1].decode() for h in hashed))
+    assert turns == [["1", "2"], [], [], ["1", "3"], ["2"]]  # the 25 bytes wait for their credit
+    watched.known["a1"] = "stale"
+    assert [writewatch._audit(watched, data) for _ in range(3)] in (["", "a1", ""], ["a1", "", ""], ["", "", "a1"])
