@@ -111,7 +111,7 @@ def _identity(found: Any) -> tuple[int, Callable[[], bool]] | None:
     if found.kind == "torch" and owner is not None:
         from torch.multiprocessing.reductions import StorageWeakRef
 
-        if owner.is_pinned() or owner.is_shared():
+        if owner.is_shared() or (_accelerated() and owner.is_pinned()):
             return None
         ref = StorageWeakRef(owner)
         return owner._cdata, lambda: not ref.expired()
@@ -123,13 +123,21 @@ def _identity(found: Any) -> tuple[int, Callable[[], bool]] | None:
     return None
 
 
-def _pinned(data: memoryview) -> bool:
-    """Whether an accelerator pinned this host memory (torch can tell, once CUDA is in use)."""
+def _accelerated() -> bool:
+    """Whether torch drives an accelerator in this process. Only then may torch's memory be
+    pinned, and only then is it asked (``is_pinned`` creates a CUDA context in some versions)."""
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
+    started = [getattr(getattr(torch, name, None), "is_initialized", None) for name in ("cuda", "xpu")]
+    return any(is_initialized() for is_initialized in started if is_initialized is not None)
+
+
+def _pinned(data: memoryview) -> bool:
+    """Whether an accelerator pinned this host memory (torch can tell, once it drives one)."""
+    if not _accelerated():
         return False
     import numpy as np
 
+    torch = sys.modules["torch"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a read-only buffer: torch warns, nothing is written
         return bool(torch.from_numpy(np.asarray(data)).is_pinned())

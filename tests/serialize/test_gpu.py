@@ -131,3 +131,32 @@ def test_a_cuda_checkpoint_resumed_on_the_cpu_is_restored_within_the_fp32_tolera
     cycle = jp.resume_and_verify(store=str(tmp_path), session="moved", namespace={}, map_location="cpu")
     assert cycle.verdict.kind == "restored", cycle.verdict.summary()
     assert "recorded on cuda:0" in cycle.verdict.models["model"]
+
+
+@pytest.mark.parametrize("pinned_by", ["torch", "cudaHostRegister"])
+def test_host_memory_a_gpu_writes_is_never_skipped_by_write_tracking(tmp_path, pinned_by):
+    """A copy from the GPU into pinned host memory is the device's write, not the CPU's: the
+    kernel records nothing, so a pinned array must be hashed at every checkpoint."""
+    from jupyter_pause.serialize import uffd
+
+    if uffd.watcher() is None:
+        pytest.skip("this kernel cannot track writes")
+    lineage.forget()
+    if pinned_by == "torch":
+        host = torch.zeros(1 << 20).pin_memory()
+    else:
+        host = torch.zeros(1 << 20)
+        assert torch.cuda.cudart().cudaHostRegister(host.data_ptr(), host.nbytes, 0) == 0
+    ns = {"host": host, "plain": torch.ones(1 << 20)}
+    jp.checkpoint(store=str(tmp_path), session="gpu", namespace=ns)
+    unchanged = jp.checkpoint(store=str(tmp_path), session="gpu", namespace=ns).manifest
+    assert unchanged.stats["bytes_unread"] == 4 << 20  # "plain" only
+    host.copy_(torch.full((1 << 20,), 3.0, device="cuda"), non_blocking=True)
+    torch.cuda.synchronize()
+    changed = jp.checkpoint(store=str(tmp_path), session="gpu", namespace=ns).manifest
+    lineage.forget()
+    back: dict = {}
+    jp.resume(changed.id, store=str(tmp_path), session="gpu", namespace=back, map_location="cpu")
+    assert torch.equal(back["host"], torch.full((1 << 20,), 3.0))
+    if pinned_by == "cudaHostRegister":
+        torch.cuda.cudart().cudaHostUnregister(host.data_ptr())

@@ -224,7 +224,7 @@ def test_a_write_the_kernel_did_not_record_is_caught_and_tracking_switched_off(t
     _save(tmp_path, ns)
     assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES
     monkeypatch.setattr(uffd.Watcher, "written", lambda self, start, end: False)
-    ns["t"][777] = 5.0
+    ns["t"][500_000] = 5.0  # inside its pages, not in the bytes it shares with its neighbours
     result = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
     assert result.manifest.stats["bytes_unread"] == 0
     assert any("changed without the kernel recording a write" in n and "off in this kernel" in n for n in result.notes)
@@ -267,3 +267,19 @@ def test_audits_take_the_skipped_arrays_in_turn_within_their_budget(monkeypatch)
     assert turns == [["1", "2"], [], [], ["1", "3"], ["2"]]  # the 25 bytes wait for their credit
     watched.known["a1"] = "stale"
     assert [writewatch._audit(watched, data) for _ in range(3)] in (["", "a1", ""], ["a1", "", ""], ["", "", "a1"])
+
+
+def test_no_accelerator_is_asked_about_pinned_memory_while_torch_drives_none(tmp_path, monkeypatch):
+    """``is_pinned`` creates a CUDA context in some torch versions: a checkpoint on a GPU node
+    that has not used the GPU must not take one just to track writes."""
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("is_pinned was asked while torch drives no accelerator")
+
+    if writewatch._accelerated():
+        pytest.skip("torch drives an accelerator in this process")
+    monkeypatch.setattr(torch.UntypedStorage, "is_pinned", refuse)
+    monkeypatch.setattr(torch.Tensor, "is_pinned", refuse)
+    ns = _state()
+    _save(tmp_path, ns)
+    assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES
