@@ -59,8 +59,8 @@ MAX_TRACKED = 4096
 #: Bytes of the arrays it skips that a checkpoint hashes all the same, on average, a few arrays in
 #: turn, to check the kernel's record against their bytes (``_audit``).
 AUDIT_BYTES = 32 << 20
-#: Device runtimes that can have a device write host memory directly once it is pinned, and the
-#: torch accelerator that can say which memory is pinned (None: torch cannot tell).
+#: Device runtimes through which a device writes host memory it pinned, by the torch accelerator
+#: that can say which memory is pinned once torch drives it (``memory``).
 DEVICE_RUNTIMES = {"libcuda.so": "cuda", "libamdhip64.so": "cuda", "libze_loader.so": "xpu"}
 
 
@@ -200,7 +200,10 @@ def _look(watcher: uffd.Watcher, entry: _Entry, algorithm: str) -> str | None:
     if not written and (entry.digest is None or _edges(entry) == entry.edges):  # armed: hashed anyway
         return entry.digest[1] if entry.digest is not None and entry.digest[0] == algorithm else None
     entry.last, entry.digest, entry.protected = entry.digest, None, False
-    watcher.protect(entry.start, entry.end, False)
+    try:
+        watcher.protect(entry.start, entry.end, False)
+    except OSError:  # no longer registered: tracked no more, hashed as it is anyway
+        _drop(watcher, entry.key)
     return None
 
 
@@ -217,7 +220,9 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tupl
     found = list(found)
     with _lock:
         if _pid != watcher.pid:  # a forked child: it inherits no registration
-            _entries.clear(), _starts.clear(), _by_start.clear()
+            _entries.clear()
+            _starts.clear()
+            _by_start.clear()
             _pid = watcher.pid
         for key in [k for k, e in _entries.items() if not e.alive()]:
             _drop(watcher, key)
