@@ -54,7 +54,8 @@ from typing import Any
 from ..store import mapping, signing
 from . import uffd
 
-#: Most arrays tracked at once; beyond it, arrays are hashed as before.
+#: Most arrays tracked at once; beyond it, the one a checkpoint saw longest ago makes room, and
+#: where every one was seen by this checkpoint, the others are hashed as before.
 MAX_TRACKED = 4096
 #: Bytes of the arrays it skips that a checkpoint hashes all the same, on average, a few arrays in
 #: turn, to check the kernel's record against their bytes (``_audit``).
@@ -82,6 +83,7 @@ class _Entry:
     #: (algorithm, digest) at the last checkpoint, while "hot".
     last: tuple[str, str] | None = None
     dropped: bool = False
+    seen: int = 0  # the last checkpoint (``_checks``) that had this array
 
 
 @dataclass
@@ -99,6 +101,7 @@ _starts: list[int] = []  # sorted page starts of the entries, to find overlaps
 _by_start: dict[int, _Entry] = {}
 _pid = 0
 _lock = threading.Lock()
+_checks = 0  # checkpoints that looked at tracked arrays so far
 _audits = 0  # arrays audited so far: where the next audit starts
 _credit = 0  # bytes the next audits may hash (``_audit``)
 _off = ""  # why tracking is off in this process (an audit found a write it had not recorded)
@@ -175,17 +178,32 @@ def _track(
     origin = (found.origin[1], found.origin[2])
     entry = _entries.get(key)
     if entry is not None and entry.origin == origin:
+        entry.seen = _checks
         return entry, False
     if entry is not None:  # moved (resized in place)
         _drop(watcher, key)
     start, end = uffd.inner(*origin)
-    if end <= start or len(_entries) >= MAX_TRACKED or _overlaps(start, end) or not watcher.watch(start, end, layout()):
+    if end <= start or not _room() or _overlaps(start, end) or not watcher.watch(start, end, layout()):
         return None, False
-    entry = _Entry(key=key, alive=alive, origin=origin, start=start, end=end)
+    entry = _Entry(key=key, alive=alive, origin=origin, start=start, end=end, seen=_checks)
     _entries[key] = entry
     _by_start[start] = entry
     bisect.insort(_starts, start)
     return entry, True
+
+
+def _room() -> bool:
+    """Whether one more array may be tracked, once the one seen longest ago (not by this
+    checkpoint) has made room if need be."""
+    if len(_entries) < MAX_TRACKED:
+        return True
+    oldest = min(_entries.values(), key=lambda e: e.seen)
+    if oldest.seen == _checks:
+        return False
+    watcher = uffd.watcher()
+    if watcher is not None:
+        _drop(watcher, oldest.key)
+    return True
 
 
 def _look(watcher: uffd.Watcher, entry: _Entry, algorithm: str) -> str | None:
@@ -216,9 +234,10 @@ def check(found: Iterable[tuple[str, Any]], algorithm: str, anonymous: list[tupl
     watcher = uffd.watcher()
     if watcher is None or _off:
         return watched
-    global _pid
+    global _pid, _checks
     found = list(found)
     with _lock:
+        _checks += 1
         if _pid != watcher.pid:  # a forked child: it inherits no registration
             _entries.clear()
             _starts.clear()

@@ -283,3 +283,15 @@ def test_no_accelerator_is_asked_about_pinned_memory_while_torch_drives_none(tmp
     ns = _state()
     _save(tmp_path, ns)
     assert _save(tmp_path, ns).stats["bytes_unread"] >= T_BYTES + A_BYTES
+
+
+def test_with_every_place_taken_the_array_seen_longest_ago_makes_room(tmp_path, monkeypatch):
+    monkeypatch.setattr(writewatch, "MAX_TRACKED", 1)
+    old, new = {"t": torch.randn(1 << 20)}, {"u": torch.randn(1 << 20)}
+    _save(tmp_path, old)
+    assert _save(tmp_path, old).stats["bytes_unread"] == 4 << 20  # tracked, the only place taken
+    _save(tmp_path, new)  # old is still alive, but this checkpoint does not have it: it makes room
+    assert _save(tmp_path, new).stats["bytes_unread"] == 4 << 20
+    both = {**old, **new}
+    _save(tmp_path, both)
+    assert _save(tmp_path, both).stats["bytes_unread"] == 4 << 20  # one place, and both are seen: one is tracked
