@@ -72,6 +72,9 @@ PROBE = (
     "import json\nwith torch.no_grad():\n    out = round(float(model(torch.ones(1, 64)).sum()), 6)\n"
     "print(json.dumps([out, values, len(opt.state)]))"
 )
+#: Users whose notebooks are set up at once before the rounds (not timed): twenty kernels
+#: importing torch at once on two cores answer too late, and the server drops their websockets.
+PREPARE_AT_ONCE = 4
 #: Seconds one user's release, or start and resume, may take before it counts as failed.
 STEP_TIMEOUT = 300.0
 POLL = 0.25
@@ -312,7 +315,7 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
         # users' servers as they are on a Hub, JupyterLab's server extension included
         with run_hub(folder / "hub", config=hub_config(s3, prefix, secret), timeout=120, lab=True) as hub:
             since = time.time()
-            with ThreadPoolExecutor(users) as pool:
+            with ThreadPoolExecutor(min(users, PREPARE_AT_ONCE)) as pool:
                 wants = dict(zip(names, pool.map(lambda u: prepare(hub, u), names), strict=True))
             rounds["storm"] = storm_round(hub, wants)
             if sequential:
