@@ -42,10 +42,10 @@ if str(HERE.parent) not in sys.path:  # run from a checkout even where the packa
     sys.path.insert(0, str(HERE.parent))
 
 import jupyter_pause as jp  # noqa: E402
+from benchmarks.cases.shared import as_new_kernel  # noqa: E402
 from jupyter_pause.kernel.autocheckpoint import Periodic  # noqa: E402
 from jupyter_pause.loops import steps as loops  # noqa: E402
-from jupyter_pause.serialize import writewatch  # noqa: E402
-from jupyter_pause.session import background, checkpoint, lineage  # noqa: E402
+from jupyter_pause.session import background, checkpoint  # noqa: E402
 
 
 def timed(iterable: Any) -> float:
@@ -124,8 +124,7 @@ def periodic(period: float, state_mb: float, periods: int, runs: int) -> dict[st
 
     def run(how: str, i: int) -> dict[str, Any]:
         store = scratch / f"{how}-{i}"
-        lineage.forget()
-        writewatch.forget()  # each run as in a new kernel
+        as_new_kernel()  # each run as in a new kernel
         aim(store, namespace, how)
         bodies: list[tuple[float, bool]] = []  # (seconds, a background checkpoint was being written)
         gaps: list[float] = []  # seconds from the end of one item to the start of the next

@@ -58,8 +58,7 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 
 import jupyter_pause  # noqa: E402
-from benchmarks.cases.shared import build_model  # noqa: E402  (the model benchmarks/run.py measures)
-from jupyter_pause.serialize import writewatch  # noqa: E402
+from benchmarks.cases.shared import as_new_kernel, build_model  # noqa: E402  (the model benchmarks/run.py measures)
 from jupyter_pause.session import lineage  # noqa: E402
 from jupyter_pause.store.storage import PARALLELISM, Store  # noqa: E402
 
@@ -265,8 +264,7 @@ def one_pair(place: Place, state: dict[str, Any], views: list[Any], size: int, i
     restored: dict[str, Any] = {}
 
     def checkpoint() -> None:
-        lineage.forget()
-        writewatch.forget()  # a first checkpoint, as a new kernel takes it: every byte hashed
+        as_new_kernel()  # a first checkpoint, as a new kernel takes it: every byte hashed
         jupyter_pause.checkpoint(store=url, session="bench", namespace=state)
 
     def put() -> None:
