@@ -2,8 +2,8 @@
 
 Large arrays are hashed in parallel; those a resume mapped from a blob and nothing wrote since
 keep that blob's key unread (``mapping``), and so do those nothing wrote since the last checkpoint
-hashed them (``writewatch``). The plan also holds the digests of whole storages,
-which the value digests reuse instead of reading those bytes again.
+hashed them (``writewatch``). The plan also holds the digests of whole storages, which the value
+digests reuse instead of reading those bytes again.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def _large_keys(
     if matched is not None:  # hashed already, looking for model files' tensors
         keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)
     # Then memory nothing wrote since the last checkpoint hashed it; the rest is protected first.
-    watching = [(k, f) for k, f in large if k not in keys] if watch is not None else []
-    watched = writewatch.check(watching, algorithm, watch)
+    candidates = [(k, f) for k, f in large if k not in keys]
+    watched = writewatch.check(candidates, algorithm, watch) if watch is not None else writewatch.Watched()
     keys.update(watched.known)
     unread.update(watched.known)
     unknown = [(k, f) for k, f in large if k not in keys]
@@ -99,10 +99,10 @@ def plan_arrays(
 
     Large arrays are hashed in parallel (both digest algorithms release the GIL), except those
     still exactly as a resume mapped them from their blob or as the last checkpoint hashed them
-    (``writewatch``, for arrays in ``watch``: the process's private anonymous memory as the
-    checkpoint read it, ``store.mapping.ProcessMaps.anonymous``; None tracks nothing), and, with
-    ``defer``, those left for the writer to hash as it writes them. For xxh3 checkpoints the plan also holds the digests
-    of whole storages, which the value digests reuse instead of reading those bytes again.
+    (``writewatch``, for arrays in ``watch``: the memory where writes are tracked,
+    ``writewatch.memory``; None tracks nothing), and, with ``defer``, those left for the writer to
+    hash as it writes them. For xxh3 checkpoints the plan also holds the digests of whole storages,
+    which the value digests reuse instead of reading those bytes again.
     """
     records: dict[str, ArrayRecord] = {}
     payloads: dict[str, Any] = {}

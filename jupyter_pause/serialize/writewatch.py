@@ -126,12 +126,17 @@ def _identity(found: Any) -> tuple[int, Callable[[], bool]] | None:
     return None
 
 
+def _drives(accelerator: str) -> bool:
+    """Whether torch drives ``accelerator`` ("cuda", "xpu") in this process: only then may its
+    memory be pinned, and only then is it asked (``is_pinned`` creates a CUDA context in some
+    versions)."""
+    is_initialized = getattr(getattr(sys.modules.get("torch"), accelerator, None), "is_initialized", None)
+    return is_initialized is not None and bool(is_initialized())
+
+
 def _accelerated() -> bool:
-    """Whether torch drives an accelerator in this process. Only then may torch's memory be
-    pinned, and only then is it asked (``is_pinned`` creates a CUDA context in some versions)."""
-    torch = sys.modules.get("torch")
-    started = [getattr(getattr(torch, name, None), "is_initialized", None) for name in ("cuda", "xpu")]
-    return any(is_initialized() for is_initialized in started if is_initialized is not None)
+    """Whether torch drives any accelerator that can pin host memory."""
+    return any(_drives(accelerator) for accelerator in set(DEVICE_RUNTIMES.values()))
 
 
 def _pinned(data: memoryview) -> bool:
@@ -291,6 +296,10 @@ def _audit(watched: Watched, data: dict[str, Any]) -> str:
 def _switch_off(watcher: uffd.Watcher, missed: str) -> None:
     global _off
     _off = f"array {missed} changed without the kernel recording a write to it"
+    _drop_all(watcher)
+
+
+def _drop_all(watcher: uffd.Watcher) -> None:
     for key in list(_entries):
         _drop(watcher, key)
 
@@ -299,12 +308,9 @@ def memory(maps: mapping.ProcessMaps) -> list[tuple[int, int]] | None:
     """The memory in which a checkpoint may track writes: the process's private anonymous memory;
     none while a device runtime is loaded whose pinned memory torch cannot name (another library
     drives the device), since the device may write host memory it pinned without the CPU."""
-    torch = sys.modules.get("torch")
     for library, accelerator in DEVICE_RUNTIMES.items():
-        if any(library in m.path for m in maps.files):
-            backend = getattr(torch, accelerator, None) if torch is not None else None
-            if backend is None or not backend.is_initialized():
-                return None
+        if not _drives(accelerator) and any(library in m.path for m in maps.files):
+            return None
     return maps.anonymous
 
 
@@ -314,8 +320,7 @@ def forget() -> None:
     if watcher is None:
         return
     with _lock:
-        for key in list(_entries):
-            _drop(watcher, key)
+        _drop_all(watcher)
 
 
 def settle(watched: Watched, digests: dict[str, str]) -> None:
