@@ -15,6 +15,10 @@ from typing import Callable
 from .. import units
 from ..vocabulary import KERNEL_STATES, STEP_STATES, SessionState
 
+#: Seconds between progress reports to observers: a read of hundreds of blobs would otherwise
+#: send the status widget a message per blob, each serialised and sent while the blobs arrive.
+PROGRESS_INTERVAL = 0.1
+
 
 @dataclass
 class Activity:
@@ -28,6 +32,7 @@ class Activity:
     checkpoint_time: float | None = None
     verdict: str | None = None
     observers: list[Callable[[Activity], None]] = field(default_factory=list, repr=False)
+    _reported: float = field(default=0.0, repr=False)
 
     def _changed(self) -> None:
         for observer in list(self.observers):
@@ -38,14 +43,21 @@ class Activity:
         if state not in KERNEL_STATES:
             raise ValueError(f"unknown state {state!r}: a kernel reports one of {', '.join(KERNEL_STATES)}")
         self.state, self.detail, self.done, self.total = state, detail, 0, total
+        self._reported = 0.0
         self._changed()
 
     def progress(self, done: int, total: int | None = None) -> None:
-        """``done`` bytes of the current step are through (of ``total``, when it has grown)."""
+        """``done`` bytes of the current step are through (of ``total``, when it has grown).
+
+        Observers hear of it at most every ``PROGRESS_INTERVAL`` seconds, and when all is through.
+        """
         if total is not None:
             self.total = total
         self.done = min(done, self.total) if self.total else done
-        self._changed()
+        now = time.monotonic()
+        if self.done >= self.total or now - self._reported >= PROGRESS_INTERVAL:
+            self._reported = now
+            self._changed()
 
     def finish(self, checkpoint: str, when: float, verdict: str | None = None, detail: str = "") -> None:
         """The step ended well: back to ``ready``, with the checkpoint (and verdict) it led to."""

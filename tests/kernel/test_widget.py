@@ -48,6 +48,22 @@ def test_activity_transitions_and_text():
         act.begin("sleeping")
 
 
+def test_progress_reaches_observers_at_most_every_interval_and_at_the_end(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(activity.time, "monotonic", lambda: clock[0])
+    seen = []
+    act = Activity()
+    act.observers.append(lambda a: seen.append(a.done))
+    act.begin("restoring", "reading", total=1000)
+    for done in range(1, 999):  # hundreds of blobs arriving within one interval
+        act.progress(done)
+    assert seen == [0, 1] and act.done == 998  # the first is shown; the rest are kept, not sent
+    clock[0] += 2 * activity.PROGRESS_INTERVAL
+    act.progress(999)
+    act.progress(1000)  # all through: shown at once
+    assert seen == [0, 1, 999, 1000]
+
+
 def test_status_outside_a_kernel_is_text():
     shown = status()
     assert not hasattr(shown, "view")  # no widget without a kernel front end

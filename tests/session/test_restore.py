@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -488,3 +490,37 @@ def test_no_autograd_note_without_a_graph(tmp_path):
     ns = {"w": torch.ones(3, requires_grad=True), "t": torch.zeros(2)}
     taken = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns)
     assert not [n for n in taken.notes if "autograd" in n]
+
+
+IMPORT_SPY = """
+import importlib.abc, sys, threading
+import jupyter_pause
+
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "torch":
+            print("torch imported on", threading.current_thread().name)
+        return None
+
+print("torch" in sys.modules)
+sys.meta_path.insert(0, Spy())
+ns = {}
+jupyter_pause.resume(store=sys.argv[1], session="s", namespace=ns)
+print(type(ns["w"]).__name__, int(ns["w"].sum()))
+"""
+
+
+@pytest.mark.parametrize("where", ["folder", "s3"])
+def test_a_new_process_imports_torch_before_a_folders_reads_and_beside_a_remote_stores(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if where == "s3":
+        request.applymarker(pytest.mark.s3)
+    url = str(tmp_path / "store") if where == "folder" else request.getfixturevalue("s3_env")
+    jp.checkpoint(store=url, session="s", namespace={"w": torch.ones(300_000, dtype=torch.int64)})
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_SPY, url], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    thread = "MainThread" if where == "folder" else "jupyter-pause-import"
+    assert done.stdout.splitlines() == ["False", f"torch imported on {thread}", "Tensor 300000"]

@@ -79,6 +79,43 @@ def test_a_connection_dropped_mid_body_is_read_again_on_a_fresh_one(s3_server: S
         assert seen == [True] and link.cut == cuts + 1
 
 
+def linked(s3_server: S3Server, link_port: int) -> Store:
+    """A fresh store of ``s3_server`` reached through a relay on ``link_port``."""
+    options = {"key": s3_server.key, "secret": s3_server.secret, "endpoint_url": f"http://127.0.0.1:{link_port}"}
+    return Store(f"s3://{s3_server.bucket}/{os.urandom(6).hex()}", options)
+
+
+def test_a_stalled_connection_is_given_up_after_the_timeout_and_read_again(
+    s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(direct, "TIMEOUT", 1.0)
+    data = os.urandom(3 << 20)
+    endpoint = urllib.parse.urlsplit(s3_server.endpoint)
+    with cut_link((endpoint.hostname, endpoint.port), cuts=0, after=1 << 20, stall=True) as link:
+        store = linked(s3_server, link.port)
+        store.write("blobs/b", memoryview(data))
+        seen = spied(store)
+        link.cuts = link.connections + 1  # the next connection goes silent a megabyte into its reply
+        assert store.read("blobs/b", size=len(data)) == data
+        assert seen == [True] and link.cut == 1
+
+
+def test_a_plain_http_connection_serves_one_get_after_another(s3_server: S3Server) -> None:
+    sizes = [300 << 10, 1 << 20, 5]
+    endpoint = urllib.parse.urlsplit(s3_server.endpoint)
+    with cut_link((endpoint.hostname, endpoint.port), cuts=0) as link:
+        store = linked(s3_server, link.port)
+        blobs = {f"blobs/{n}": os.urandom(n) for n in sizes}
+        for key, data in blobs.items():
+            store.write(key, memoryview(data))
+        road = store.backend.direct
+        before = link.connections
+        for _ in range(2):
+            for key, data in blobs.items():  # the last is empty of all but 5 bytes: one buffered read
+                assert bytes(road.read(store.path(key), len(data))) == data
+        assert link.connections == before + 1  # all six on this thread's one connection
+
+
 @pytest.mark.parametrize(
     ("options", "env"),
     [

@@ -1,5 +1,6 @@
 """A TCP relay on 127.0.0.1 that cuts the first replies it relays short: a connection to an object
-store dropped mid-body, as a flaky network drops one."""
+store dropped mid-body, as a flaky network drops one, or (``stall``) left open with nothing more
+sent, as a hung server or a dead route leaves one."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from contextlib import contextmanager
 
 class CutLink:
     """Relays connections to ``target`` (host, port); the first ``cuts`` of them are closed after
-    ``after`` bytes of the reply."""
+    ``after`` bytes of the reply (``stall``: held open, silent, until the link closes)."""
 
-    def __init__(self, target: tuple[str, int], cuts: int, after: int) -> None:
-        self.target, self.cuts, self.after = target, cuts, after
+    def __init__(self, target: tuple[str, int], cuts: int, after: int, stall: bool = False) -> None:
+        self.target, self.cuts, self.after, self.stall = target, cuts, after, stall
+        self.closed = threading.Event()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.connections = 0
@@ -42,6 +44,8 @@ class CutLink:
                     sink.sendall(chunk[: limit - sent])
                     with self._lock:
                         self.cut += 1
+                    if self.stall:
+                        self.closed.wait()
                     break
                 sink.sendall(chunk)
                 sent += len(chunk)
@@ -56,13 +60,18 @@ class CutLink:
 
 
 @contextmanager
-def cut_link(target: tuple[str, int], cuts: int = 1, after: int = 1 << 20) -> Iterator[CutLink]:
+def cut_link(target: tuple[str, int], cuts: int = 1, after: int = 1 << 20, stall: bool = False) -> Iterator[CutLink]:
     """A running ``CutLink`` to ``target``; closed when the block ends."""
-    link = CutLink(target, cuts, after)
+    link = CutLink(target, cuts, after, stall)
     thread = threading.Thread(target=link.serve, daemon=True)
     thread.start()
     try:
         yield link
     finally:
+        link.closed.set()
+        try:
+            link.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept; closing alone does not
+        except OSError:
+            pass
         link.listener.close()
         thread.join(10)
