@@ -16,7 +16,8 @@ from ..errors import PauseError
 #: Version of the request and reply format; a kernel that speaks another one refuses the call.
 #: 2: a resume sends what was asked for ("latest" or an id) and ``paused_from``, for the kernel to choose.
 #: 3: a resume sends the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow.
-PROTOCOL = 3
+#: 4: a resume names the slow imports (``imports``) the kernel begins beside the restore.
+PROTOCOL = 4
 
 
 class RemoteError(PauseError):
@@ -69,6 +70,9 @@ class ResumeRequest(Request):
     ``"cpu"``; ``moments`` are the times (seconds since the epoch) of the steps before the
     kernel got the request, for the run report. ``rebuild`` False (``PauseServer.rebuild``) leaves
     out rebuilding by replay what the checkpoint could not save; a request without it rebuilds.
+    ``imports``: modules the kernel starts importing on threads of its own before anything else
+    (torch, where the checkpoint holds tensors), beside opening the store and reading the blobs;
+    the restore waits for them before it unpickles (``session.imports``).
     """
 
     entry: ClassVar[str] = "resume"
@@ -83,6 +87,7 @@ class ResumeRequest(Request):
     passed_over: dict[str, str] = field(default_factory=dict)
     taken: dict[str, float] = field(default_factory=dict)
     rebuild: bool = True
+    imports: list[str] = field(default_factory=list)
 
 
 #: The request of each entry point, by its name on the wire.

@@ -31,9 +31,12 @@ class Asked:
     decision: Decision | None = None
     kernel: Kernel | None = None
 
-    def request(self, session: str, location: str, moments: dict[str, float], rebuild: bool) -> ResumeRequest:
+    def request(
+        self, session: str, location: str, moments: dict[str, float], rebuild: bool, imports: list[str]
+    ) -> ResumeRequest:
         """What the kernel is asked to do for this resume: the server's ``Decision`` with it, so
-        the kernel reads what the server chose instead of listing the store again."""
+        the kernel reads what the server chose instead of listing the store again, and the slow
+        imports it can begin at once (``imports``)."""
         decision = self.decision
         return ResumeRequest(
             self.checkpoint,
@@ -46,6 +49,7 @@ class Asked:
             passed_over=dict(decision.passed_over) if decision else {},
             taken=dict(decision.taken) if decision else {},
             rebuild=rebuild,
+            imports=imports,
         )
 
 

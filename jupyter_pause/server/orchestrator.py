@@ -395,7 +395,8 @@ class PauseManager:
             await restoring()
             # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
             # so a checkpoint whose blobs turn out damaged is passed over there too.
-            request = asked.request(session, location, _known(moments), self.settings.rebuild)
+            imports = standby.slow_imports(manifest)  # begun in the kernel beside its own imports and reads
+            request = asked.request(session, location, _known(moments), self.settings.rebuild, imports)
             async with prefetch.showing(fetching, restoring):
                 output = await kernelrun.execute(
                     self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import sys
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
-from . import activity, datafiles, hooks, lineage, running
+from . import activity, datafiles, hooks, imports, lineage, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
 
@@ -172,33 +170,24 @@ def _placements(manifest: Manifest, map_location: str) -> dict[str, str]:
     return {blob: device for blob, device in places.items() if device in usable}
 
 
-def _import_torch() -> None:
-    try:
-        importlib.import_module("torch")
-    except Exception:  # reported by the unpickler, which needs it
-        pass
-
-
-def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> threading.Thread | None:
+def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
     """Import torch for a checkpoint that holds tensors, where this kernel has not yet; in a new
     kernel it is the slowest import there is (about a CPU-second).
 
     From a local folder it is imported first, with the disk asked to read the blobs' files
     meanwhile: the reads are CPU work too (page faults, hashing), and racing them on two cores
     made both slower (1.5x). From a remote store it is imported on a thread of its own beside the
-    reads, which wait on the network with the GIL released (``store.backends.direct``): a 1 GB
-    resume from S3 on two cores went from 1.56x a raw read to 1.33x. The thread is returned, to
-    be joined before anything is unpickled.
+    reads (``imports``), which wait on the network with the GIL released (``store.backends.direct``):
+    a 1 GB resume from S3 on two cores went from 1.56x a raw read to 1.33-1.42x.
     """
-    if "torch" in sys.modules or not any(a.kind == "torch" for a in manifest.arrays.values()):
-        return None
-    if not catalog.store.local:
-        importing = threading.Thread(target=_import_torch, name="jupyter-pause-import", daemon=True)
-        importing.start()
-        return importing
-    readahead.advise(readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys))
-    _import_torch()
-    return None
+    if not any(a.kind == "torch" for a in manifest.arrays.values()):
+        return
+    imports.begin(["torch"])
+    if catalog.store.local:
+        readahead.advise(
+            readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys)
+        )
+        imports.wait()
 
 
 def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
@@ -206,7 +195,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
 
     Blobs bound for a GPU are moved there as they arrive (see ``_placements``). Torch, when the
     checkpoint needs it and it is not imported yet, is imported before the reads or beside them
-    (``_start_torch``); either way it is there when this returns.
+    (``_start_torch``); either way, as every import begun ahead, it is there when this returns.
     """
     keys = list(dict.fromkeys(_needed_blobs(manifest)))
     total = sum(manifest.blobs.get(k, 0) or manifest.referenced_size(k) for k in keys)
@@ -217,14 +206,13 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
         device = places.get(key)
         return data if device is None else to_device(data, device)
 
-    importing = _start_torch(catalog, manifest, keys)
+    _start_torch(catalog, manifest, keys)
     try:
         good, bad = fetch(
             catalog.store, manifest, keys, progress=activity.current.progress, then=place if places else None
         )
     finally:
-        if importing is not None:
-            importing.join()
+        imports.wait()
     return Blobs(good=good, bad=bad)
 
 

@@ -62,15 +62,18 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_3():
+def test_the_request_format_is_version_4():
     """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial``, version 3
-    the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow; a
-    kernel of another version refuses it by its version, saying to align the two."""
-    assert PROTOCOL == 3
-    request = ResumeRequest("latest", "s", paused_from="c", candidates=["b", "a"], passed_over={"c": "why"})
+    the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow,
+    version 4 the slow ``imports`` it begins at once; a kernel of another version refuses it by
+    its version, saying to align the two."""
+    assert PROTOCOL == 4
+    request = ResumeRequest(
+        "latest", "s", paused_from="c", candidates=["b", "a"], passed_over={"c": "why"}, imports=["torch"]
+    )
     args = json.loads(encode_request(request))["args"]
     assert (
-        json.loads(encode_request(request))["protocol"] == 3
+        json.loads(encode_request(request))["protocol"] == 4
         and json.loads(encode_request(request))["entry"] == "resume"
     )
     assert {k: args[k] for k in ("checkpoint", "session", "map_location", "moments", "paused_from")} == {
@@ -80,11 +83,12 @@ def test_the_request_format_is_version_3():
         "moments": {},
         "paused_from": "c",
     }
-    assert (args["allow_partial"], args["candidates"], args["passed_over"], args["taken"]) == (
+    assert (args["allow_partial"], args["candidates"], args["passed_over"], args["taken"], args["imports"]) == (
         False,
         ["b", "a"],
         {"c": "why"},
         {},
+        ["torch"],
     )
     assert decode_request(encode_request(request)) == request
     assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})) == ResumeRequest("c", "s")

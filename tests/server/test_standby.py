@@ -4,6 +4,7 @@ ends, then the notebook's kernel; shut down where the wait gives up."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import threading
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_pause.protocol import ResumeRequest, decode_request
 from jupyter_pause.server import kernelrun, resources, standby
 from tests.support.server_helpers import (
     call,
@@ -131,4 +133,26 @@ async def test_a_resume_that_never_waits_starts_its_kernel_as_before(
     assert ready["state"] == "ready" and ready["checkpoint"] == checkpoint, ready
     assert not any(state == "waiting" and LACK in detail for state, detail in ready["seen"]), ready["seen"]
     assert await kernel_ids(jp_fetch) == [await kernel_of(jp_fetch, path)]
+    await manager.wait()
+
+
+async def test_a_resume_asks_its_kernel_to_begin_importing_torch_before_anything_else(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
+):
+    sent: list[str] = []
+    execute = kernelrun.execute
+
+    async def watched(kernels: Any, kernel_id: str, code: str, *args: Any, **kwargs: Any) -> str:
+        sent.append(code)
+        return await execute(kernels, kernel_id, code, *args, **kwargs)
+
+    monkeypatch.setattr(kernelrun, "execute", watched)
+    gate.set()
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "imports.ipynb")
+    sent.clear()
+    ready = await resume(jp_fetch, path, map_location="cpu")
+    assert ready["state"] == "ready" and ready["checkpoint"] == checkpoint, ready
+    (line,) = [code for code in sent if code.startswith("__import__('jupyter_pause.kernel.remote'")]
+    request = decode_request(ast.literal_eval(ast.parse(line).body[0].value.args[0]))
+    assert isinstance(request, ResumeRequest) and request.imports == ["torch"]
     await manager.wait()

@@ -493,20 +493,55 @@ def test_no_autograd_note_without_a_graph(tmp_path):
 
 
 IMPORT_SPY = """
-import importlib.abc, sys, threading
+import importlib.abc, importlib.util, sys, threading
 import jupyter_pause
+from jupyter_pause.session import restore
+from jupyter_pause.store.storage import Store
+
+def say(*words):  # one write a line: two threads say things
+    sys.stdout.write(" ".join(map(str, words)) + "\\n")
+
+say("torch" in sys.modules)
+imported, reading, first = threading.Event(), threading.Event(), threading.Lock()
+read = Store.read
+
+def watched(self, key, *args, **kwargs):
+    with first:
+        if key.startswith("blobs/") and not reading.is_set():
+            say("first blob read; torch imported:", imported.is_set())
+            reading.set()
+    return read(self, key, *args, **kwargs)
 
 class Spy(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "torch":
-            print("torch imported on", threading.current_thread().name)
-        return None
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
 
-print("torch" in sys.modules)
+        def exec_module(module):
+            say("torch imported on", threading.current_thread().name)
+            if sys.argv[2] == "s3":  # held until a read begins: one that waits for the import never does
+                say("a read began meanwhile:", reading.wait(60))
+            run(module)
+            imported.set()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+load = restore.load_variables
+
+def loading(*args, **kwargs):
+    say("unpickling; torch imported:", imported.is_set())
+    return load(*args, **kwargs)
+
+Store.read = watched
+restore.load_variables = loading
 sys.meta_path.insert(0, Spy())
 ns = {}
 jupyter_pause.resume(store=sys.argv[1], session="s", namespace=ns)
-print(type(ns["w"]).__name__, int(ns["w"].sum()))
+say(type(ns["w"]).__name__, int(ns["w"].sum()))
 """
 
 
@@ -519,8 +554,14 @@ def test_a_new_process_imports_torch_before_a_folders_reads_and_beside_a_remote_
     url = str(tmp_path / "store") if where == "folder" else request.getfixturevalue("s3_env")
     jp.checkpoint(store=url, session="s", namespace={"w": torch.ones(300_000, dtype=torch.int64)})
     done = subprocess.run(
-        [sys.executable, "-c", IMPORT_SPY, url], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", IMPORT_SPY, url, where], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    thread = "MainThread" if where == "folder" else "jupyter-pause-import"
-    assert done.stdout.splitlines() == ["False", f"torch imported on {thread}", "Tensor 300000"]
+    said = ["torch imported on jupyter-pause-import-torch"]
+    if where == "folder":
+        said += ["first blob read; torch imported: True"]
+    else:  # which thread says its first line first is theirs to race for
+        said += ["first blob read; torch imported: False", "a read began meanwhile: True"]
+    first, *middle, unpickling, last = done.stdout.splitlines()
+    assert (first, sorted(middle), last) == ("False", sorted(said), "Tensor 300000")
+    assert unpickling == "unpickling; torch imported: True"  # the import is waited for

@@ -1,0 +1,55 @@
+"""Slow imports begun on threads of their own ahead of a restore (session/imports.py)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from jupyter_pause.session import imports
+
+SLOW = """
+import threading
+threading.ENTERED.set()
+threading.GATE.wait(30)
+started = threading.current_thread().name
+"""
+
+
+@pytest.fixture
+def module_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    for name in [n for n in sys.modules if n.startswith("jp_imports_")]:
+        del sys.modules[name]
+
+
+def test_an_import_begun_runs_on_its_own_thread_and_wait_returns_once_it_is_done(module_dir, monkeypatch):
+    entered, gate = threading.Event(), threading.Event()
+    monkeypatch.setattr(threading, "ENTERED", entered, raising=False)  # the module says it runs,
+    monkeypatch.setattr(threading, "GATE", gate, raising=False)  # then waits: held mid-import
+    (module_dir / "jp_imports_slow.py").write_text(SLOW)
+    imports.begin(["jp_imports_slow", "sys"])  # one already imported: nothing to begin
+    assert entered.wait(30) and "jp_imports_slow" in sys.modules  # begun, not done: partly run
+    assert not hasattr(sys.modules["jp_imports_slow"], "started")
+    imports.begin(["jp_imports_slow"])  # asked again while it runs: still the one thread
+    finished = threading.Thread(target=imports.wait)
+    finished.start()
+    finished.join(0.2)
+    assert finished.is_alive()  # wait waits for the import held at the gate
+    gate.set()
+    finished.join(30)
+    assert not finished.is_alive()
+    assert sys.modules["jp_imports_slow"].started == "jupyter-pause-import-jp_imports_slow"
+
+
+def test_an_import_that_fails_is_left_for_the_restore_to_name(module_dir):
+    (module_dir / "jp_imports_broken.py").write_text("raise ImportError('needs libcuda.so.1')\n")
+    imports.begin(["jp_imports_broken", "jp_imports_not_installed"])
+    imports.wait()  # nothing raised here
+    with pytest.raises(ImportError, match=r"libcuda\.so\.1"):
+        import jp_imports_broken  # noqa: F401
+    imports.begin(["jp_imports_broken"])  # a later restore tries again
+    imports.wait()
