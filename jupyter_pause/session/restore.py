@@ -182,11 +182,12 @@ def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
     """
     if not any(a.kind == "torch" for a in manifest.arrays.values()):
         return
-    imports.begin(["torch"])
-    if catalog.store.local:
+    if catalog.store.local:  # the disk is asked first, so that it reads while torch is imported
         readahead.advise(
             readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys)
         )
+    imports.begin(["torch"])
+    if catalog.store.local:
         imports.wait()
 
 

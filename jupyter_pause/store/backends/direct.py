@@ -109,7 +109,7 @@ class DirectGet:
                 reply = connection.getresponse()
                 if reply.status != (206 if ranged else 200) or reply.getheader("Content-Length") != str(end - start):
                     return False
-                plain = connection.sock if url.scheme == "http" else None
+                plain = connection.sock if url.scheme == "http" and os.name == "posix" else None
                 whole = _receive(reply, buf[start:end], plain)
                 if whole:
                     return True
@@ -141,7 +141,8 @@ class DirectGet:
 def _receive(reply: http.client.HTTPResponse, view: memoryview, plain: socket.socket | None) -> bool:
     """The reply's body into ``view``, which it exactly fills; whether it all came.
 
-    ``plain``: the connection's socket, over plain HTTP. What the reply's reader already holds
+    ``plain``: the connection's socket, over plain HTTP on a POSIX system (``SO_RCVTIMEO`` takes
+    a ``timeval`` there). What the reply's reader already holds
     is taken from it, the rest read straight off the socket, one system call for all of it while
     no stall is longer than ``TIMEOUT``; the reply is then closed, the connection kept for the
     next GET. Over TLS the bytes must pass through the SSL object, a record at a time.
@@ -164,6 +165,7 @@ def _receive(reply: http.client.HTTPResponse, view: memoryview, plain: socket.so
 
 
 def _read_reply(reply: http.client.HTTPResponse, view: memoryview) -> bool:
+    """The reply's body into ``view`` through the reply's own reader; whether it all came."""
     done = 0
     while done < len(view):
         got = reply.readinto(view[done:])
