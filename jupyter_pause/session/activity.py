@@ -55,7 +55,8 @@ class Activity:
             self.total = total
         self.done = min(done, self.total) if self.total else done
         now = time.monotonic()
-        if self.done >= self.total or now - self._reported >= PROGRESS_INTERVAL:
+        through = self.total > 0 and self.done >= self.total
+        if through or now - self._reported >= PROGRESS_INTERVAL:
             self._reported = now
             self._changed()
 

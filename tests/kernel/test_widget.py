@@ -62,6 +62,10 @@ def test_progress_reaches_observers_at_most_every_interval_and_at_the_end(monkey
     act.progress(999)
     act.progress(1000)  # all through: shown at once
     assert seen == [0, 1, 999, 1000]
+    act.begin("checkpointing", "writing")  # of a size not known yet: each byte count throttled alike
+    act.progress(10)
+    act.progress(20)
+    assert seen[-2:] == [0, 10] and act.done == 20
 
 
 def test_status_outside_a_kernel_is_text():
