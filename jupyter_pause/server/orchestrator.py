@@ -395,8 +395,8 @@ class PauseManager:
             await restoring()
             # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
             # so a checkpoint whose blobs turn out damaged is passed over there too.
-            imports = standby.slow_imports(manifest)  # begun in the kernel beside its own imports and reads
-            request = asked.request(session, location, _known(moments), self.settings.rebuild, imports)
+            # The slow imports are begun in the kernel beside its own imports and reads.
+            request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest.slow_imports())
             async with prefetch.showing(fetching, restoring):
                 output = await kernelrun.execute(
                     self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout

@@ -29,14 +29,9 @@ log = logging.getLogger(__name__)
 RESUME_MODULES = (KERNEL_MODULE, "jupyter_pause.session.cycle")
 
 
-def slow_imports(manifest: Manifest) -> list[str]:
-    """The slow imports a restore of ``manifest`` needs: torch where it holds tensors."""
-    return ["torch"] if any(record.kind == "torch" for record in manifest.arrays.values()) else []
-
-
 def modules_for(manifest: Manifest) -> list[str]:
     """The imports a resume of ``manifest`` begins with: its slow imports, then the resume's own."""
-    return [*slow_imports(manifest), *RESUME_MODULES]
+    return [*manifest.slow_imports(), *RESUME_MODULES]
 
 
 def import_source(modules: list[str]) -> str:

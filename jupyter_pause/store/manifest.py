@@ -232,6 +232,10 @@ class Manifest:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
         return {a.device for a in self.arrays.values()}
 
+    def slow_imports(self) -> list[str]:
+        """The slow imports a restore of this checkpoint needs: torch where it holds tensors."""
+        return ["torch"] if any(a.kind == "torch" for a in self.arrays.values()) else []
+
     def blob_key(self, digest: str, names: Names | None = None) -> str:
         """The store key of this checkpoint's blob ``digest``: where it lives (``names``: the
         reader's, to find a keyed checkpoint's blobs)."""
