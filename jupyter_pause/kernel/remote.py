@@ -36,9 +36,9 @@ def _pause(request: PauseRequest) -> PauseReply:
 
 
 def _resume(request: ResumeRequest) -> ResumeReply:
-    from ..session import imports
+    from ..session import preimport
 
-    imports.begin(request.imports)  # beside everything below, which imports and reads first
+    preimport.begin(request.imports)  # beside everything below, which imports and reads first
     from ..session.cycle import resume_and_verify
     from ..session.options import ResumeOptions
     from ..store.catalog import Decision

@@ -72,7 +72,7 @@ class ResumeRequest(Request):
     out rebuilding by replay what the checkpoint could not save; a request without it rebuilds.
     ``imports``: modules the kernel starts importing on threads of its own before anything else
     (torch, where the checkpoint holds tensors), beside opening the store and reading the blobs;
-    the restore waits for them before it unpickles (``session.imports``).
+    the restore waits for them before it unpickles (``session.preimport``).
     """
 
     entry: ClassVar[str] = "resume"

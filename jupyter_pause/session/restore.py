@@ -25,7 +25,7 @@ from ..store.integrity import describe, fetch
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
-from . import activity, datafiles, hooks, imports, lineage, running
+from . import activity, datafiles, hooks, lineage, preimport, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
 
@@ -177,7 +177,7 @@ def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
     From a local folder it is imported first, with the disk asked to read the blobs' files
     meanwhile: the reads are CPU work too (page faults, hashing), and racing them on two cores
     made both slower (1.5x). From a remote store it is imported on a thread of its own beside the
-    reads (``imports``), which wait on the network with the GIL released (``store.backends.direct``):
+    reads (``preimport``), which wait on the network with the GIL released (``store.backends.direct``):
     a 1 GB resume from S3 on two cores went from 1.56x a raw read to 1.33-1.42x.
     """
     slow = manifest.slow_imports()
@@ -185,10 +185,10 @@ def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
         readahead.advise(
             readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys)
         )
-        imports.begin(slow)
-        imports.wait()
+        preimport.begin(slow)
+        preimport.wait()
     else:
-        imports.begin(slow)
+        preimport.begin(slow)
 
 
 def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
@@ -213,7 +213,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
             catalog.store, manifest, keys, progress=activity.current.progress, then=place if places else None
         )
     finally:
-        imports.wait()
+        preimport.wait()
     return Blobs(good=good, bad=bad)
 
 

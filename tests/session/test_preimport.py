@@ -1,4 +1,4 @@
-"""Slow imports begun on threads of their own ahead of a restore (session/imports.py)."""
+"""Slow imports begun on threads of their own ahead of a restore (session/preimport.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_pause.session import imports
+from jupyter_pause.session import preimport
 
 SLOW = """
 import threading
@@ -31,11 +31,11 @@ def test_an_import_begun_runs_on_its_own_thread_and_wait_returns_once_it_is_done
     monkeypatch.setattr(threading, "ENTERED", entered, raising=False)  # the module says it runs,
     monkeypatch.setattr(threading, "GATE", gate, raising=False)  # then waits: held mid-import
     (module_dir / "jp_imports_slow.py").write_text(SLOW)
-    imports.begin(["jp_imports_slow", "sys"])  # one already imported: nothing to begin
+    preimport.begin(["jp_imports_slow", "sys"])  # one already imported: nothing to begin
     assert entered.wait(30) and "jp_imports_slow" in sys.modules  # begun, not done: partly run
     assert not hasattr(sys.modules["jp_imports_slow"], "started")
-    imports.begin(["jp_imports_slow"])  # asked again while it runs: still the one thread
-    finished = threading.Thread(target=imports.wait)
+    preimport.begin(["jp_imports_slow"])  # asked again while it runs: still the one thread
+    finished = threading.Thread(target=preimport.wait)
     finished.start()
     finished.join(0.2)
     assert finished.is_alive()  # wait waits for the import held at the gate
@@ -47,9 +47,9 @@ def test_an_import_begun_runs_on_its_own_thread_and_wait_returns_once_it_is_done
 
 def test_an_import_that_fails_is_left_for_the_restore_to_name(module_dir):
     (module_dir / "jp_imports_broken.py").write_text("raise ImportError('needs libcuda.so.1')\n")
-    imports.begin(["jp_imports_broken", "jp_imports_not_installed"])
-    imports.wait()  # nothing raised here
+    preimport.begin(["jp_imports_broken", "jp_imports_not_installed"])
+    preimport.wait()  # nothing raised here
     with pytest.raises(ImportError, match=r"libcuda\.so\.1"):
         import jp_imports_broken  # noqa: F401
-    imports.begin(["jp_imports_broken"])  # a later restore tries again
-    imports.wait()
+    preimport.begin(["jp_imports_broken"])  # a later restore tries again
+    preimport.wait()
