@@ -142,14 +142,14 @@ def _receive(reply: http.client.HTTPResponse, view: memoryview, plain: socket.so
     """The reply's body into ``view``, which it exactly fills; whether it all came.
 
     ``plain``: the connection's socket, over plain HTTP on a POSIX system (``SO_RCVTIMEO`` takes
-    a ``timeval`` there). What the reply's reader already holds
-    is taken from it, the rest read straight off the socket, one system call for all of it while
-    no stall is longer than ``TIMEOUT``; the reply is then closed, the connection kept for the
-    next GET. Over TLS the bytes must pass through the SSL object, a record at a time.
+    a ``timeval`` there). What the reply's reader already holds is taken from it, the rest read
+    straight off the socket, one system call for all of it while no stall is longer than
+    ``TIMEOUT``; the reply is then closed, the connection kept for the next GET. Over TLS the
+    bytes must pass through the SSL object, a record at a time.
     """
     if plain is None or reply.chunked:
         return _read_reply(reply, view)
-    done = reply.fp.readinto(view[: min(len(view), len(reply.fp.peek()))]) if len(view) else 0
+    done = reply.fp.readinto(view[: min(len(view), len(reply.fp.peek()))])  # a part is never empty
     plain.settimeout(None)  # blocking, so the kernel waits for every byte; SO_RCVTIMEO bounds a stall
     plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", int(TIMEOUT), 0))
     try:
