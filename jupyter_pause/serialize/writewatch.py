@@ -96,7 +96,8 @@ class Watched:
     notes: list[str] = field(default_factory=list)  # for the summary: tracking found wanting, switched off
 
 
-_entries: dict[int, _Entry] = {}  # by identity (torch StorageImpl address, id() of an array)
+#: By identity (torch StorageImpl address, id() of an array), in the order checkpoints last saw them.
+_entries: dict[int, _Entry] = {}
 _starts: list[int] = []  # sorted page starts of the entries, to find overlaps
 _by_start: dict[int, _Entry] = {}
 _pid = 0
@@ -184,11 +185,12 @@ def _track(
     entry = _entries.get(key)
     if entry is not None and entry.origin == origin:
         entry.seen = _checks
+        _entries[key] = _entries.pop(key)  # the most recently seen last
         return entry, False
     if entry is not None:  # moved (resized in place)
         _drop(watcher, key)
     start, end = uffd.inner(*origin)
-    if end <= start or not _room() or _overlaps(start, end) or not watcher.watch(start, end, layout()):
+    if end <= start or not _room(watcher) or _overlaps(start, end) or not watcher.watch(start, end, layout()):
         return None, False
     entry = _Entry(key=key, alive=alive, origin=origin, start=start, end=end, seen=_checks)
     _entries[key] = entry
@@ -197,17 +199,15 @@ def _track(
     return entry, True
 
 
-def _room() -> bool:
+def _room(watcher: uffd.Watcher) -> bool:
     """Whether one more array may be tracked, once the one seen longest ago (not by this
     checkpoint) has made room if need be."""
     if len(_entries) < MAX_TRACKED:
         return True
-    oldest = min(_entries.values(), key=lambda e: e.seen)
+    oldest = next(iter(_entries.values()))
     if oldest.seen == _checks:
         return False
-    watcher = uffd.watcher()
-    if watcher is not None:
-        _drop(watcher, oldest.key)
+    _drop(watcher, oldest.key)
     return True
 
 
