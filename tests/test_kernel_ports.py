@@ -2,7 +2,7 @@
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
 restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
 which a client of a server's kernel follows (``ServerProcess.client``), and so do the extension's
-resume and the tests' ``run`` and ``user_cell`` (``kernelrun.answering``)."""
+resume and the tests' ``run`` and ``user_cell`` (``kernelrun.connect``)."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ async def test_a_resume_whose_new_kernel_lost_its_port_restores_into_the_kernel_
     jp_fetch: Any, jp_serverapp: Any, jp_root_dir: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The extension's own kernels: a resume waits for its new kernel's first answer
-    (``kernelrun.answering``), following a restart on new ports, before it restores."""
+    (``kernelrun.connect``), following a restart on new ports, before it restores."""
     path = write_notebook(jp_root_dir, "ports.ipynb", "answer = 6 * 7")
     await user_cell(jp_serverapp, await open_kernel(jp_fetch, path), "answer = 6 * 7")
     await call(jp_fetch, "pause", path=path)

@@ -144,10 +144,18 @@ def _ports(connection: Any) -> tuple[int, ...]:
 
 
 async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None:
-    """Wait until a kernel just started answers. One that died before its first answer (a port
-    another process took between the pick and the bind) held nothing yet: Jupyter's restarter
-    starts it again on new ports, and this waits for that one. ``KernelDied`` once Jupyter gave
-    up on it, ``KernelCodeError`` after ``timeout`` seconds."""
+    """Wait until a kernel just started answers (see ``connect``)."""
+    _stop(await connect(kernel_manager, kernel_id, timeout))
+
+
+async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
+    """A client of a kernel just started, once the kernel answers it: connected, its output
+    channel included, for ``execute`` to run code with at once (each new client's wait for a
+    first answer costs a fifth of a second and more); the caller hands it to ``execute`` or stops
+    it (``_stop``). One that died before its first answer (a port another process took between
+    the pick and the bind) held nothing yet: Jupyter's restarter starts it again on new ports,
+    and this waits for that one. ``KernelDied`` once Jupyter gave up on it, ``KernelCodeError``
+    after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     client = None
     try:
@@ -167,9 +175,11 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
                 OWN_SESSIONS.add(client.session.session)  # the server's own asking, not the user's use
             try:
                 await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
-                return
             except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
                 pass
+            else:
+                ready, client = client, None
+                return ready
             if time.monotonic() >= deadline:
                 raise KernelCodeError(
                     f"the new kernel did not answer within {timeout:g} s; the checkpoint is untouched: resume "
@@ -187,15 +197,27 @@ def _stop(client: Any) -> None:
 
 
 async def execute(
-    kernel_manager: Any, kernel_id: str, code: str, timeout: float, process: tuple[int, Any] | None = None
+    kernel_manager: Any,
+    kernel_id: str,
+    code: str,
+    timeout: float,
+    process: tuple[int, Any] | None = None,
+    client: Any = None,
 ) -> str:
-    """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``."""
+    """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``. ``client``: one
+    ``connect`` gave, used (and stopped) here rather than a new one."""
     process = process or process_of(kernel_manager, kernel_id)
-    kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
-    client = kernel.client()
-    client.start_channels()
-    own = client.session.session
-    OWN_SESSIONS.add(own)
+    try:
+        kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
+    except KernelDied:
+        if client is not None:
+            _stop(client)
+        raise
+    connected = client is not None
+    if client is None:
+        client = kernel.client()
+        client.start_channels()
+        OWN_SESSIONS.add(client.session.session)
     out: list[str] = []
 
     def hook(msg: dict[str, Any]) -> None:
@@ -203,7 +225,8 @@ async def execute(
             out.append(msg["content"]["text"])
 
     try:
-        await client.wait_for_ready(timeout=60)
+        if not connected:
+            await client.wait_for_ready(timeout=60)
         run = asyncio.ensure_future(
             client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False, allow_stdin=False)
         )
@@ -220,8 +243,7 @@ async def execute(
         await _check(kernel_manager, kernel_id, process, "while running it")
         raise KernelCodeError(f"no answer within {timeout:g} s") from e
     finally:
-        client.stop_channels()
-        _no_longer_own(own)
+        _stop(client)
     content = reply["content"]
     if content.get("status") != "ok":
         raise KernelCodeError(f"{content.get('ename')}: {content.get('evalue')}")

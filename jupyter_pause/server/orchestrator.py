@@ -385,22 +385,26 @@ class PauseManager:
             metrics.waited(moments["resources_available"] - moments["resume_requested"])
             await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
             kernel_id = await warming.kernel()
-            await kernelrun.answering(self.kernels, kernel_id, self.settings.checkpoint_timeout)
+            timeout = self.settings.checkpoint_timeout
+            client = await kernelrun.connect(self.kernels, kernel_id, timeout)  # it runs the restore too
             moments["kernel_ready"] = time.time()
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest
                 said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
                 await self._state(session, SessionState.RESTORING, said, prefetched=fetching.progress())
 
-            await restoring()
             # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
             # so a checkpoint whose blobs turn out damaged is passed over there too.
             # The slow imports are begun in the kernel beside its own imports and reads.
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest.slow_imports())
-            async with prefetch.showing(fetching, restoring):
-                output = await kernelrun.execute(
-                    self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout
-                )
+            code = call_source(request)
+            executing = asyncio.ensure_future(kernelrun.execute(self.kernels, kernel_id, code, timeout, client=client))
+            try:
+                async with prefetch.showing(fetching, restoring):
+                    await restoring()  # while the kernel begins
+                    output = await executing
+            finally:
+                executing.cancel()  # where the status could not be written: the client is stopped
             return parse_reply(output, ResumeReply)
         finally:
             await asyncio.to_thread(fetching.discard)

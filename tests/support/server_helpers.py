@@ -47,8 +47,8 @@ async def open_kernel(fetch: Any, path: str, kernel: str = "python3") -> str:
 async def run(serverapp: Any, kernel_id: str, code: str, timeout: float = 120) -> str:
     """Run code in a server-managed kernel as the extension's resume does: once the kernel
     answers (one that died at its start is started again on new ports); its output."""
-    await kernelrun.answering(serverapp.kernel_manager, kernel_id, 60)
-    return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout)
+    client = await kernelrun.connect(serverapp.kernel_manager, kernel_id, 60)
+    return await kernelrun.execute(serverapp.kernel_manager, kernel_id, code, timeout, client=client)
 
 
 async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
