@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_pause import config
 from jupyter_pause.proof import fingerprint
 from tests.support.kernels import THREAD_VARIABLES, jupyter_dirs, start_kernel  # noqa: F401
 from tests.support.processes import forget_session_state
@@ -41,6 +42,15 @@ def plaintext_where_a_signature_is_edited(request: pytest.FixtureRequest, monkey
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.params.get("kind") == "signature":
         monkeypatch.setenv("JUPYTER_PAUSE_ENCRYPT", "0")
+
+
+@pytest.fixture(autouse=True)
+def shared_memory_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The folder this process's prefetches take for the node's shared memory, by default: one
+    of the test's own, rather than this machine's ``/dev/shm``."""
+    folder = tmp_path / "shm"
+    monkeypatch.setattr(config, "shared_memory_folder", lambda: str(folder))
+    return folder
 
 
 @pytest.fixture

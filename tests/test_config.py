@@ -122,6 +122,18 @@ def test_the_share_of_disk_a_prefetch_leaves_free_is_set_by_the_environment(monk
     assert PauseConfig(prefetch_dir="/p").open_store("memory://k").prefetched.keep_free == 0.25
 
 
+def test_a_store_finds_copies_in_the_shared_memory_folder_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch, shared_memory_of_the_test
+) -> None:
+    near = PauseConfig(prefetch_dir="/p").open_store("memory://k").prefetched
+    assert near.memory is not None and near.memory.parent == shared_memory_of_the_test  # by default
+    monkeypatch.setenv("JUPYTER_PAUSE_PREFETCH_MEMORY_DIR", "/dev/shm/elsewhere")
+    near = PauseConfig(prefetch_dir="/p").open_store("memory://k").prefetched
+    assert near.memory is not None and str(near.memory.parent) == "/dev/shm/elsewhere"
+    assert near.memory.name == near.root.name  # one folder per store URL in each place
+    assert PauseConfig(prefetch_dir="/p", prefetch_memory_dir="").open_store("memory://k").prefetched.memory is None
+
+
 @pytest.mark.parametrize("raw", ["ten", "1.5", "-0.1", "nan"])
 def test_a_share_of_disk_outside_0_to_1_says_what_it_takes(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv("JUPYTER_PAUSE_PREFETCH_KEEP_FREE", raw)

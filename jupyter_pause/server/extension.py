@@ -48,6 +48,8 @@ def _export_to_kernels(serverapp: Any, config: PauseConfig) -> None:
             env.setdefault(key, value)
         if config.prefetch_dir:  # this server's own: where it puts a resume's blobs ahead of its kernel
             env[ENV_VARS["prefetch_dir"]] = config.prefetch_dir
+        if config.prefetch_memory_dir:  # and where it puts those that fit in shared memory
+            env[ENV_VARS["prefetch_memory_dir"]] = config.prefetch_memory_dir
         env[SERVER_PID] = str(os.getpid())  # this server's, never one it inherited: where its node record is
         return env
 

@@ -12,17 +12,24 @@ ciphertext where the store is encrypted). The copies are removed once the resume
 each server has a folder of its own (``claim``), and the folder of one that stopped is removed
 when the next one starts.
 
-A prefetch takes only what the node's disk can spare: its bytes, and those of every prefetch
-still running here, must leave a share of the disk free (``PauseConfig.prefetch_keep_free``);
-else the resume reads from the store as before, and its status says why.
+The copies go to the node's shared memory (``PauseConfig.prefetch_memory_dir``) where they fit
+there and twice over in the memory left (the kernel reads them into memory of its own): on a
+2-core VM, writing a gigabyte into the disk's page cache cost 1.5-5.7 CPU-seconds, into shared
+memory 0.35-0.5, and a click's resume of 1 GB from S3 went from 5.1-5.6 s to 4.4-4.7 s. Else they
+go to the disk, where a prefetch takes only what it can spare: its bytes, and those of every
+prefetch still running here, must leave a share of the disk free
+(``PauseConfig.prefetch_keep_free``); else the resume reads from the store as before, and its
+status says why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
+import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,18 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from .. import units
-from ..store import layout, readahead
+from ..store import layout, memory, readahead
 from ..store.manifest import Manifest
 from ..store.prefetched import running
 from ..store.storage import PARALLELISM, Store
+
+log = logging.getLogger(__name__)
 
 #: Seconds between a resume's status updates while the copying goes on.
 SHOW_EVERY = 1.0
 
 _lock = threading.Lock()
-#: Bytes promised to prefetches running in this process, and how many of them hold each key.
-_reserved: dict[int, int] = {}
+#: Bytes promised to prefetches running in this process (in shared memory or not), and how many
+#: of them hold each key.
+_reserved: dict[int, tuple[bool, int]] = {}
 _holders: dict[str, int] = {}
+
+
+def _promised(in_memory: bool) -> int:
+    """Bytes promised to running prefetches in shared memory, or on disk (under ``_lock``)."""
+    return sum(size for kept, size in _reserved.values() if kept is in_memory)
 
 
 class Prefetch:
@@ -60,6 +75,8 @@ class Prefetch:
         self.elapsed: float | None = None
         #: Why nothing (or not everything) was prefetched; "" when all went well.
         self.why = ""
+        #: Whether the copies go to shared memory (else to the folder's disk).
+        self.in_memory = False
         self._sizes: dict[str, int] = {}
         self._held: list[str] = []  # the keys this prefetch may copy, counted in ``_holders``
         self._stop = threading.Event()
@@ -88,23 +105,42 @@ class Prefetch:
             self.finished.set()
 
     def _room(self) -> str:
-        """Reserve this prefetch's bytes on the folder's disk; why not, where they do not fit."""
-        self.folder.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        disk = shutil.disk_usage(self.folder.root)
+        """Reserve this prefetch's bytes in shared memory where they fit there, else on the
+        folder's disk; why not, where they fit in neither."""
         keep = self.folder.keep_free
         with _lock:
-            others = sum(_reserved.values())
-            if self.total > disk.free - others - int(keep * disk.total):
-                return (
-                    f"not prefetched: {units.size(self.total)} would leave less than {keep:.0%} of "
-                    f"{self.folder.root} free ({units.size(disk.free)} free, {units.size(others)} promised to "
-                    "other resumes); free space there or lower PauseConfig.prefetch_keep_free"
-                )
-            _reserved[id(self)] = self.total
+            self.in_memory = self._fits_memory(keep)
+            if not self.in_memory:
+                self.folder.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+                disk = shutil.disk_usage(self.folder.root)
+                others = _promised(in_memory=False)
+                if self.total > disk.free - others - int(keep * disk.total):
+                    return (
+                        f"not prefetched: {units.size(self.total)} would leave less than {keep:.0%} of "
+                        f"{self.folder.root} free ({units.size(disk.free)} free, {units.size(others)} promised to "
+                        "other resumes); free space there or lower PauseConfig.prefetch_keep_free"
+                    )
+            _reserved[id(self)] = (self.in_memory, self.total)
             self._held = list(self._sizes)
             for key in self._held:
                 _holders[key] = _holders.get(key, 0) + 1
         return ""
+
+    def _fits_memory(self, keep: float) -> bool:
+        """Whether the copies fit in the node's shared memory, leaving ``keep`` of it free, and
+        twice over in the memory this process can still take: the kernel reads them into memory
+        of its own before they are removed."""
+        folder = self.folder.memory
+        if folder is None:
+            return False
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            room = shutil.disk_usage(folder)
+        except OSError:
+            return False
+        others = _promised(in_memory=True)
+        fits = self.total + others <= room.free - int(keep * room.total)
+        return fits and 2 * self.total + others <= (1 - keep) * memory.available()
 
     def _copy(self, key: str) -> None:
         if self._stop.is_set():
@@ -117,7 +153,7 @@ class Prefetch:
             data = self.store.backend.copy_of(self.store.path(key), self._sizes[key])
             if len(data) != self._sizes[key]:
                 raise OSError(f"{key} came back with {len(data)} bytes, not {self._sizes[key]}")
-            self.folder.put(key, data)
+            self.folder.put(key, data, self.in_memory)
         finally:
             self.folder.release(key)
         with _lock:
@@ -136,7 +172,8 @@ class Prefetch:
             return self.why
         done = "prefetched" if self.finished.is_set() else "prefetching"
         rate = self.progress()["rate"]
-        said = f"{done} {units.size(self.done)} of {units.size(self.total)} ({units.size(int(rate))}/s)"
+        place = " into shared memory" if self.in_memory else ""
+        said = f"{done} {units.size(self.done)} of {units.size(self.total)}{place} ({units.size(int(rate))}/s)"
         return f"{said}, the kernel reading {units.size(self.kernel_bytes)} itself" if self.kernel_bytes else said
 
     def after(self, text: str) -> str:
@@ -225,14 +262,48 @@ def begin(store: Store, manifest: Manifest) -> Prefetch | NoPrefetch:
 
 
 def claim(config: Any) -> None:
-    """Give this server a prefetch folder of its own under ``config.prefetch_dir`` (its kernels
-    are handed it), and remove the folders of servers no longer running there (one that stopped
-    mid-resume leaves its copies behind)."""
+    """Give this server prefetch folders of its own under ``config.prefetch_dir`` and
+    ``config.prefetch_memory_dir`` (its kernels are handed them), and remove the folders of
+    servers no longer running there (one that stopped mid-resume leaves its copies behind).
+
+    Shared memory is one folder for every user of the node: this user's is used only where it is
+    theirs alone (created here, or found owned by them and closed to others); else copies go to
+    the disk, and the log says why.
+    """
     if not config.prefetch_dir:
+        config.prefetch_memory_dir = ""  # prefetching is off
         return
-    root = Path(config.prefetch_dir)
+    config.prefetch_dir = _own_folder(Path(config.prefetch_dir))
+    if config.prefetch_memory_dir:
+        why = _private(Path(config.prefetch_memory_dir))
+        if why:
+            log.warning("jupyter-pause: prefetched checkpoints go to disk, not shared memory: %s", why)
+            config.prefetch_memory_dir = ""
+        else:
+            config.prefetch_memory_dir = _own_folder(Path(config.prefetch_memory_dir))
+
+
+def _own_folder(root: Path) -> str:
+    """This server's folder under ``root``; those of servers that stopped, removed."""
     for folder in root.glob("server-*"):
         pid = folder.name.removeprefix("server-")
         if not pid.isdigit() or int(pid) == os.getpid() or not running(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-    config.prefetch_dir = str(root / f"server-{os.getpid()}")
+    return str(root / f"server-{os.getpid()}")
+
+
+def _private(folder: Path) -> str:
+    """Why ``folder`` cannot hold this user's copies ("" where it can): it must be a folder of
+    theirs that no one else may open. Created (mode 0700) where missing."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        found = os.lstat(folder)
+    except OSError as e:
+        return f"{folder} cannot be made: {e.strerror or e}"
+    if not stat.S_ISDIR(found.st_mode):
+        return f"{folder} is not a folder"
+    if hasattr(os, "getuid") and found.st_uid != os.getuid():
+        return f"{folder} belongs to another user (uid {found.st_uid})"
+    if found.st_mode & 0o077:
+        return f"{folder} is open to other users (mode {stat.S_IMODE(found.st_mode):o}); make it 0700"
+    return ""

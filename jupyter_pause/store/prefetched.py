@@ -3,7 +3,8 @@
 A resume on a new node reads its checkpoint's blobs from a remote store. The server fetches them
 as soon as Resume is clicked, while the resume waits for a GPU and while its kernel starts, into
 a folder on this node (``Prefetched``): the objects' bytes as the store holds them (ciphertext
-where the store is encrypted), under their keys. A kernel's ``Store`` reads a pool blob from there
+where the store is encrypted), under their keys, in the node's shared memory where the checkpoint
+fits there, else on its disk. A kernel's ``Store`` reads a pool blob from there
 when it is there, mapping the file as it maps a local store's, and verifies it exactly as it
 verifies what it reads from the store: the folder is a faster place to read from, never a reason
 to trust. Only pool blobs go there: named by (a keyed HMAC of) their digest, they never change.
@@ -43,27 +44,47 @@ ARRIVAL_TIMEOUT = 120.0
 
 
 class Prefetched:
-    """The folder of one store's prefetched pool objects on this node."""
+    """The folder of one store's prefetched pool objects on this node: on its disk, and in its
+    shared memory where a checkpoint fits there (``memory``).
 
-    def __init__(self, root: str, keep_free: float = KEEP_FREE) -> None:
+    A copy in shared memory is read into the reader's own memory rather than mapped
+    (``mappable``): a mapping of it would hold the copy in memory for as long as the arrays built
+    on it live, and every page written to would then be held twice. A copy on disk is mapped: its
+    pages are the page cache's, let go whenever memory is short.
+    """
+
+    def __init__(self, root: str, keep_free: float = KEEP_FREE, memory: str = "") -> None:
+        #: On disk: the claims, and the copies that are not in shared memory.
         self.root = Path(root)
+        #: In shared memory (``/dev/shm``): the copies of checkpoints that fit there; None: none.
+        self.memory = Path(memory) if memory else None
         #: Share of the folder's disk the prefetches copying into it leave free (``server.prefetch``).
         self.keep_free = keep_free
 
-    def path(self, key: str) -> Path:
-        """Where the copy of ``key`` is (or would be)."""
-        return self.root / key
+    def path(self, key: str, in_memory: bool = False) -> Path:
+        """Where the copy of ``key`` is (or would be): in shared memory, or on disk."""
+        root = self.memory if in_memory and self.memory is not None else self.root
+        return root / key
 
     def find(self, key: str) -> str | None:
         """The copy of pool object ``key`` on this node, or None (none, or not a pool object)."""
         if not layout.pool_digest(key):
             return None
-        path = self.path(key)
-        return str(path) if path.is_file() else None
+        for in_memory in (True, False) if self.memory is not None else (False,):
+            path = self.path(key, in_memory)
+            if path.is_file():
+                return str(path)
+        return None
 
-    def put(self, key: str, data: memoryview | bytes) -> int:
-        """Keep ``data`` (the bytes the store holds at ``key``) as its copy; the bytes written."""
-        target = self.path(key)
+    def mappable(self, copy: str) -> bool:
+        """Whether the copy at ``copy`` (as ``find`` gives it) is best mapped rather than read:
+        one on disk is, one in shared memory is not (see the class)."""
+        return self.memory is None or self.memory not in Path(copy).parents
+
+    def put(self, key: str, data: memoryview | bytes, in_memory: bool = False) -> int:
+        """Keep ``data`` (the bytes the store holds at ``key``) as its copy, in shared memory or
+        on disk; the bytes written."""
+        target = self.path(key, in_memory)
         target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
         try:
@@ -77,6 +98,7 @@ class Prefetched:
     def drop(self, keys: list[str]) -> None:
         """Remove the copies of ``keys`` (those there), and their claims."""
         for key in keys:
+            self.path(key, in_memory=True).unlink(missing_ok=True)
             self.path(key).unlink(missing_ok=True)
             self._claim(key).unlink(missing_ok=True)
 
@@ -140,6 +162,8 @@ class Prefetched:
     def clear(self) -> None:
         """Remove every copy (a server starting: what an earlier one left behind)."""
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.memory is not None:
+            shutil.rmtree(self.memory, ignore_errors=True)
 
 
 def _claimant_alive(claim: Path) -> bool:
@@ -164,7 +188,8 @@ def running(pid: int) -> bool:
     return True
 
 
-def for_store(root: str, url: str, keep_free: float = KEEP_FREE) -> Prefetched:
-    """The prefetch folder of the store at ``url`` under ``root`` (one folder per store URL), whose
-    prefetches leave ``keep_free`` of its disk free."""
-    return Prefetched(os.path.join(root, hashlib.sha256(url.encode()).hexdigest()[:16]), keep_free)
+def for_store(root: str, url: str, keep_free: float = KEEP_FREE, memory: str = "") -> Prefetched:
+    """The prefetch folder of the store at ``url`` under ``root`` on disk and ``memory`` in shared
+    memory ("": none), one folder per store URL, whose prefetches leave ``keep_free`` of each free."""
+    name = hashlib.sha256(url.encode()).hexdigest()[:16]
+    return Prefetched(os.path.join(root, name), keep_free, os.path.join(memory, name) if memory else "")

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from . import memory
+
 if TYPE_CHECKING:
     from .manifest import Manifest
     from .storage import Store
@@ -28,7 +30,7 @@ def advise(paths: Iterable[str], size: int) -> threading.Thread | None:
     None where there are none, they would take more than ``SHARE`` of the available memory, or
     the system cannot be asked."""
     paths = list(paths)
-    if not paths or not hasattr(os, "posix_fadvise") or size > SHARE * available_memory():
+    if not paths or not hasattr(os, "posix_fadvise") or size > SHARE * memory.available():
         return None
     asking = threading.Thread(target=_advise, args=(paths,), name="jupyter-pause-readahead", daemon=True)
     asking.start()
@@ -59,15 +61,3 @@ def _advise(paths: list[str]) -> None:
             pass
         finally:
             os.close(fd)
-
-
-def available_memory() -> int:
-    """Bytes of memory this node has available (``MemAvailable``), or 0 where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0

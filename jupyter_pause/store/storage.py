@@ -190,7 +190,8 @@ class Store:
         """The bytes at ``key`` (a writable buffer, so arrays can be built on it without a copy).
 
         ``mapped``: a large local file comes back as a private mapping of it (``mapping``), copied
-        only where written to; a pool blob prefetched onto this node (``prefetched``) is read so.
+        only where written to; a pool blob prefetched onto this node's disk (``prefetched``) is
+        read so, one prefetched into its shared memory is read into a buffer of its own.
         ``size``, where known (a blob's, from its manifest): a small remote object is fetched
         whole in one request, with no request for its size first.
         """
@@ -198,7 +199,10 @@ class Store:
         try:  # a blob never changes once written: what a listing said of it stays true
             stored = self._stored_size(size)
             with contextlib.nullcontext() if self.prefetched is None else self.prefetched.reading(key) as near:
-                data = _NEAR.read(near, None, True, mapped) if near else self.backend.read(path, stored, blob, mapped)
+                if near:
+                    data = _NEAR.read(near, None, True, mapped and self.prefetched.mappable(near))
+                else:
+                    data = self.backend.read(path, stored, blob, mapped)
             return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None

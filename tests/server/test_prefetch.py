@@ -12,7 +12,7 @@ import jupyter_pause as jp
 from jupyter_pause import units
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.server import prefetch
-from jupyter_pause.store import readahead
+from jupyter_pause.store import memory
 from tests.support.processes import another_process
 from tests.support.server_helpers import call, open_kernel, run, server_config, wait_state, write_notebook
 
@@ -38,12 +38,14 @@ async def kernels_of(jp_fetch, path: str) -> list[str]:
     return [s["kernel"]["id"] for s in sessions if s["path"] == path and s.get("kernel")]
 
 
-@pytest.fixture
-def taken(tmp_path):
-    """A checkpoint in a store that is not a local folder, and that store as a server opens it."""
+@pytest.fixture(params=["memory", "disk"])
+def taken(request, tmp_path):
+    """A checkpoint in a store that is not a local folder, and that store as a server opens it:
+    with a shared memory folder, or with none (its copies go to disk)."""
     config = PauseConfig(
         store=f"memory://prefetch-{tmp_path.name}",
         prefetch_dir=str(tmp_path / "prefetch"),
+        prefetch_memory_dir=str(tmp_path / "shm") if request.param == "memory" else "",
         prefetch_keep_free=0.0,  # whatever else this host's disk holds
     )
     ns = {"a": bytes(range(256)) * 4096, "b": b"x" * 300_000}
@@ -52,17 +54,51 @@ def taken(tmp_path):
     return config.open_store(), manifest
 
 
+def _copies(store) -> tuple[set[Path], set[Path]]:
+    """The copies in the store's prefetch folder: those in shared memory, those on disk."""
+    near = store.prefetched
+    found = [
+        {p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")} if root and root.exists() else set()
+        for root in (near.memory, near.root)
+    ]
+    return found[0], found[1]
+
+
 def test_every_blob_is_copied_with_its_progress_and_removed_after(taken):
     store, manifest = taken
     fetching = prefetch.begin(store, manifest)
     fetching.finished.wait(30)
     paths = list(manifest.blob_keys(manifest.blobs, store.names))
     assert not fetching.why and all(store.prefetched.find(p) for p in paths)
+    in_memory, on_disk = _copies(store)
+    assert len(in_memory if store.prefetched.memory else on_disk) == len(paths)
+    assert not (on_disk if store.prefetched.memory else in_memory)
+    assert fetching.in_memory is bool(store.prefetched.memory)
     done = fetching.progress()
     assert done["bytes"] == done["total"] == sum(manifest.blobs.values()) and done["rate"] > 0
     assert fetching.said().startswith("prefetched ") and fetching.after("needs 1 CUDA device").startswith("needs 1")
+    assert ("into shared memory" in fetching.said()) is fetching.in_memory
     fetching.discard()
-    assert not any(store.prefetched.find(p) for p in paths)
+    assert not any(store.prefetched.find(p) for p in paths) and _copies(store) == (set(), set())
+
+
+def test_a_checkpoint_that_would_not_fit_twice_in_the_memory_left_is_copied_to_disk(taken, monkeypatch):
+    store, manifest = taken
+    if store.prefetched.memory is None:
+        pytest.skip("no shared memory folder")
+    total = sum(manifest.blobs.values())
+    monkeypatch.setattr(memory, "available", lambda: 2 * total - 1)  # the kernel's own copy would not fit
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    assert not fetching.why and not fetching.in_memory
+    in_memory, on_disk = _copies(store)
+    assert not in_memory and len(on_disk) == len(manifest.blobs)
+    fetching.discard()
+    monkeypatch.setattr(memory, "available", lambda: 2 * total)
+    again = prefetch.begin(store, manifest)
+    again.finished.wait(30)
+    assert again.in_memory and len(_copies(store)[0]) == len(manifest.blobs)
+    again.discard()
 
 
 def test_what_the_kernel_claimed_first_is_left_to_it(taken):
@@ -75,6 +111,7 @@ def test_what_the_kernel_claimed_first_is_left_to_it(taken):
     fetching.finished.wait(30)
     assert not fetching.why
     assert store.prefetched.find(theirs) is None and all(store.prefetched.find(p) for p in paths[1:])
+    store.prefetched.release(theirs)
     done = fetching.progress()
     assert (
         done["kernel_bytes"] == manifest.blobs[named[theirs]] and done["bytes"] + done["kernel_bytes"] == done["total"]
@@ -134,22 +171,60 @@ def test_a_local_store_copies_nothing_and_asks_for_its_blob_files_to_be_read_ahe
 def test_a_local_checkpoint_larger_than_the_memory_can_spare_is_not_read_ahead(tmp_path, monkeypatch):
     config = PauseConfig(store=str(tmp_path / "store"))
     manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
-    monkeypatch.setattr(readahead, "available_memory", lambda: 2 * sum(manifest.blobs.values()) - 1)
+    monkeypatch.setattr(memory, "available", lambda: 2 * sum(manifest.blobs.values()) - 1)
     fetching = prefetch.begin(config.open_store(), manifest)
     assert fetching.paths and fetching.advising is None
-    monkeypatch.setattr(readahead, "available_memory", lambda: 2 * sum(manifest.blobs.values()))
+    monkeypatch.setattr(memory, "available", lambda: 2 * sum(manifest.blobs.values()))
     assert prefetch.begin(config.open_store(), manifest).advising is not None
 
 
-def test_a_server_takes_a_folder_of_its_own_and_removes_those_of_stopped_servers(tmp_path):
-    root = tmp_path / "prefetch"
-    stopped, running, mine = root / "server-999999999", root / "server-1", root / f"server-{os.getpid()}"
-    for folder in (stopped, running, mine):
-        (folder / "blobs").mkdir(parents=True)
-    config = PauseConfig(prefetch_dir=str(root))
+def test_a_server_takes_folders_of_its_own_and_removes_those_of_stopped_servers(tmp_path):
+    root, shm = tmp_path / "prefetch", tmp_path / "shm"
+    for base in (root, shm):
+        stopped, running, mine = base / "server-999999999", base / "server-1", base / f"server-{os.getpid()}"
+        for folder in (stopped, running, mine):
+            (folder / "blobs").mkdir(parents=True)
+    shm.chmod(0o700)
+    config = PauseConfig(prefetch_dir=str(root), prefetch_memory_dir=str(shm))
     prefetch.claim(config)
-    assert config.prefetch_dir == str(mine) and not mine.exists() and not stopped.exists()
-    assert running.exists()  # pid 1 runs
+    assert config.prefetch_dir == str(root / f"server-{os.getpid()}")
+    assert config.prefetch_memory_dir == str(shm / f"server-{os.getpid()}")
+    for base in (root, shm):
+        assert not (base / f"server-{os.getpid()}").exists() and not (base / "server-999999999").exists()
+        assert (base / "server-1").exists()  # pid 1 runs
+
+
+def test_a_shared_memory_folder_created_here_is_this_users_alone(tmp_path):
+    shm = tmp_path / "shm" / "jupyter-pause-test"
+    config = PauseConfig(prefetch_dir=str(tmp_path / "prefetch"), prefetch_memory_dir=str(shm))
+    prefetch.claim(config)
+    assert config.prefetch_memory_dir == str(shm / f"server-{os.getpid()}")
+    assert shm.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("whose", ["open to others", "another user's"])
+def test_a_shared_memory_folder_others_can_open_is_not_used_and_the_log_says_why(tmp_path, caplog, whose):
+    shm = tmp_path / "shm"
+    shm.mkdir(mode=0o700)
+    if whose == "open to others":
+        shm.chmod(0o755)  # another user of the node could read the copies
+        said = "is open to other users (mode 755); make it 0700"
+    else:
+        if os.getuid() != 0:
+            pytest.skip("only root can give a folder to another user")
+        os.chown(shm, 4242, -1)  # made by another user, ahead of this one
+        said = "belongs to another user (uid 4242)"
+    config = PauseConfig(prefetch_dir=str(tmp_path / "prefetch"), prefetch_memory_dir=str(shm))
+    prefetch.claim(config)
+    assert config.prefetch_memory_dir == ""
+    assert config.prefetch_dir == str(tmp_path / "prefetch" / f"server-{os.getpid()}")
+    assert f"go to disk, not shared memory: {shm} {said}" in caplog.text
+
+
+def test_without_a_prefetch_folder_no_shared_memory_is_used_either(tmp_path):
+    config = PauseConfig(prefetch_dir="", prefetch_memory_dir=str(tmp_path / "shm"))
+    prefetch.claim(config)
+    assert config.prefetch_memory_dir == "" and not (tmp_path / "shm").exists()
 
 
 @pytest.mark.integration
@@ -173,7 +248,8 @@ async def test_a_resume_from_s3_fetches_its_blobs_onto_the_node_and_leaves_none_
     # what the server had not copied when the kernel answered, the kernel read itself
     assert fetched["bytes"] + fetched["kernel_bytes"] == fetched["total"] >= 1_600_000, ready
     assert "prefetched" in ready["detail"] or "restored" in ready["detail"], ready
+    assert not any((s3_prefetch.parent / "shm").rglob("*.claim")), "claims are kept on disk"
     (kernel,) = await kernels_of(jp_fetch, path)
     assert await run(jp_serverapp, kernel, "print(w.tolist()[-3:])") == before
-    left = [p for p in s3_prefetch.rglob("*") if p.is_file()]
+    left = [p for folder in (s3_prefetch, s3_prefetch.parent / "shm") for p in folder.rglob("*") if p.is_file()]
     assert left == [], left

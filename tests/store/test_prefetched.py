@@ -7,10 +7,12 @@ import subprocess
 import sys
 import threading
 
+import numpy as np
 import pytest
 
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
+from jupyter_pause.store import mapping
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.integrity import fetch
 from jupyter_pause.store.prefetched import for_store
@@ -63,7 +65,8 @@ def _one_blob(tmp_path):
     """A store that is not a local folder, a checkpoint's manifest in it, one of its pool blobs
     (its key) and the bytes the store holds there."""
     store, manifest = _taken(f"memory://prefetch-{tmp_path.name}", str(tmp_path / "prefetch"))
-    key = max(manifest.blob_keys(manifest.blobs, store.names), key=lambda k: manifest.blobs.get(k, 0))
+    named = manifest.blob_keys(manifest.blobs, store.names)  # store key -> digest
+    key = max(named, key=lambda k: manifest.blobs[named[k]])
     return store, manifest, key, store.fs.cat_file(store.path(key))
 
 
@@ -127,3 +130,32 @@ def test_a_reader_claims_what_it_reads_from_the_store_while_it_reads_it(tmp_path
     monkeypatch.setattr(store.backend, "read", read)
     assert bytes(store.read(key, mapped=True)) == stored
     assert seen == [False] and store.prefetched.claim(key)
+
+
+@pytest.mark.parametrize("place", ["memory", "disk"])
+def test_a_copy_in_shared_memory_is_read_into_memory_of_its_own_and_one_on_disk_mapped(tmp_path, place):
+    """A mapping of a copy in shared memory would hold the copy for as long as the arrays built on
+    it live (and each page written to twice over); the page cache under a copy on disk is let go."""
+    config = PauseConfig(
+        store=f"memory://prefetch-{tmp_path.name}",
+        prefetch_dir=str(tmp_path / "prefetch"),
+        prefetch_memory_dir=str(tmp_path / "shm"),
+    )
+    big = np.random.default_rng(0).random(1 << 19)  # 4 MiB that do not compress: large enough to be mapped
+    manifest = jp.checkpoint(session="s", namespace={"big": big}, config=config).manifest
+    another_process()
+    store = config.open_store()
+    named = manifest.blob_keys(manifest.blobs, store.names)  # store key -> digest
+    key = max(named, key=lambda k: manifest.blobs[named[k]])  # the array's
+    store.prefetched.put(key, store.fs.cat_file(store.path(key)), in_memory=place == "memory")
+    copy = store.prefetched.find(key)
+    assert copy is not None and copy.startswith(str(tmp_path / ("shm" if place == "memory" else "prefetch")))
+    assert store.prefetched.mappable(copy) is (place == "disk")
+    store.delete([key])  # only the copy can give it
+    data = store.read(key, mapped=True)
+    assert bytes(data[:64]) == bytes(store.prefetched.path(key, place == "memory").read_bytes()[:64])
+    assert (copy in {m.path for m in mapping.file_mappings()}) is (place == "disk")
+    del data
+    ns: dict = {}
+    jp.resume(session="s", config=config, namespace=ns)
+    assert np.array_equal(ns["big"], big)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jupyter_pause.store import readahead
+from jupyter_pause.store import memory, readahead
 
 pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
 
@@ -33,15 +33,15 @@ def test_the_files_that_fit_are_asked_for_and_a_missing_one_is_passed_over(tmp_p
 
 
 def test_files_larger_than_the_memory_can_spare_are_not_read_ahead(tmp_path, monkeypatch):
-    assert readahead.available_memory() > 0
-    monkeypatch.setattr(readahead, "available_memory", lambda: 1000)
+    assert memory.available() > 0
+    monkeypatch.setattr(memory, "available", lambda: 1000)
     assert readahead.advise([str(tmp_path / "a")], 501) is None
     assert readahead.advise([str(tmp_path / "a")], 500) is not None
 
 
 RESUME = """
 import json, sys
-from jupyter_pause.store import readahead
+from jupyter_pause.store import memory, readahead
 asked = []
 real = readahead.advise
 def advise(paths, size):
