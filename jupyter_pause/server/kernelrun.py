@@ -145,7 +145,7 @@ def _ports(connection: Any) -> tuple[int, ...]:
 
 async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None:
     """Wait until a kernel just started answers (see ``connect``)."""
-    _stop(await connect(kernel_manager, kernel_id, timeout))
+    stop(await connect(kernel_manager, kernel_id, timeout))
 
 
 async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
@@ -169,7 +169,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
                 ) from e
             if client is None or _ports(client) != _ports(kernel):
                 if client is not None:
-                    _stop(client)
+                    stop(client)
                 client = kernel.client()
                 client.start_channels()
                 OWN_SESSIONS.add(client.session.session)  # the server's own asking, not the user's use
@@ -188,12 +188,23 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
             await asyncio.sleep(0.2)
     finally:
         if client is not None:
-            _stop(client)
+            stop(client)
 
 
-def _stop(client: Any) -> None:
+def stop(client: Any) -> None:
+    """Close a client of the server's own (``connect``, ``execute``)."""
     client.stop_channels()
     _no_longer_own(client.session.session)
+
+
+def still_connected(kernel_manager: Any, kernel_id: str, client: Any) -> bool:
+    """Whether ``client`` still reaches kernel ``kernel_id``'s ports: a kernel started again (on
+    new ports) is not where a client of the old one connected."""
+    try:
+        kernel = kernel_manager.get_kernel(kernel_id)
+    except KeyError:
+        return False
+    return _ports(client) == _ports(kernel)
 
 
 async def execute(
@@ -203,15 +214,17 @@ async def execute(
     timeout: float,
     process: tuple[int, Any] | None = None,
     client: Any = None,
+    keep: bool = False,
 ) -> str:
     """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``. ``client``: one
-    ``connect`` gave, used (and stopped) here rather than a new one."""
+    ``connect`` gave, used here rather than a new one; it is stopped afterwards unless ``keep``
+    (the caller then stops it)."""
     process = process or process_of(kernel_manager, kernel_id)
     try:
         kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
     except KernelDied:
-        if client is not None:
-            _stop(client)
+        if client is not None and not keep:
+            stop(client)
         raise
     connected = client is not None
     if client is None:
@@ -243,7 +256,8 @@ async def execute(
         await _check(kernel_manager, kernel_id, process, "while running it")
         raise KernelCodeError(f"no answer within {timeout:g} s") from e
     finally:
-        _stop(client)
+        if not (connected and keep):
+            stop(client)
     content = reply["content"]
     if content.get("status") != "ok":
         raise KernelCodeError(f"{content.get('ename')}: {content.get('evalue')}")

@@ -386,7 +386,7 @@ class PauseManager:
             await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
             kernel_id = await warming.kernel()
             timeout = self.settings.checkpoint_timeout
-            client = await kernelrun.connect(self.kernels, kernel_id, timeout)  # it runs the restore too
+            client = warming.client() or await kernelrun.connect(self.kernels, kernel_id, timeout)
             moments["kernel_ready"] = time.time()
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest

@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+import jupyter_pause as jp
 from jupyter_pause.protocol import ResumeRequest, decode_request
 from jupyter_pause.server import kernelrun, resources, standby
+from jupyter_pause.store.storage import Store
 from tests.support.server_helpers import (
     call,
     kernel_ids,
@@ -72,6 +75,14 @@ def test_the_warming_line_imports_torch_only_for_a_checkpoint_with_tensors():
     assert eval(line, scope) is None and set(scope) == {"__builtins__"}  # binds no name
 
 
+def test_a_kernel_warmed_for_a_remote_store_imports_the_library_it_talks_through(tmp_path):
+    manifest = jp.checkpoint(session="s", namespace={"w": torch.ones(4)}, store=str(tmp_path / "store")).manifest
+    local = standby.modules_for(manifest, Store(str(tmp_path / "store")))
+    assert local == ["torch", *standby.RESUME_MODULES]
+    remote = standby.modules_for(manifest, Store(f"memory://warm-{tmp_path.name}"))
+    assert remote == [*local, "fsspec.implementations.memory"]
+
+
 async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_the_gpu_frees(
     jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate
 ):
@@ -95,7 +106,7 @@ async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_
 async def test_a_kernel_that_could_not_import_ahead_is_still_the_one_the_notebook_takes(
     jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
 ):
-    monkeypatch.setattr(standby, "modules_for", lambda manifest: ["a_module_this_kernel_lacks"])
+    monkeypatch.setattr(standby, "modules_for", lambda manifest, store: ["a_module_this_kernel_lacks"])
     path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "no-torch.ipynb")
     await call(jp_fetch, "resume", path=path, map_location="cpu")
     deadline = time.monotonic() + 60
@@ -155,4 +166,28 @@ async def test_a_resume_asks_its_kernel_to_begin_importing_torch_before_anything
     (line,) = [code for code in sent if code.startswith("__import__('jupyter_pause.kernel.remote'")]
     request = decode_request(ast.literal_eval(ast.parse(line).body[0].value.args[0]))
     assert isinstance(request, ResumeRequest) and request.imports == ["torch"]
+    await manager.wait()
+
+
+async def test_the_restore_runs_through_the_client_that_warmed_the_kernel(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
+):
+    """A new client waits for its kernel's first answer (a fifth of a second and more): the one
+    that warmed the kernel during the wait runs its restore."""
+    connects: list[str] = []
+    connect = kernelrun.connect
+
+    async def counted(kernels: Any, kernel_id: str, *args: Any) -> Any:
+        connects.append(kernel_id)
+        return await connect(kernels, kernel_id, *args)
+
+    monkeypatch.setattr(kernelrun, "connect", counted)
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "one-client.ipynb")
+    connects.clear()
+    await call(jp_fetch, "resume", path=path, map_location="cpu")
+    kernel = await warmed(jp_fetch, jp_serverapp)
+    gate.set()
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
+    assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
+    assert connects == [kernel]  # the warming's; the restore connected no other client
     await manager.wait()
