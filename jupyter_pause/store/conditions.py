@@ -69,6 +69,6 @@ def probe(store: Any) -> bool:
     except StoreError:
         raise
     except Exception as e:
-        raise store._fail("probe", key, e) from e
+        raise store.failure("probe", key, e) from e
     finally:
         store.delete([key])

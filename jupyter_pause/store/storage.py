@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import StoreError
-from . import conditions, credentials, layout, placeholders
+from . import conditions, credentials, layout, placeholders, smallio
 from .backends import for_filesystem
-from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM
+from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM, Backend
 from .backends.local import LocalBackend
 from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
-from .clients import filesystem, mtime
+from .clients import check_protocol, filesystem, is_local, mtime, opened
 from .credentials import redact
 from .encryption import CHUNK, Cipher, DecryptionError, plain_size, plaintext, sealed_size
 from .names import Names
@@ -80,16 +81,14 @@ class Store:
         self.url = url
         self.display_url = redact(url)
         self._secrets = credentials.secrets(url, storage_options or {})
-        options = credentials.storage_options(url, storage_options or {})
-        try:
-            fs, root = filesystem(url, options)
-        except (ImportError, ValueError, TypeError, OSError) as e:
-            raise StoreError(
-                f"cannot open store {self.display_url}: {self.scrub(str(e))}; check the URL "
-                "scheme and install the fsspec backend it needs (s3fs for s3://, gcsfs for gs://)"
-            ) from e
-        self.root = root.rstrip("/")
-        self.fs = fs
+        self._options = credentials.storage_options(url, storage_options or {})
+        self._backend: Backend | None = None
+        self._opening = threading.Lock()
+        self.local = is_local(url)
+        if self.local or "::" in url:  # a folder here, or a chain of filesystems: opened now
+            self._open()
+        else:  # an object store's client is made on first use; a store that cannot be is refused now
+            opened(check_protocol, url, display=self.display_url, scrub=self.scrub)
         #: The user's keys: they name the pool (``names``), open sealed objects (``cipher``) and,
         #: with ``encrypt``, seal every object written (``sealer``); None without a key.
         self.keys: Keyring | None = keyring(keys)
@@ -98,6 +97,27 @@ class Store:
         self.sealer = self.cipher if encrypt else None
         self.prefetched = prefetched  # pool blobs fetched onto this node ahead of a resume
 
+    def _open(self) -> None:
+        fs, root = opened(filesystem, self.url, self._options, display=self.display_url, scrub=self.scrub)
+        self._root = root.rstrip("/")
+        self.fs = fs
+
+    @property
+    def backend(self) -> Backend:
+        """What talks to the store (``store.backends``), made on first use."""
+        if self._backend is None:
+            with self._opening:
+                if self._backend is None:
+                    self._open()
+        assert self._backend is not None
+        return self._backend
+
+    @property
+    def root(self) -> str:
+        """The folder (or bucket and prefix) the keys are under, as the filesystem names it."""
+        self.backend  # noqa: B018  # the filesystem says what the URL's root is
+        return self._root
+
     @property
     def fs(self) -> Any:
         """The fsspec filesystem; setting another one (a test's broken one) changes the backend too."""
@@ -105,8 +125,8 @@ class Store:
 
     @fs.setter
     def fs(self, fs: Any) -> None:
-        self.backend = for_filesystem(fs)
-        self.local = self.backend.local
+        self._backend = for_filesystem(fs)
+        self.local = self._backend.local
 
     def __repr__(self) -> str:
         return f"Store({self.display_url!r})"
@@ -122,7 +142,11 @@ class Store:
             text = text.replace(secret, "***")
         return text
 
-    def _fail(self, action: str, key: str, error: BaseException) -> StoreError:
+    def failure(self, action: str, key: str, error: BaseException) -> StoreError:
+        """The error for ``action`` on ``key`` that failed with ``error``: where, why (no secrets),
+        what next; ``error`` itself where it says so already (the store could not be opened)."""
+        if isinstance(error, StoreError):
+            return error
         reason = self.scrub(str(error) or type(error).__name__)
         where = f"{key!r} in store {self.display_url}" if key else f"store {self.display_url}"
         return StoreError(
@@ -148,7 +172,7 @@ class Store:
             else:
                 self.backend.write(self.path(key), view)
         except Exception as e:  # fsspec backends raise their own types; all mean the same here
-            raise self._fail("write", key, e) from e
+            raise self.failure("write", key, e) from e
 
     def create(self, key: str, data: bytes) -> bool:
         """Put ``data`` at ``key`` only if nothing is there; False if something already was.
@@ -164,7 +188,7 @@ class Store:
                 return False
             return self._create(key, data)
         except Exception as e:
-            raise self._fail("create", key, e) from e
+            raise self.failure("create", key, e) from e
 
     def _create(self, key: str, data: bytes) -> bool:
         """``create`` without looking first: what the store itself answers."""
@@ -209,7 +233,7 @@ class Store:
         except DecryptionError:
             raise
         except Exception as e:
-            raise self._fail("read", key, e) from e
+            raise self.failure("read", key, e) from e
 
     def read_range(self, key: str, start: int, stop: int) -> Buffer:
         """Bytes ``[start, stop)`` of the object at ``key`` (a tensor of a model file in the pool)."""
@@ -220,7 +244,7 @@ class Store:
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None
         except Exception as e:
-            raise self._fail("read", key, e) from e
+            raise self.failure("read", key, e) from e
 
     def _ranged(self, key: str) -> Callable[[int, int], bytes]:
         path = self.path(key)
@@ -240,7 +264,7 @@ class Store:
         except DecryptionError:
             raise
         except Exception as e:
-            raise self._fail("copy", key, e) from e
+            raise self.failure("copy", key, e) from e
 
     def write_stream(self, key: str, chunks: Iterable[bytes], keep: Callable[[], bool]) -> None:
         """Put the bytes of ``chunks`` at ``key``, a part at a time (a file too large to hold in
@@ -250,7 +274,7 @@ class Store:
                 chunks = self.sealer.seal_stream(key, chunks)
             self.backend.write_stream(self.path(key), chunks, keep)
         except Exception as e:
-            raise self._fail("write", key, e) from e
+            raise self.failure("write", key, e) from e
 
     @property
     def mappable(self) -> bool:
@@ -281,7 +305,7 @@ class Store:
         """
         done = Counter(progress)
         if small and not self.local and getattr(self.fs, "async_impl", False):
-            return self._read_small(list(dict.fromkeys(keys)), done, then)
+            return smallio.read_small(self, list(dict.fromkeys(keys)), done, then)
 
         def one(key: str) -> Any:
             try:
@@ -300,30 +324,6 @@ class Store:
         with ThreadPoolExecutor(PARALLELISM) as pool:
             return dict(zip(keys, pool.map(one, keys), strict=True))
 
-    def _read_small(self, keys: list[str], done: Counter, then: Callable[[str, Buffer], Any] | None) -> dict[str, Any]:
-        """``read_many(small=True)`` on an async backend: one whole-object GET a key, gathered."""
-
-        def finish(key: str, data: Any) -> Any:
-            if isinstance(data, FileNotFoundError):
-                return FileNotFoundError(f"{key} not found in store {self.display_url}")
-            if isinstance(data, BaseException):
-                return self._fail("read", key, data)
-            try:
-                view = memoryview(bytes(data))
-                view = plaintext(key, view) if self.cipher is None else self.cipher.open(key, view)
-            except DecryptionError as e:
-                return e
-            done.add(len(view))
-            if then is None:
-                return view
-            try:
-                return then(key, view)
-            except Exception as e:
-                return e
-
-        found = self.backend.read_small([self.path(key) for key in keys])
-        return {key: finish(key, data) for key, data in zip(keys, found, strict=True)}
-
     def write_many(
         self, items: dict[str, bytes | bytearray | memoryview], progress: Progress | None = None, small: bool = False
     ) -> None:
@@ -335,7 +335,7 @@ class Store:
         """
         done = Counter(progress)
         if small and not self.local and getattr(self.fs, "async_impl", False) and items:
-            self._write_small(items, done)
+            smallio.write_small(self, items, done)
             return
 
         def one(key: str, data: bytes | bytearray | memoryview) -> None:
@@ -349,17 +349,6 @@ class Store:
             for future in [pool.submit(one, key, data) for key, data in items.items()]:
                 future.result()
 
-    def _write_small(self, items: dict[str, bytes | bytearray | memoryview], done: Counter) -> None:
-        """``write_many(small=True)`` on an async backend: one PUT a key, gathered; the first
-        failure raised once all have stopped."""
-        sealer = self.sealer
-        sealed = {key: data if sealer is None else sealer.seal(key, data) for key, data in items.items()}
-        errors = self.backend.write_small({self.path(key): data for key, data in sealed.items()})
-        for (key, data), error in zip(items.items(), errors, strict=True):
-            if error is not None:
-                raise self._fail("write", key, error) from error
-            done.add(len(data))
-
     def list(self, prefix: str) -> dict[str, Entry]:
         """Every key under ``prefix`` (recursive), with sizes and times; empty if none."""
         base = self._fresh(self.path(prefix).rstrip("/"))
@@ -370,7 +359,7 @@ class Store:
         except FileNotFoundError:
             return {}
         except Exception as e:
-            raise self._fail("list", prefix, e) from e
+            raise self.failure("list", prefix, e) from e
         root = self.root.strip("/")
         entries = {}
         for path, info in found.items():
@@ -405,7 +394,7 @@ class Store:
         try:
             found = self.backend.sizes([self._fresh(self.path(key)) for key in keys])
         except Exception as e:
-            raise self._fail("look up", keys[0], e) from e
+            raise self.failure("look up", keys[0], e) from e
         return {key: self._plain(size) for key, size in zip(keys, found, strict=True)}
 
     def exists(self, key: str) -> bool:
@@ -413,7 +402,7 @@ class Store:
         try:
             return bool(self.fs.exists(self._fresh(self.path(key))))
         except Exception as e:
-            raise self._fail("look up", key, e) from e
+            raise self.failure("look up", key, e) from e
 
     def delete(self, keys: Iterable[str]) -> None:
         """Delete keys; keys already gone are ignored. A key the store refuses to delete raises
@@ -424,12 +413,12 @@ class Store:
         try:
             refused = self.backend.delete([self.path(key) for key in keys])
         except Exception as e:
-            raise self._fail("delete", keys[0], e) from e
+            raise self.failure("delete", keys[0], e) from e
         if refused:
             index, reason = min(refused)
             if len(refused) > 1:
                 reason += f"; {len(refused) - 1} more key(s) were refused too"
-            raise self._fail("delete", keys[index], PermissionError(reason))
+            raise self.failure("delete", keys[index], PermissionError(reason))
 
     def check(self) -> None:
         """Raise ``StoreError`` unless the store can be used (a local folder is created)."""
@@ -437,10 +426,10 @@ class Store:
             self.backend.check(self.root)
         except FileNotFoundError as e:
             if self.local:
-                raise self._fail("reach", "", e) from e
+                raise self.failure("reach", "", e) from e
             # An object-store prefix with nothing under it yet is fine; a missing bucket is not.
             bucket = self.root.split("/", 1)[0]
             if bucket and not self.root.startswith("/") and self.backend.bucket_missing(bucket, e):
-                raise self._fail("reach", "", FileNotFoundError(f"bucket {bucket!r} does not exist")) from e
+                raise self.failure("reach", "", FileNotFoundError(f"bucket {bucket!r} does not exist")) from e
         except Exception as e:
-            raise self._fail("reach", "", e) from e
+            raise self.failure("reach", "", e) from e

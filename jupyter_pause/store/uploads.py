@@ -90,7 +90,7 @@ def incomplete(store: Store, prefix: str) -> list[Upload]:
     except FileNotFoundError:  # NoSuchBucket: nothing there
         return found
     except Exception as e:
-        raise store._fail("list unfinished uploads under", prefix, e) from e
+        raise store.failure("list unfinished uploads under", prefix, e) from e
 
 
 def abort(store: Store, uploads: list[Upload]) -> None:
@@ -102,4 +102,4 @@ def abort(store: Store, uploads: list[Upload]) -> None:
         except FileNotFoundError:
             continue
         except Exception as e:
-            raise store._fail("abort the unfinished upload of", upload.key, e) from e
+            raise store.failure("abort the unfinished upload of", upload.key, e) from e
