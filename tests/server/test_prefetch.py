@@ -12,7 +12,7 @@ import jupyter_pause as jp
 from jupyter_pause import units
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.server import prefetch
-from jupyter_pause.store import memory
+from jupyter_pause.store import memory, prefetched
 from tests.support.processes import another_process
 from tests.support.server_helpers import call, open_kernel, run, server_config, wait_state, write_notebook
 
@@ -253,3 +253,28 @@ async def test_a_resume_from_s3_fetches_its_blobs_onto_the_node_and_leaves_none_
     assert await run(jp_serverapp, kernel, "print(w.tolist()[-3:])") == before
     left = [p for folder in (s3_prefetch, s3_prefetch.parent / "shm") for p in folder.rglob("*") if p.is_file()]
     assert left == [], left
+
+
+def test_a_prefetch_whose_folder_fills_up_stops_says_why_and_leaves_no_part_behind(taken, monkeypatch):
+    store, manifest = taken
+    near = store.prefetched
+    placed: list[str] = []
+    replace = os.replace
+
+    def filling(part, target):  # the second copy is written, and the folder is full before it is placed
+        if placed:
+            raise OSError(28, "No space left on device")
+        placed.append(str(target))
+        replace(part, target)
+
+    monkeypatch.setattr(prefetched.os, "replace", filling)
+    monkeypatch.setattr(prefetch, "PARALLELISM", 1)  # one copy after the other
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    assert fetching.said() == "prefetch stopped: [Errno 28] No space left on device", fetching.said()
+    paths = manifest.blob_keys(manifest.blobs, store.names)
+    assert [near.find(p) for p in paths if near.find(p)] == placed  # the copy placed before is whole
+    everything = [p for root in (near.memory, near.root) if root and root.exists() for p in root.rglob("*")]
+    assert not [p for p in everything if p.name.endswith((".part", ".claim"))]  # no part, every claim given up
+    fetching.discard()
+    assert not [p for p in everything if p.is_file()]
