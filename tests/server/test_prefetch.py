@@ -202,14 +202,19 @@ def test_a_shared_memory_folder_created_here_is_this_users_alone(tmp_path):
     assert shm.stat().st_mode & 0o777 == 0o700
 
 
-@pytest.mark.parametrize("whose", ["open to others", "another user's"])
+@pytest.mark.parametrize("whose", ["open to others", "another user's", "a link"])
 def test_a_shared_memory_folder_others_can_open_is_not_used_and_the_log_says_why(tmp_path, caplog, whose):
     shm = tmp_path / "shm"
-    shm.mkdir(mode=0o700)
+    if whose == "a link":  # planted where this user's folder would be, to wherever its maker reads
+        (tmp_path / "theirs").mkdir(mode=0o700)
+        shm.symlink_to(tmp_path / "theirs")
+        said = "is not a folder"
+    else:
+        shm.mkdir(mode=0o700)
     if whose == "open to others":
         shm.chmod(0o755)  # another user of the node could read the copies
         said = "is open to other users (mode 755); make it 0700"
-    else:
+    elif whose == "another user's":
         if os.getuid() != 0:
             pytest.skip("only root can give a folder to another user")
         os.chown(shm, 4242, -1)  # made by another user, ahead of this one
