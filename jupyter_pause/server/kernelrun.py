@@ -152,7 +152,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
     """A client of a kernel just started, once the kernel answers it: connected, its output
     channel included, for ``execute`` to run code with at once (each new client's wait for a
     first answer costs a fifth of a second and more); the caller hands it to ``execute`` or stops
-    it (``_stop``). One that died before its first answer (a port another process took between
+    it (``stop``). One that died before its first answer (a port another process took between
     the pick and the bind) held nothing yet: Jupyter's restarter starts it again on new ports,
     and this waits for that one. ``KernelDied`` once Jupyter gave up on it, ``KernelCodeError``
     after ``timeout`` seconds."""

@@ -4,12 +4,14 @@ A resume that waits (for a busy GPU, for devices not yet there) used to start it
 once the wait ended, and that kernel then imported torch and the extension's resume code before
 it read a byte: on a 2-core node about as long as reading a gigabyte. Now the first time the
 resume finds something lacking, ``Warming`` starts the notebook's kernel beside the wait and does
-those imports in it. Importing torch touches no GPU (CUDA starts at a tensor's first use), so the
-kernel takes nothing the wait is for. Until the wait ends no session names the kernel: the
-notebook has no kernel while its resume waits, and a wait that gives up shuts it down. Once the
-resources are there the notebook's session takes the warmed kernel, and the resume costs the
-reading and mapping of its bytes (already on this node where the prefetch fetched them). Where
-the warmed kernel cannot be had (it died, the culler took it), the resume starts one as before.
+those imports in it, with that of the library the store talks through (s3fs), and keeps the
+client it did them with for the restore (a new client waits 0.2 s for its first answer).
+Importing torch touches no GPU (CUDA starts at a tensor's first use), so the kernel takes nothing
+the wait is for. Until the wait ends no session names the kernel: the notebook has no kernel
+while its resume waits, and a wait that gives up shuts it down. Once the resources are there the
+notebook's session takes the warmed kernel, and the resume costs the reading and mapping of its
+bytes (already on this node where the prefetch fetched them). Where the warmed kernel cannot be
+had (it died, the culler took it), the resume starts one as before.
 """
 
 from __future__ import annotations
