@@ -219,10 +219,10 @@ async def execute(
     """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``. ``client``: one
     ``connect`` gave, used here rather than a new one; it is stopped afterwards unless ``keep``
     (the caller then stops it)."""
-    process = process or process_of(kernel_manager, kernel_id)
     try:
+        process = process or process_of(kernel_manager, kernel_id)
         kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
-    except KernelDied:
+    except BaseException:
         if client is not None and not keep:
             stop(client)
         raise

@@ -397,14 +397,14 @@ class PauseManager:
             # so a checkpoint whose blobs turn out damaged is passed over there too.
             # The slow imports are begun in the kernel beside its own imports and reads.
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest.slow_imports())
-            code = call_source(request)
-            executing = asyncio.ensure_future(kernelrun.execute(self.kernels, kernel_id, code, timeout, client=client))
-            try:
-                async with prefetch.showing(fetching, restoring):
-                    await restoring()  # while the kernel begins
-                    output = await executing
-            finally:
-                executing.cancel()  # where the status could not be written: the client is stopped
+            async with prefetch.showing(fetching, restoring):
+                said = asyncio.ensure_future(restoring())  # while the kernel begins
+                try:  # the restore owns the client from here on, and stops it
+                    output = await kernelrun.execute(
+                        self.kernels, kernel_id, call_source(request), timeout, client=client
+                    )
+                finally:
+                    await said
             return parse_reply(output, ResumeReply)
         finally:
             await asyncio.to_thread(fetching.discard)

@@ -70,11 +70,14 @@ class Warming:
         imports = import_source(modules_for(self.manifest, self.manager.store))
         try:
             await kernelrun.execute(kernels, self.kernel_id, imports, timeout, client=client, keep=True)
-        except kernelrun.KernelDied:
+        except kernelrun.KernelCodeError as e:
+            if isinstance(e, kernelrun.KernelDied):
+                kernelrun.stop(client)
+                raise
+            log.info("jupyter-pause: the kernel warmed for %s could not import ahead: %s", self.path, e)
+        except BaseException:  # cancelled, or anything else: no client is left open
             kernelrun.stop(client)
             raise
-        except kernelrun.KernelCodeError as e:  # a kernelspec without torch: the restore will say so
-            log.info("jupyter-pause: the kernel warmed for %s could not import ahead: %s", self.path, e)
         self._client = client  # kept for the restore: a new client would wait for a first answer again
         return self.kernel_id
 
@@ -97,12 +100,12 @@ class Warming:
         """The warmed kernel's client, connected, for the restore to run with (the caller stops
         it); None where there is none, or the kernel is no longer where that client connected."""
         client, self._client = self._client, None
-        if client is not None and not (
-            self._adopted and kernelrun.still_connected(self.manager.kernels, str(self.kernel_id), client)
+        if client is None or (
+            self._adopted and kernelrun.still_connected(self.manager.kernels, self.kernel_id, client)
         ):
-            kernelrun.stop(client)
-            return None
-        return client
+            return client
+        kernelrun.stop(client)
+        return None
 
     async def close(self) -> None:
         """Shut the warmed kernel down unless the notebook's session took it (the wait gave up,
