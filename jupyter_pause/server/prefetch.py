@@ -128,8 +128,8 @@ class Prefetch:
 
     def _fits_memory(self, keep: float) -> bool:
         """Whether the copies fit in the node's shared memory, leaving ``keep`` of it free, and
-        twice over in the memory this process can still take: the kernel reads them into memory
-        of its own before they are removed."""
+        twice over in ``1 - keep`` of the memory this process can still take: the kernel reads
+        them into memory of its own before they are removed."""
         folder = self.folder.memory
         if folder is None:
             return False

@@ -73,7 +73,8 @@ def _room(folder: Path) -> int | None:
     if limit is None or limit >= NO_LIMIT:
         return None
     used = _number(folder / "memory.current") or _number(folder / "memory.usage_in_bytes") or 0
-    reclaimable = _stat(folder / "memory.stat", "inactive_file") or _stat(folder / "memory.stat", "total_inactive_file")
+    stats = _stats(folder / "memory.stat")
+    reclaimable = stats.get("inactive_file") or stats.get("total_inactive_file", 0)  # version 2, version 1
     return max(0, limit - max(0, used - reclaimable))
 
 
@@ -86,16 +87,14 @@ def _number(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _stat(path: Path, field: str) -> int:
+def _stats(path: Path) -> dict[str, int]:
+    """The counters of a control group's ``memory.stat``, by name; empty where it cannot be read."""
     try:
         with open(path) as f:
-            for line in f:
-                name, _, value = line.partition(" ")
-                if name == field:
-                    return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0
+            pairs = [line.split() for line in f]
+    except OSError:
+        return {}
+    return {pair[0]: int(pair[1]) for pair in pairs if len(pair) == 2 and pair[1].isdigit()}
 
 
 def shared_memory_folder() -> str:

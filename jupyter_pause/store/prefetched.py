@@ -5,8 +5,9 @@ as soon as Resume is clicked, while the resume waits for a GPU and while its ker
 a folder on this node (``Prefetched``): the objects' bytes as the store holds them (ciphertext
 where the store is encrypted), under their keys, in the node's shared memory where the checkpoint
 fits there, else on its disk. A kernel's ``Store`` reads a pool blob from there
-when it is there, mapping the file as it maps a local store's, and verifies it exactly as it
-verifies what it reads from the store: the folder is a faster place to read from, never a reason
+when it is there (mapping a copy on disk as it maps a local store's file, reading one in shared
+memory into memory of its own: ``Prefetched.mappable``), and verifies it exactly as it verifies
+what it reads from the store: the folder is a faster place to read from, never a reason
 to trust. Only pool blobs go there: named by (a keyed HMAC of) their digest, they never change.
 
 One folder per store URL (``for_store``), so the server and the kernels it starts, configured
@@ -61,20 +62,20 @@ class Prefetched:
         #: Share of the folder's disk the prefetches copying into it leave free (``server.prefetch``).
         self.keep_free = keep_free
 
+    @property
+    def roots(self) -> list[Path]:
+        """Where copies may be: shared memory first, where there is a folder there, then disk."""
+        return [self.root] if self.memory is None else [self.memory, self.root]
+
     def path(self, key: str, in_memory: bool = False) -> Path:
         """Where the copy of ``key`` is (or would be): in shared memory, or on disk."""
-        root = self.memory if in_memory and self.memory is not None else self.root
-        return root / key
+        return self.roots[0] / key if in_memory else self.root / key
 
     def find(self, key: str) -> str | None:
         """The copy of pool object ``key`` on this node, or None (none, or not a pool object)."""
         if not layout.pool_digest(key):
             return None
-        for in_memory in (True, False) if self.memory is not None else (False,):
-            path = self.path(key, in_memory)
-            if path.is_file():
-                return str(path)
-        return None
+        return next((str(root / key) for root in self.roots if (root / key).is_file()), None)
 
     def mappable(self, copy: str) -> bool:
         """Whether the copy at ``copy`` (as ``find`` gives it) is best mapped rather than read:
@@ -98,8 +99,8 @@ class Prefetched:
     def drop(self, keys: list[str]) -> None:
         """Remove the copies of ``keys`` (those there), and their claims."""
         for key in keys:
-            self.path(key, in_memory=True).unlink(missing_ok=True)
-            self.path(key).unlink(missing_ok=True)
+            for root in self.roots:
+                (root / key).unlink(missing_ok=True)
             self._claim(key).unlink(missing_ok=True)
 
     @contextlib.contextmanager
@@ -161,9 +162,8 @@ class Prefetched:
 
     def clear(self) -> None:
         """Remove every copy (a server starting: what an earlier one left behind)."""
-        shutil.rmtree(self.root, ignore_errors=True)
-        if self.memory is not None:
-            shutil.rmtree(self.memory, ignore_errors=True)
+        for root in self.roots:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _claimant_alive(claim: Path) -> bool:
