@@ -41,7 +41,7 @@ def test_files_larger_than_the_memory_can_spare_are_not_read_ahead(tmp_path, mon
 
 RESUME = """
 import json, sys
-from jupyter_pause.store import memory, readahead
+from jupyter_pause.store import readahead
 asked = []
 real = readahead.advise
 def advise(paths, size):
