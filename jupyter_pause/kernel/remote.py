@@ -45,8 +45,9 @@ def _resume(request: ResumeRequest) -> ResumeReply:
     from . import recorder
 
     moments: dict[str, float | None] = dict(request.moments)
+    handed = {checkpoint_id: text.encode() for checkpoint_id, text in request.manifests.items()}
     decision = (
-        Decision(tuple(request.candidates), dict(request.passed_over), dict(request.taken))
+        Decision(tuple(request.candidates), dict(request.passed_over), dict(request.taken), handed)
         if request.candidates
         else None
     )
@@ -60,7 +61,8 @@ def _resume(request: ResumeRequest) -> ResumeReply:
         rebuild=request.rebuild,
     )
     recorder.install()  # this kernel goes on recording its cells, for the next checkpoint's recipes
-    cycle = resume_and_verify(options=options, moments=moments)
+    by_kernel = not request.report_by_server
+    cycle = resume_and_verify(options=options, moments=moments, write_report=by_kernel, record=by_kernel)
     return ResumeReply.of(cycle)
 
 

@@ -32,7 +32,17 @@ from .checking import (
     trust,
     unreplayed,
 )
-from .events import ID, SERVER_RECORDS, SIGNATURE, VERSION, Event, current_user, make, server_label
+from .events import (
+    ID,
+    SERVER_RECORDS,
+    SIGNATURE,
+    VERSION,
+    Event,
+    current_user,
+    make,
+    resume_events,
+    server_label,
+)
 
 __all__ = [
     "BAD_SIGNATURE",
@@ -56,6 +66,7 @@ __all__ = [
     "lost",
     "make",
     "read",
+    "resume_events",
     "roll_up",
     "seal",
     "server_label",

@@ -9,6 +9,7 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -160,3 +161,25 @@ def make(event: str, node: str | None = None, at: float | None = None, **fields:
     made = Event(event=event, at=time.time() if at is None else at, node=node or socket.gethostname(), **fields)
     made.extra.setdefault(ID, secrets.token_hex(8))
     return made
+
+
+#: Resume moments written as events, in order (the run report's names).
+RESUME_MOMENTS = (LedgerEvent.RESUME_REQUESTED, LedgerEvent.RESOURCES_AVAILABLE, LedgerEvent.KERNEL_READY)
+
+
+def resume_events(report: Any, event: Callable[..., Event]) -> list[Event]:
+    """The events of a finished resume, from its run report (``store.report.RunReport``): each
+    known moment of ``RESUME_MOMENTS`` (``kernel_ready`` with the bytes restored), then
+    ``next_cell_run`` with the verdict once the restore test passed. ``event(name, session,
+    at=..., **fields)`` makes each, with its writer's node, server and GPUs."""
+    moments = report.moments or {}
+    events = []
+    for name in RESUME_MOMENTS:
+        if moments.get(name) is not None:
+            extra = {"bytes": report.bytes} if name == LedgerEvent.KERNEL_READY else {}
+            events.append(event(name, report.session, at=moments[name], checkpoint=report.checkpoint, **extra))
+    if moments.get("verified") is not None:
+        done = event(LedgerEvent.NEXT_CELL_RUN, report.session, at=moments["verified"], checkpoint=report.checkpoint)
+        done.extra["verdict"] = report.verdict
+        events.append(done)
+    return events

@@ -17,7 +17,9 @@ from ..errors import PauseError
 #: 2: a resume sends what was asked for ("latest" or an id) and ``paused_from``, for the kernel to choose.
 #: 3: a resume sends the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow.
 #: 4: a resume names the slow imports (``imports``) the kernel begins beside the restore.
-PROTOCOL = 4
+#: 5: a resume hands on the manifest the server read (``manifests``), and the server writes the
+#:    run report and the resume's ledger events (``report_by_server``).
+PROTOCOL = 5
 
 
 class RemoteError(PauseError):
@@ -72,7 +74,12 @@ class ResumeRequest(Request):
     out rebuilding by replay what the checkpoint could not save; a request without it rebuilds.
     ``imports``: modules the kernel starts importing on threads of its own before anything else
     (torch, where the checkpoint holds tensors), beside opening the store and reading the blobs;
-    the restore waits for them before it unpickles (``session.preimport``).
+    the restore waits for them before it unpickles (``session.preimport``). ``manifests``: the
+    candidates' manifests as the server read them (id: ``Manifest.as_read``'s text), which the
+    kernel verifies with its own key instead of reading them from the store. ``report_by_server``:
+    the kernel leaves the run report and the resume's ledger events to the server, which writes
+    them from the reply; with the blobs fetched onto the node, the kernel then opens no store
+    client at all.
     """
 
     entry: ClassVar[str] = "resume"
@@ -88,6 +95,8 @@ class ResumeRequest(Request):
     taken: dict[str, float] = field(default_factory=dict)
     rebuild: bool = True
     imports: list[str] = field(default_factory=list)
+    manifests: dict[str, str] = field(default_factory=dict)
+    report_by_server: bool = False
 
 
 #: The request of each entry point, by its name on the wire.

@@ -32,12 +32,14 @@ class Asked:
     kernel: Kernel | None = None
 
     def request(
-        self, session: str, location: str, moments: dict[str, float], rebuild: bool, imports: list[str]
+        self, session: str, location: str, moments: dict[str, float], rebuild: bool, manifest: Manifest
     ) -> ResumeRequest:
         """What the kernel is asked to do for this resume: the server's ``Decision`` with it, so
-        the kernel reads what the server chose instead of listing the store again, and the slow
-        imports it can begin at once (``imports``)."""
+        the kernel reads what the server chose instead of listing the store again, with the
+        chosen ``manifest`` as read here for the kernel to verify, and the slow imports it
+        can begin at once. The server writes the run report and ledger events from the reply."""
         decision = self.decision
+        handed = decision is not None and manifest.id in decision.candidates and manifest.canonical is not None
         return ResumeRequest(
             self.checkpoint,
             session,
@@ -49,7 +51,9 @@ class Asked:
             passed_over=dict(decision.passed_over) if decision else {},
             taken=dict(decision.taken) if decision else {},
             rebuild=rebuild,
-            imports=imports,
+            imports=manifest.slow_imports(),
+            manifests={manifest.id: manifest.as_read().decode()} if handed else {},
+            report_by_server=True,
         )
 
 

@@ -373,7 +373,7 @@ class PauseManager:
         moments["resume_requested"] = time.time()
         kernel = await kernelspecs.present(self, asked.kernel, manifest.id)
         fetching = prefetch.begin(self.store, manifest)  # the wait and the kernel's start are spent reading
-        warming = standby.Warming(self, path, kernel, manifest)  # and a wait, in the kernel's imports
+        warming = standby.Warming(self, path, kernel, manifest, fetching.copies)  # and a wait, in its imports
         try:
 
             async def waiting(lack: str) -> None:
@@ -393,10 +393,8 @@ class PauseManager:
                 said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
                 await self._state(session, SessionState.RESTORING, said, prefetched=fetching.progress())
 
-            # The kernel chooses what was asked for ("latest" or an id) by the rule %resume follows,
-            # so a checkpoint whose blobs turn out damaged is passed over there too.
-            # The slow imports are begun in the kernel beside its own imports and reads.
-            request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest.slow_imports())
+            # The kernel chooses what was asked for ("latest" or an id) by %resume's rule: damaged blobs pass it over.
+            request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest)
             async with prefetch.showing(fetching, restoring):
                 said = asyncio.ensure_future(restoring())  # while the kernel begins
                 try:  # the restore owns the client from here on, and stops it
@@ -405,7 +403,9 @@ class PauseManager:
                     )
                 finally:
                     await said
-            return parse_reply(output, ResumeReply)
+            reply = parse_reply(output, ResumeReply)
+            await self.recorder.resumed(reply.report)  # the kernel left its report and ledger events to us
+            return reply
         finally:
             await asyncio.to_thread(fetching.discard)
             await warming.close()

@@ -17,8 +17,9 @@ A restart (the user's, or Jupyter's after the kernel died: an out-of-memory kill
 kernel and its GPUs: it writes ``kernel_restarted`` with the reason, and ends the cell that was
 running then (it died with the process; no ``idle`` will ever close it).
 
-The orchestrator adds ``pause_requested`` and the trigger of the ``kernel_stopped`` it causes;
-a release or SIGTERM adds ``server_stopped``. Nothing here can fail a pause: ledger writes never
+The orchestrator adds ``pause_requested`` and the trigger of the ``kernel_stopped`` it causes,
+and a resume's moments with its run report, from the resumed kernel's reply (``resumed``); a
+release or SIGTERM adds ``server_stopped``. Nothing here can fail a pause: ledger writes never
 raise, and they run off the event loop.
 """
 
@@ -37,6 +38,8 @@ from tornado.ioloop import PeriodicCallback
 from .. import gpus
 from .. import ledger as records
 from ..notebook import relative_path, session_from_path
+from ..store import report as reports
+from ..store.report import RunReport
 from ..vocabulary import LedgerEvent, Trigger
 from . import kernelrun
 
@@ -228,7 +231,27 @@ class Recorder:
         stopped = self.event(LedgerEvent.KERNEL_STOPPED, session, at=now, trigger=trigger)
         return [activity, stopped] if activity is not None else [stopped]
 
-    # -- pauses and the server ------------------------------------------------------------
+    # -- resumes, pauses and the server --------------------------------------------------
+
+    async def resumed(self, report: dict[str, Any]) -> None:
+        """A resume ended in a kernel that left what it leaves behind to this server
+        (``ResumeRequest.report_by_server``): its run report (the reply's) beside the checkpoint,
+        its moments as ledger events (``ledger.resume_events``), both written at once. A report
+        that cannot be read or written is logged: the resume itself is done."""
+        try:
+            run = RunReport.from_dict(report)
+        except TypeError as e:  # a field missing or unknown: a kernel of another version
+            log.warning("jupyter-pause: the kernel's run report is not one this server reads (%s); not written", e)
+            return
+        events = records.resume_events(run, self.event)
+        store = self.manager.store
+        written = await asyncio.gather(
+            asyncio.to_thread(reports.write, store, run),
+            asyncio.to_thread(records.write_many, store, events),
+            return_exceptions=True,
+        )
+        if isinstance(written[0], Exception):
+            log.warning("jupyter-pause: the run report of %s was not written: %s", run.session, written[0])
 
     def pause_requested(self, session: str, kernel_id: str, trigger: str, at: float) -> None:
         """A pause of ``session`` began: ``pause_requested``; its kernel's stop carries ``trigger``."""

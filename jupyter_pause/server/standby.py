@@ -32,10 +32,12 @@ log = logging.getLogger(__name__)
 RESUME_MODULES = (KERNEL_MODULE, "jupyter_pause.session.cycle")
 
 
-def modules_for(manifest: Manifest, store: Store) -> list[str]:
+def modules_for(manifest: Manifest, store: Store, copied: bool = False) -> list[str]:
     """The imports a resume of ``manifest`` from ``store`` begins with: its slow imports, the
-    resume's own, then the library a remote store talks through (s3fs takes a fifth of a second)."""
-    client = [] if store.local else [type(store.fs).__module__]
+    resume's own, then the library a remote store talks through (s3fs takes a fifth of a
+    second), unless the checkpoint is ``copied`` onto the node (``prefetch.Prefetch``): the
+    kernel then reads the copies and opens no store client."""
+    client = [] if store.local or copied else [type(store.fs).__module__]
     return [*manifest.slow_imports(), *RESUME_MODULES, *client]
 
 
@@ -47,8 +49,9 @@ def import_source(modules: list[str]) -> str:
 class Warming:
     """The kernel of one resume: warmed while it waits (``begin``), or started when it is needed."""
 
-    def __init__(self, manager: Any, path: str, kernel: str, manifest: Manifest) -> None:
+    def __init__(self, manager: Any, path: str, kernel: str, manifest: Manifest, copied: bool = False) -> None:
         self.manager, self.path, self.kernel_name, self.manifest = manager, path, kernel, manifest
+        self.copied = copied  # the checkpoint is being copied onto the node (``modules_for``)
         self.kernel_id: str | None = None
         self._task: asyncio.Task[str] | None = None
         self._adopted = False
@@ -67,7 +70,7 @@ class Warming:
         self.kernel_id = str(await maybe_await(kernels.start_kernel(path=where, kernel_name=self.kernel_name, env=env)))
         timeout = self.manager.settings.checkpoint_timeout
         client = await kernelrun.connect(kernels, self.kernel_id, timeout)
-        imports = import_source(modules_for(self.manifest, self.manager.store))
+        imports = import_source(modules_for(self.manifest, self.manager.store, self.copied))
         try:
             await kernelrun.execute(kernels, self.kernel_id, imports, timeout, client=client, keep=True)
         except kernelrun.KernelCodeError as e:

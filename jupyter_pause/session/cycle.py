@@ -40,6 +40,7 @@ def resume_and_verify(
     config: PauseConfig | None = None,
     moments: dict[str, float | None] | None = None,
     write_report: bool = True,
+    record: bool = True,
     **overrides: Any,
 ) -> Cycle:
     """Resume, prove it, and leave a run report in the store.
@@ -53,7 +54,10 @@ def resume_and_verify(
         What the caller knows of the cycle before this process got involved (``kernel_stopped``,
         ``resume_requested``, ``resources_available``, ``kernel_ready``), for the run report.
     write_report
-        Leave the run report in the store (it always goes to the GPU-hours ledger).
+        Leave the run report in the store.
+    record
+        Write the resume's moments to the GPU-hours ledger. A server's resume leaves both to
+        the server, which writes them from the kernel's reply.
 
     Returns
     -------
@@ -95,7 +99,8 @@ def resume_and_verify(
     )
     run.moments = {k: run.moments.get(k) for k in reports.MOMENTS}
     key = reports.write(ctx.store, run) if write_report else None
-    kernel_events.resumed(ctx.store, run, ctx.config.node, ctx.config.keyring)
+    if record:
+        kernel_events.resumed(ctx.store, run, ctx.config.node, ctx.config.keyring)
     return Cycle(result, verdict, run, key)
 
 

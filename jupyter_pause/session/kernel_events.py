@@ -2,11 +2,11 @@
 
 - ``checkpoint_committed`` when a manifest is committed (any trigger: a pause, ``%checkpoint``,
   a periodic or SIGTERM checkpoint), with the bytes written and the checkpoint's size;
-- the moments of a resume, as its run report has them (``session/cycle.py`` measures them once):
-  ``resume_requested``, ``resources_available`` and ``kernel_ready`` where known (a server's
-  resume knows all three; ``%resume`` in a running kernel only the first), and
+- the moments of a ``%resume`` typed in the kernel, as its run report has them
+  (``session/cycle.py`` measures them once; ``ledger.resume_events``): ``resume_requested``, and
   ``next_cell_run``: the restore test passed and the notebook's next cell can run, the end of
-  the wait the report calls "resume to next cell";
+  the wait the report calls "resume to next cell". A server's resume leaves them to the server
+  (``server.session_events``), which also knows ``resources_available`` and ``kernel_ready``;
 - ``kernel_started`` at ``%load_ext jupyter_pause``, its cells' spans (``activity``, from
   IPython's ``pre_run_cell``/``post_run_cell``) and ``kernel_stopped`` at exit, only for a kernel
   no Jupyter server of ours started (the server records its kernels' lives and cells itself).
@@ -35,9 +35,6 @@ FLUSH_SECONDS = 300.0
 
 #: Seconds the exit waits for the record of the kernel's start to be written.
 STOP_WAIT = 10.0
-
-#: Resume moments written as events, in order (the run report's names).
-RESUME_MOMENTS = (LedgerEvent.RESUME_REQUESTED, LedgerEvent.RESOURCES_AVAILABLE, LedgerEvent.KERNEL_READY)
 
 
 def _gpus(environment: dict[str, Any] | None = None) -> tuple[str | None, int]:
@@ -84,22 +81,13 @@ def committed(store: Store, manifest: Any, keys: Any = None) -> None:
 
 
 def resumed(store: Store, report: Any, node: str, keys: Any = None) -> None:
-    """A resume finished: its moments as events, ``kernel_ready`` with the bytes restored (signed
-    with ``keys``, if given)."""
+    """A resume finished: its moments as events (``ledger.resume_events``), signed with ``keys``, if given."""
     _sign(keys)
-    moments = report.moments or {}
-    events = []
-    for name in RESUME_MOMENTS:
-        if moments.get(name) is not None:
-            extra = {"bytes": report.bytes} if name == LedgerEvent.KERNEL_READY else {}
-            events.append(_event(name, node, report.session, at=moments[name], checkpoint=report.checkpoint, **extra))
-    if moments.get("verified") is not None:
-        event = _event(
-            LedgerEvent.NEXT_CELL_RUN, node, report.session, at=moments["verified"], checkpoint=report.checkpoint
-        )
-        event.extra["verdict"] = report.verdict
-        events.append(event)
-    records.write_many(store, events)
+
+    def event(name: str, session: str | None, **fields: Any) -> records.Event:
+        return _event(name, node, session, **fields)
+
+    records.write_many(store, records.resume_events(report, event))
 
 
 _loaded: list[str] = []

@@ -21,7 +21,7 @@ from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
 from ..store import readahead, references, signing
 from ..store.catalog import Catalog, Decision, Listing
-from ..store.integrity import describe, fetch
+from ..store.integrity import describe, fetch, read_manifest
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Buffer
@@ -140,15 +140,6 @@ def _changed_types(manifest: Manifest, values: dict[str, Any], restored: list[st
     ]
 
 
-def _needed_blobs(manifest: Manifest) -> list[str]:
-    keys = [v.blob.key for v in manifest.variables]
-    keys += [a.blob for a in manifest.arrays.values()]
-    for ref in (manifest.rng, manifest.checks, manifest.loop_state, manifest.history):
-        if ref is not None:
-            keys.append(ref.key)
-    return keys
-
-
 def _placements(manifest: Manifest, map_location: str) -> dict[str, str]:
     """Blobs holding only tensors bound for one device other than the CPU, and that device.
 
@@ -198,7 +189,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     checkpoint needs it and it is not imported yet, is imported before the reads or beside them
     (``_start_torch``); either way, as every import begun ahead, it is there when this returns.
     """
-    keys = list(dict.fromkeys(_needed_blobs(manifest)))
+    keys = manifest.needed()
     total = sum(manifest.blobs.get(k, 0) or manifest.referenced_size(k) for k in keys)
     activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
     places = _placements(manifest, map_location)
@@ -254,7 +245,7 @@ def _choose(catalog: Catalog, session: str, options: ResumeOptions, key: Keys, m
         listed = {m.id: m for m in listing.checkpoints + listing.aside}
     damaged: dict[str, str] = {}
     for checkpoint_id in decision.candidates:
-        manifest = listed.get(checkpoint_id) or _read_manifest(catalog, session, checkpoint_id, key)
+        manifest = listed.get(checkpoint_id) or _read_manifest(catalog, session, checkpoint_id, key, decision)
         if isinstance(manifest, str):  # changed or gone since the server listed it
             if by_id:
                 raise CheckpointDamaged(f"checkpoint {checkpoint_id} of session {session!r} is damaged: {manifest}")
@@ -268,7 +259,7 @@ def _choose(catalog: Catalog, session: str, options: ResumeOptions, key: Keys, m
             listing = listing or _listing(catalog, session, key, options.paused_from)
             raise listing.refusal(catalog.store, manifest, describe(manifest, blobs.bad))
         damaged[checkpoint_id] = describe(manifest, blobs.bad)
-    readable = (listed.get(i) or _read_manifest(catalog, session, i, key) for i in decision.candidates)
+    readable = (listed.get(i) or _read_manifest(catalog, session, i, key, decision) for i in decision.candidates)
     newest = next((m for m in readable if isinstance(m, Manifest)), None)
     if not options.allow_partial or newest is None:
         whys = "; ".join(f"{i}: {why}" for i, why in damaged.items())
@@ -288,8 +279,17 @@ def _listing(catalog: Catalog, session: str, key: Keys, paused_from: str | None)
     return listing if key else listing.following(paused_from)
 
 
-def _read_manifest(catalog: Catalog, session: str, checkpoint_id: str, key: Keys) -> Manifest | str:
-    """A candidate's manifest, read by id and verified; why not, when it is damaged or gone."""
+def _read_manifest(
+    catalog: Catalog, session: str, checkpoint_id: str, key: Keys, decision: Decision | None = None
+) -> Manifest | str:
+    """A candidate's manifest, read by id and verified; why not, when it is damaged or gone.
+    One the decision hands on (``Decision.manifests``: the server read it) is verified here as
+    the store's would be, and read from the store only when it does not verify."""
+    handed = decision.manifests.get(checkpoint_id) if decision is not None else None
+    if handed is not None:
+        manifest = read_manifest(handed, checkpoint_id, key, session)
+        if isinstance(manifest, Manifest):
+            return manifest
     try:
         manifest = catalog.manifest(session, checkpoint_id, key)
     except FileNotFoundError:

@@ -199,12 +199,15 @@ class Decision:
     (one, when asked for by id), and the others passed over (id: why), with when each was taken.
 
     The restorer reads each candidate's manifest by id (verifying it again: it may have
-    changed since) and its blobs, and restores the first whose blobs verify.
+    changed since) and its blobs, and restores the first whose blobs verify. ``manifests``:
+    candidates' manifests as the reader read them (``Manifest.as_read``), which the restorer
+    verifies with its own key instead of reading them again.
     """
 
     candidates: tuple[str, ...]
     passed_over: dict[str, str] = field(default_factory=dict)
     taken: dict[str, float] = field(default_factory=dict)
+    manifests: dict[str, bytes] = field(default_factory=dict)
 
     @classmethod
     def of(cls, listing: Listing, choice: Choice, by_id: bool) -> Decision:

@@ -232,6 +232,17 @@ class Manifest:
         """Devices the checkpoint's tensors lived on (``cpu``, ``cuda:0`` ...)."""
         return {a.device for a in self.arrays.values()}
 
+    def needed(self) -> list[str]:
+        """The blobs a whole restore of this checkpoint reads, each once, in the order it reads
+        them: the variables', their arrays', then the RNG state, checks, loop positions and
+        history. A prefetch copies them in this order, so the restore finds each as it comes to it."""
+        keys = [v.blob.key for v in self.variables]
+        keys += [a.blob for a in self.arrays.values()]
+        for ref in (self.rng, self.checks, self.loop_state, self.history):
+            if ref is not None:
+                keys.append(ref.key)
+        return list(dict.fromkeys(keys))
+
     def slow_imports(self) -> list[str]:
         """The slow imports a restore of this checkpoint needs: torch where it holds tensors."""
         return ["torch"] if any(a.kind == "torch" for a in self.arrays.values()) else []
@@ -275,6 +286,17 @@ class Manifest:
         if signing_key:
             signature = seal(canonical, MANIFEST, manifest_place(self), signing_key)
             outer += b',"signature":' + json.dumps(signature).encode()
+        return outer + b"}\n"
+
+    def as_read(self) -> bytes:
+        """The bytes this manifest was read from, as far as they count: its body exactly as
+        signed, the checksum over it and the signature. ``from_bytes`` of them verifies and gives
+        this manifest back; a reader handed them checks them as it would the store's."""
+        if self.canonical is None:
+            raise ValueError(f"manifest {self.id} was not read from bytes: nothing to hand on")
+        outer = b'{"manifest":' + self.canonical + b',"checksum":"' + checksum(self.canonical).encode() + b'"'
+        if self.signature is not None:
+            outer += b',"signature":' + json.dumps(self.signature).encode()
         return outer + b"}\n"
 
     @classmethod

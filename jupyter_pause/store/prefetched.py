@@ -17,10 +17,10 @@ then renamed).
 The server's copying and the kernel's reading overlap: the kernel starts its restore as soon as it
 answers, with the rest of the checkpoint still arriving. Each object is read from the store once,
 by whoever claims it first (``claim``: a file created exclusively beside the copy, holding the
-claimant's process id). The server copies only what it claimed; the kernel reads what it claimed
-from the store itself, and for an object the server is copying now it waits for that copy
-(``arriving``), or reads the store after all where the copy never comes (the server stopped, or
-its read failed).
+claimant's process id). The server claims every object it is to copy as it starts, and copies
+them in the order the restore reads them; the kernel waits for each copy (``arriving``), reads
+the store after all where the copy never comes (the server stopped, or its read failed), and
+reads from the store itself what nobody claimed (no prefetch, or one with no room).
 """
 
 from __future__ import annotations

@@ -219,14 +219,14 @@ class Store:
         ``size``, where known (a blob's, from its manifest): a small remote object is fetched
         whole in one request, with no request for its size first.
         """
-        path, blob = self.path(key), bool(layout.any_blob_digest(key))
+        blob = bool(layout.any_blob_digest(key))
         try:  # a blob never changes once written: what a listing said of it stays true
             stored = self._stored_size(size)
             with contextlib.nullcontext() if self.prefetched is None else self.prefetched.reading(key) as near:
-                if near:
+                if near:  # the store's client is not even made (``backend``)
                     data = _NEAR.read(near, None, True, mapped and self.prefetched.mappable(near))
                 else:
-                    data = self.backend.read(path, stored, blob, mapped)
+                    data = self.backend.read(self.path(key), stored, blob, mapped)
             return plaintext(key, data) if self.cipher is None else self.cipher.open(key, data)
         except FileNotFoundError:
             raise FileNotFoundError(f"{key} not found in store {self.display_url}") from None

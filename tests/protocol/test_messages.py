@@ -62,20 +62,26 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_4():
+def test_the_request_format_is_version_5():
     """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial``, version 3
     the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow,
-    version 4 the slow ``imports`` it begins at once; a kernel of another version refuses it by
-    its version, saying to align the two."""
-    assert PROTOCOL == 4
+    version 4 the slow ``imports`` it begins at once, version 5 the manifests the server read
+    (``manifests``) and ``report_by_server``; a kernel of another version refuses it by its
+    version, saying to align the two."""
+    assert PROTOCOL == 5
     request = ResumeRequest(
-        "latest", "s", paused_from="c", candidates=["b", "a"], passed_over={"c": "why"}, imports=["torch"]
+        "latest",
+        "s",
+        paused_from="c",
+        candidates=["b", "a"],
+        passed_over={"c": "why"},
+        imports=["torch"],
+        manifests={"b": '{"manifest":{}}'},
+        report_by_server=True,
     )
-    args = json.loads(encode_request(request))["args"]
-    assert (
-        json.loads(encode_request(request))["protocol"] == 4
-        and json.loads(encode_request(request))["entry"] == "resume"
-    )
+    wire = json.loads(encode_request(request))
+    args = wire["args"]
+    assert (wire["protocol"], wire["entry"]) == (5, "resume")
     assert {k: args[k] for k in ("checkpoint", "session", "map_location", "moments", "paused_from")} == {
         "checkpoint": "latest",
         "session": "s",
@@ -90,8 +96,10 @@ def test_the_request_format_is_version_4():
         {},
         ["torch"],
     )
+    assert (args["manifests"], args["report_by_server"]) == ({"b": '{"manifest":{}}'}, True)
     assert decode_request(encode_request(request)) == request
-    assert decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"})) == ResumeRequest("c", "s")
+    plain = decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"}))
+    assert plain == ResumeRequest("c", "s") and (plain.manifests, plain.report_by_server) == ({}, False)
 
 
 @pytest.mark.parametrize("value", HOSTILE)

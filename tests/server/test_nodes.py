@@ -25,11 +25,14 @@ import nbformat
 import pytest
 from tornado.httpclient import HTTPClientError
 
+from jupyter_pause import ledger
 from jupyter_pause.notebook import session_from_path
 from jupyter_pause.server import lease
 from jupyter_pause.server.status import StatusBoard
 from jupyter_pause.store import layout
+from jupyter_pause.store import report as reports
 from jupyter_pause.store.storage import Store
+from jupyter_pause.vocabulary import LedgerEvent
 from tests.support.s3_server import S3Server
 from tests.support.server_helpers import (
     call,
@@ -223,6 +226,22 @@ async def test_pause_on_node_a_resume_on_node_b(jp_fetch, jp_serverapp, jp_root_
     bound = await server_b.run(kernel, "print(opt.param_groups[0]['params'][0] is model.weight)")
     assert bound.strip() == "True"
     assert await a_kernels_of(jp_fetch, nb.path) == [], "A started a kernel for a session resumed on B"
+    # B fetched the blobs onto the node and handed the kernel the manifest it read: the kernel
+    # opened no S3 client. B's server wrote the run report and the resume's ledger events.
+    assert (await server_b.run(kernel, "import sys; print('s3fs' in sys.modules)")).strip() == "False"
+    (report,) = [r for r in reports.load(store_of(s3_url), nb.session) if r.resume_node == "node-b"]
+    assert (report.checkpoint, report.verdict, report.moments["kernel_ready"] is not None) == (
+        done["checkpoint"],
+        "restored",
+        True,
+    )
+    events, _ = ledger.read(store_of(s3_url))
+    resumed = [e.event for e in events if e.session == nb.session and e.node == "node-b"]
+    moments = [LedgerEvent.RESUME_REQUESTED, LedgerEvent.RESOURCES_AVAILABLE, LedgerEvent.KERNEL_READY]
+    assert [e for e in resumed if e in moments or e == LedgerEvent.NEXT_CELL_RUN] == [
+        *moments,
+        LedgerEvent.NEXT_CELL_RUN,
+    ]
 
     # Pulling again: the same file is left alone, a different one only goes with "overwrite".
     code, again = await server_b.call("pull", session=nb.session)

@@ -81,6 +81,8 @@ def test_a_kernel_warmed_for_a_remote_store_imports_the_library_it_talks_through
     assert local == ["torch", *standby.RESUME_MODULES]
     remote = standby.modules_for(manifest, Store(f"memory://warm-{tmp_path.name}"))
     assert remote == [*local, "fsspec.implementations.memory"]
+    # A checkpoint being copied onto the node is read there: no store client to import.
+    assert standby.modules_for(manifest, Store(f"memory://warm-{tmp_path.name}"), copied=True) == local
 
 
 async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_the_gpu_frees(
@@ -106,7 +108,7 @@ async def test_a_waiting_resume_warms_its_kernel_and_the_notebook_takes_it_once_
 async def test_a_kernel_that_could_not_import_ahead_is_still_the_one_the_notebook_takes(
     jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
 ):
-    monkeypatch.setattr(standby, "modules_for", lambda manifest, store: ["a_module_this_kernel_lacks"])
+    monkeypatch.setattr(standby, "modules_for", lambda manifest, store, copied: ["a_module_this_kernel_lacks"])
     path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "no-torch.ipynb")
     await call(jp_fetch, "resume", path=path, map_location="cpu")
     deadline = time.monotonic() + 60
