@@ -21,6 +21,7 @@ what the product trusts is checked by signatures and digests, never by where it 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -29,13 +30,23 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 import numpy as np
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ..errors import IntegrityError
 from . import layout
 from .buffers import Buffer, buffer
 from .signing import Keyring
+
+
+@functools.cache
+def _aes() -> tuple[Any, type[Exception]]:
+    """AES-GCM and the error of a chunk that does not open, imported on first use: loading
+    cryptography's bindings takes a tenth of a second, and a process with no key never needs them
+    (every kernel a resume starts, every server)."""
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    return AESGCM, InvalidTag
+
 
 MAGIC = b"JPE\x01"
 #: Bytes of plaintext sealed at once (a power of two), and what each chunk adds.
@@ -127,7 +138,7 @@ class Cipher:
             salt = os.urandom(16)
         return _HEAD.pack(MAGIC, CHUNK_LOG2, self._id, salt)
 
-    def _aead(self, header: bytes, key: str) -> AESGCM:
+    def _aead(self, header: bytes, key: str) -> Any:
         magic, log2, key_id, salt = _HEAD.unpack(header[:HEADER])
         if magic != MAGIC or log2 != CHUNK_LOG2:
             raise DecryptionError(
@@ -140,7 +151,8 @@ class Cipher:
                 "to the key of the user who wrote it, or JUPYTER_PAUSE_VERIFY_KEYS to accept a former key",
                 f"encryption: encrypted with another key (key id {key_id.hex()})",
             )
-        return AESGCM(hmac.new(secret, b"object\0" + salt, hashlib.sha256).digest())
+        aesgcm, _ = _aes()
+        return aesgcm(hmac.new(secret, b"object\0" + salt, hashlib.sha256).digest())
 
     def seal(self, key: str, data: Buffer | bytes) -> memoryview:
         """``data`` sealed for the store's ``key``: header and sealed chunks, in one buffer."""
@@ -216,7 +228,7 @@ class Cipher:
                     _aad(header, key, i, i == count - 1),
                     out[i * CHUNK : i * CHUNK + n],
                 )
-            except InvalidTag as e:
+            except _aes()[1] as e:
                 raise _not_opened(key) from e
         return out
 
@@ -236,7 +248,7 @@ class Cipher:
             final = len(part) < CHUNK + TAG or len(raw) == at + len(part) and _is_last(fetch, i)
             try:
                 out += aead.decrypt(_nonce(i), bytes(part), _aad(header, key, i, final))
-            except InvalidTag as e:
+            except _aes()[1] as e:
                 raise _not_opened(key) from e
         offset = start - first * CHUNK
         return memoryview(out)[offset : offset + stop - start]
@@ -255,7 +267,7 @@ class Cipher:
             following = source.read(CHUNK + TAG)
             try:
                 target.write(aead.decrypt(_nonce(i), part, _aad(header, key, i, not following)))
-            except InvalidTag as e:
+            except _aes()[1] as e:
                 raise _not_opened(key) from e
             if not following:
                 return

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -130,3 +132,26 @@ def test_after_a_rotation_an_encrypted_checkpoint_resumes_with_the_former_key(tm
     another_process()
     with pytest.raises(jp.PauseError, match="encrypted with another key"):
         jp.resume(store=str(tmp_path), session="s", namespace={}, config=PauseConfig(signing_key=ALICE))
+
+
+LOADED = """\
+import sys
+from jupyter_pause.session import cycle
+from jupyter_pause.server import extension
+from jupyter_pause.store.signing import Keyring
+from jupyter_pause.store.storage import Store
+store = Store(sys.argv[1], keys=Keyring(sys.argv[2]) if sys.argv[2] else None, encrypt=bool(sys.argv[2]))
+store.write("sessions/s/note.json", b"{}")
+assert bytes(store.read("sessions/s/note.json")) == b"{}"
+print("cryptography" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("key", ["", ALICE])
+def test_cryptography_is_loaded_only_by_a_process_that_seals_or_opens(tmp_path, key):
+    """Its bindings take a tenth of a second to load: every kernel a resume starts and every
+    server would pay it for nothing without a key."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, str(tmp_path / "store"), key], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == str(bool(key)), done.stderr
