@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,47 @@ def test_a_decision_naming_a_manifest_gone_since_goes_on_to_the_next(tmp_path, m
     result = jp.resume(store=str(tmp_path), session="s", namespace={}, decision=decision)
     assert result.manifest.id == first.id
     assert result.damaged == {second.id: "its manifest is no longer in the store"}
+
+
+def _handed(store: Path, checkpoint_id: str) -> bytes:
+    """A manifest as the server hands it on: read and verified there, then ``as_read``."""
+    manifest = Catalog(Store(str(store))).manifest("s", checkpoint_id)
+    return manifest.as_read()
+
+
+def test_a_manifest_the_server_hands_on_is_used_without_reading_the_store(tmp_path, monkeypatch):
+    first, second = _two_checkpoints(tmp_path)
+    decision = Decision((second.id, first.id), manifests={second.id: _handed(tmp_path, second.id)})
+    (tmp_path / manifest_key("s", second.id)).unlink()  # only the handed copy is left
+    _no_listing(monkeypatch)
+    ns: dict = {}
+    result = jp.resume(store=str(tmp_path), session="s", namespace=ns, decision=decision)
+    assert result.manifest.id == second.id and ns["step"] == 2 and not result.damaged
+    assert torch.equal(ns["w"], torch.arange(300_000, dtype=torch.float32) + 1)
+
+
+@pytest.mark.parametrize("how", ["edited", "another session", "signed by another key"])
+def test_a_handed_manifest_that_does_not_verify_here_is_set_aside_for_the_store_s(tmp_path, monkeypatch, how):
+    """The kernel trusts what the server hands it no more than the store: an edited copy, one
+    of another checkpoint's, or one its key did not sign, is verified, refused, and the
+    store's own manifest read instead."""
+    config = PauseConfig(signing_key="alice's key") if how == "signed by another key" else None
+    ns = {"step": 3}
+    manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns, config=config).manifest
+    planted = dataclasses.replace(manifest, tag="planted")
+    handed = _handed(tmp_path, manifest.id) if config is None else planted.to_bytes("mallory's key")
+    if how == "edited":
+        handed = handed.replace(b'"step"', b'"stop"')
+    if how == "another session":
+        other = jp.checkpoint(store=str(tmp_path), session="t", namespace={"step": 9}).manifest
+        handed = Catalog(Store(str(tmp_path))).manifest("t", other.id).as_read()
+    another_process()
+    _no_listing(monkeypatch)
+    back: dict = {}
+    decision = Decision((manifest.id,), manifests={manifest.id: handed})
+    result = jp.resume(store=str(tmp_path), session="s", namespace=back, decision=decision, config=config)
+    assert result.manifest.id == manifest.id and back == {"step": 3} and not result.damaged
+    assert result.manifest.tag is None  # the store's manifest, not the planted one
 
 
 def test_the_magic_takes_allow_partial():

@@ -57,6 +57,19 @@ def test_round_trip_is_exact() -> None:
     assert back.devices() == {"cuda:0"}
 
 
+def test_a_manifest_read_is_handed_on_as_it_was_read() -> None:
+    """``as_read``: what a reader hands another (the server to its kernel) verifies there as the
+    store's bytes would, signature included; a manifest never read has nothing to hand on."""
+    read = Manifest.from_bytes(sample().to_bytes("alice's key"))
+    again = Manifest.from_bytes(read.as_read())
+    assert again == read and again.signature == read.signature and again.canonical == read.canonical
+    with pytest.raises(ValueError, match="was not read from bytes"):
+        sample().as_read()
+    edited = read.as_read().replace(b"gpu-node-7", b"gpu-node-8")
+    with pytest.raises(IntegrityError, match="checksum mismatch"):
+        Manifest.from_bytes(edited)
+
+
 def test_round_trip_of_a_minimal_manifest() -> None:
     manifest = Manifest("id", "s", "L", None, 0.0, "manual", "n")
     assert Manifest.from_bytes(bytearray(manifest.to_bytes())) == manifest
