@@ -260,6 +260,35 @@ async def test_a_resume_from_s3_fetches_its_blobs_onto_the_node_and_leaves_none_
     assert left == [], left
 
 
+def test_every_blob_is_claimed_as_the_prefetch_starts_and_copied_in_the_restores_order(taken, monkeypatch):
+    """The kernel finds each blob claimed by the server and waits for its copy rather than
+    reading the store beside it; the copies come in the order the restore reads them."""
+    store, manifest = taken
+    near = store.prefetched
+    keys = manifest.blob_keys(manifest.blobs, store.names)
+    copied: list[str] = []
+    claimed_then: list[bool] = []
+    copy_of = type(store.backend).copy_of
+
+    def claims() -> list[Path]:
+        return [p for root in near.roots if root.exists() for p in root.rglob("*.claim")]
+
+    def watched(backend, path, size):
+        claimed_then.append(len(claims()) == len(keys) - len(copied))
+        copied.append(next(key for key in keys if store.path(key) == path))
+        return copy_of(backend, path, size)
+
+    monkeypatch.setattr(type(store.backend), "copy_of", watched)
+    monkeypatch.setattr(prefetch, "PARALLELISM", 1)  # one copy after the other
+    fetching = prefetch.begin(store, manifest)
+    fetching.finished.wait(30)
+    assert not fetching.why and fetching.progress()["kernel_bytes"] == 0
+    assert claimed_then and all(claimed_then)  # every blob not yet copied was claimed all along
+    assert [keys[key] for key in copied] == [d for d in manifest.needed() if d in manifest.blobs]
+    assert not claims()  # every claim given up
+    fetching.discard()
+
+
 def test_a_prefetch_whose_folder_fills_up_stops_says_why_and_leaves_no_part_behind(taken, monkeypatch):
     store, manifest = taken
     near = store.prefetched
