@@ -39,7 +39,6 @@ from .. import gpus
 from .. import ledger as records
 from ..notebook import relative_path, session_from_path
 from ..store import report as reports
-from ..store.report import RunReport
 from ..vocabulary import LedgerEvent, Trigger
 from . import kernelrun
 
@@ -239,7 +238,7 @@ class Recorder:
         its moments as ledger events (``ledger.resume_events``), both written at once. A report
         that cannot be read or written is logged: the resume itself is done."""
         try:
-            run = RunReport.from_dict(report)
+            run = reports.RunReport.from_dict(report)
         except TypeError as e:  # a field missing or unknown: a kernel of another version
             log.warning("jupyter-pause: the kernel's run report is not one this server reads (%s); not written", e)
             return

@@ -40,8 +40,8 @@ from .signing import Keyring
 @functools.cache
 def _aes() -> tuple[Any, type[Exception]]:
     """AES-GCM and the error of a chunk that does not open, imported on first use: loading
-    cryptography's bindings takes a tenth of a second, and a process with no key never needs them
-    (every kernel a resume starts, every server)."""
+    cryptography's bindings takes a tenth of a second, and a kernel, server or command with no
+    key never needs them."""
     from cryptography.exceptions import InvalidTag
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
