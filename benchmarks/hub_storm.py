@@ -23,7 +23,8 @@ sequential round's total, and a storm user's median over a user alone. The ledge
 ``jupyter pause hours --json`` (signatures checked with the Hub's secret) must count every pause
 and resume exactly once, as must the raw ``pause_requested`` / ``resume_requested`` records.
 
-Results: stdout and benchmarks/results/hub_storm.json. ``run_storm(users=3)`` is what the test
+Results: stdout and benchmarks/results/hub_storm.json. A run that stops keeps the Hub's folder
+(its log holds the users' servers' and kernels' output too) and says where. ``run_storm(users=3)`` is what the test
 suite runs (tests/hub/test_storm.py).
 """
 
@@ -311,6 +312,7 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
     prefix, secret = f"storm-{secrets.token_hex(4)}", secrets.token_hex(32)
     names = [f"user{i:02d}" for i in range(users)]
     rounds: dict[str, Round] = {}
+    finished = False
     try:
         # users' servers as they are on a Hub, JupyterLab's server extension included
         with run_hub(folder / "hub", config=hub_config(s3, prefix, secret), timeout=120, lab=True) as hub:
@@ -326,11 +328,14 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
         for r in rounds.values():
             read_releases(store, r.runs)
         counts = {u: ledger_counts(store(u), u, s3, secret, since) for u in names}
+        finished = True
     finally:
         s3.stop()
         shutil.rmtree(s3.directory, ignore_errors=True)
-        if root is None:
+        if root is None and finished:
             shutil.rmtree(folder, ignore_errors=True)
+        elif root is None:  # what went wrong is in the log of the Hub, its users' servers and their kernels
+            print(f"hub storm: stopped; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
     problems = [f"{r.name} round, {run.user}: {p}" for r in rounds.values() for run in r.runs for p in run.problems]
     cycles = len(rounds)
     for user, c in counts.items():
