@@ -23,9 +23,9 @@ sequential round's total, and a storm user's median over a user alone. The ledge
 ``jupyter pause hours --json`` (signatures checked with the Hub's secret) must count every pause
 and resume exactly once, as must the raw ``pause_requested`` / ``resume_requested`` records.
 
-Results: stdout and benchmarks/results/hub_storm.json. A run that stops keeps the Hub's folder
-(its log holds the users' servers' and kernels' output too) and says where. ``run_storm(users=3)`` is what the test
-suite runs (tests/hub/test_storm.py).
+Results: stdout and benchmarks/results/hub_storm.json. A run that stops or finds a problem keeps
+the Hub's folder (its log holds the users' servers' and kernels' output too) and says where.
+``run_storm(users=3)`` is what the test suite runs (tests/hub/test_storm.py).
 """
 
 from __future__ import annotations
@@ -332,9 +332,7 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
     finally:
         s3.stop()
         shutil.rmtree(s3.directory, ignore_errors=True)
-        if root is None and finished:
-            shutil.rmtree(folder, ignore_errors=True)
-        elif root is None:  # what went wrong is in the log of the Hub, its users' servers and their kernels
+        if root is None and not finished:  # what went wrong is in the log of the Hub, its servers and kernels
             print(f"hub storm: stopped; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
     problems = [f"{r.name} round, {run.user}: {p}" for r in rounds.values() for run in r.runs for p in run.problems]
     cycles = len(rounds)
@@ -344,6 +342,10 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
             problems.append(f"ledger of {user}: {c} (want {cycles} of each)")
         if c["signatures"].get("bad_signature") or c["unsigned"]:
             problems.append(f"ledger of {user}: records not signed by the user's key: {c['signatures']}")
+    if root is None and problems:
+        print(f"hub storm: problems; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
+    elif root is None:
+        shutil.rmtree(folder, ignore_errors=True)
     storm = rounds["storm"]
     ratios = {}
     if "sequential" in rounds:
