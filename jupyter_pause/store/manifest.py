@@ -282,11 +282,8 @@ class Manifest:
         with ``signing_key`` when one is given."""
         body = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_IN_BODY}
         canonical = canonical_body(body)
-        outer = b'{"manifest":' + canonical + b',"checksum":"' + checksum(canonical).encode() + b'"'
-        if signing_key:
-            signature = seal(canonical, MANIFEST, manifest_place(self), signing_key)
-            outer += b',"signature":' + json.dumps(signature).encode()
-        return outer + b"}\n"
+        signature = seal(canonical, MANIFEST, manifest_place(self), signing_key) if signing_key else None
+        return _outer(canonical, signature)
 
     def as_read(self) -> bytes:
         """The bytes this manifest was read from, as far as they count: its body exactly as
@@ -294,10 +291,7 @@ class Manifest:
         this manifest back; a reader handed them checks them as it would the store's."""
         if self.canonical is None:
             raise ValueError(f"manifest {self.id} was not read from bytes: nothing to hand on")
-        outer = b'{"manifest":' + self.canonical + b',"checksum":"' + checksum(self.canonical).encode() + b'"'
-        if self.signature is not None:
-            outer += b',"signature":' + json.dumps(self.signature).encode()
-        return outer + b"}\n"
+        return _outer(self.canonical, self.signature)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray, where: str = "manifest") -> Manifest:
@@ -320,6 +314,14 @@ class Manifest:
         manifest.signature = outer.get("signature")
         manifest.canonical = canonical
         return manifest
+
+
+def _outer(canonical: bytes, signature: dict[str, Any] | None) -> bytes:
+    """A manifest as stored: its canonical body, the checksum over it, and its signature if any."""
+    outer = b'{"manifest":' + canonical + b',"checksum":"' + checksum(canonical).encode() + b'"'
+    if signature is not None:
+        outer += b',"signature":' + json.dumps(signature).encode()
+    return outer + b"}\n"
 
 
 def canonical_body(body: dict[str, Any]) -> bytes:
