@@ -106,7 +106,7 @@ class Prefetch:
                     with ThreadPoolExecutor(PARALLELISM, thread_name_prefix="jupyter-pause-prefetch") as pool:
                         list(pool.map(self._copy, mine))
                 finally:  # a copy that failed cancels those not begun: their claims are given up too
-                    self._release([key for key in mine if key in self._claims])
+                    self._release(list(self._claims))
         except Exception as e:  # the kernel reads what is missing from the store: nothing is lost
             self.why = f"prefetch stopped: {self.store.scrub(str(e)) or type(e).__name__}"
         finally:
