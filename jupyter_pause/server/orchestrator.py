@@ -393,7 +393,7 @@ class PauseManager:
                 said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
                 await self._state(session, SessionState.RESTORING, said, prefetched=fetching.progress())
 
-            # The kernel chooses what was asked for ("latest" or an id) by %resume's rule: damaged blobs pass it over.
+            # The kernel chooses ("latest" or an id) by %resume's rule, passing over one whose blobs are damaged.
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest)
             async with prefetch.showing(fetching, restoring):
                 said = asyncio.ensure_future(restoring())  # while the kernel begins

@@ -4,8 +4,9 @@ A resume that waits (for a busy GPU, for devices not yet there) used to start it
 once the wait ended, and that kernel then imported torch and the extension's resume code before
 it read a byte: on a 2-core node about as long as reading a gigabyte. Now the first time the
 resume finds something lacking, ``Warming`` starts the notebook's kernel beside the wait and does
-those imports in it, with that of the library the store talks through (s3fs), and keeps the
-client it did them with for the restore (a new client waits 0.2 s for its first answer).
+those imports in it (with that of the library the store talks through, s3fs, where the kernel
+will read the store itself rather than copies the prefetch made), and keeps the client it did
+them with for the restore (a new client waits 0.2 s for its first answer).
 Importing torch touches no GPU (CUDA starts at a tensor's first use), so the kernel takes nothing
 the wait is for. Until the wait ends no session names the kernel: the notebook has no kernel
 while its resume waits, and a wait that gives up shuts it down. Once the resources are there the
