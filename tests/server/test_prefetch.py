@@ -308,7 +308,7 @@ def test_a_prefetch_whose_folder_fills_up_stops_says_why_and_leaves_no_part_behi
     assert fetching.said() == "prefetch stopped: [Errno 28] No space left on device", fetching.said()
     paths = manifest.blob_keys(manifest.blobs, store.names)
     assert [near.find(p) for p in paths if near.find(p)] == placed  # the copy placed before is whole
-    everything = [p for root in (near.memory, near.root) if root and root.exists() for p in root.rglob("*")]
+    everything = [p for root in near.roots if root.exists() for p in root.rglob("*")]
     assert not [p for p in everything if p.name.endswith((".part", ".claim"))]  # no part, every claim given up
     fetching.discard()
     assert not [p for p in everything if p.is_file()]
