@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import PauseError
 from ..protocol import SafePointRequest, channel
+from .http import maybe_await
 
 #: Client session ids of the code this server runs, or just ran, in kernels (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()
@@ -189,6 +190,18 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
     finally:
         if client is not None:
             stop(client)
+
+
+async def first_client(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
+    """``connect``'s client of a kernel just started; one that has not answered within ``timeout``
+    seconds is shut down (nothing ran in it yet) before the error is raised, so a resume that
+    gives up on its kernel leaves none behind, holding memory or a GPU."""
+    try:
+        return await connect(kernel_manager, kernel_id, timeout)
+    except KernelCodeError:
+        if kernel_id in kernel_manager:
+            await maybe_await(kernel_manager.shutdown_kernel(kernel_id, now=True))
+        raise
 
 
 def stop(client: Any) -> None:

@@ -385,8 +385,8 @@ class PauseManager:
             metrics.waited(moments["resources_available"] - moments["resume_requested"])
             await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", kernel=kernel)
             kernel_id = await warming.kernel()
-            timeout = self.settings.checkpoint_timeout
-            client = warming.client() or await kernelrun.connect(self.kernels, kernel_id, timeout)
+            answer_within = self.settings.kernel_start_timeout
+            client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, answer_within)
             moments["kernel_ready"] = time.time()
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest
@@ -399,7 +399,7 @@ class PauseManager:
                 said = asyncio.ensure_future(restoring())  # while the kernel begins
                 try:  # the restore owns the client from here on, and stops it
                     output = await kernelrun.execute(
-                        self.kernels, kernel_id, call_source(request), timeout, client=client
+                        self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout, client=client
                     )
                 finally:
                     await said

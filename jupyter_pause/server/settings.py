@@ -17,6 +17,11 @@ class PauseServer(Configurable):
         "before it fails (the kernel keeps running).",
     ).tag(config=True)
     checkpoint_timeout = Float(1800.0, help="Seconds a checkpoint inside the kernel may take.").tag(config=True)
+    kernel_start_timeout = Float(
+        120.0,
+        help="Seconds a kernel a resume starts may take to answer its first request. One that has not answered by "
+        "then is shut down and the resume fails, its checkpoint untouched (Resume again starts a new kernel).",
+    ).tag(config=True)
     resource_wait_timeout = Float(
         600.0, help="Seconds a resume waits for the resources its checkpoint needs before it fails."
     ).tag(config=True)

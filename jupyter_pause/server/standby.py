@@ -70,7 +70,7 @@ class Warming:
         env = sessions.get_kernel_env(self.path, name)  # as a session would start it
         self.kernel_id = str(await maybe_await(kernels.start_kernel(path=where, kernel_name=self.kernel_name, env=env)))
         timeout = self.manager.settings.checkpoint_timeout
-        client = await kernelrun.connect(kernels, self.kernel_id, timeout)
+        client = await kernelrun.connect(kernels, self.kernel_id, self.manager.settings.kernel_start_timeout)
         imports = import_source(modules_for(self.manifest, self.manager.store, self.copied))
         try:
             await kernelrun.execute(kernels, self.kernel_id, imports, timeout, client=client, keep=True)

@@ -1,6 +1,8 @@
 """jupyter_pause.server.kernelspecs with a real Jupyter server and real kernels: a notebook comes back
 in the kernelspec it ran on, not in the server's ``kernel_name``; one this server lacks fails the
-resume, naming it and the kernelspecs that are here, and the resume's ``kernel_name`` picks another."""
+resume, naming it and the kernelspecs that are here, and the resume's ``kernel_name`` picks another.
+A kernelspec whose kernel never answers fails the resume within ``kernel_start_timeout``, leaving
+no kernel behind."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from tests.support.server_helpers import call, open_kernel, run, wait_state, write_notebook
+from tests.support.server_helpers import call, kernel_ids, open_kernel, run, wait_state, write_notebook
 
 pytestmark = pytest.mark.integration
 
@@ -23,6 +25,9 @@ SECOND = "pause-second"
 MARKER = "JUPYTER_PAUSE_TEST_KERNELSPEC"
 #: A cell printing the marker (None in a kernel of another kernelspec) and ``x``.
 SHOW = f"import os, json\nprint(json.dumps([os.environ.get({MARKER!r}), x]))"
+#: A kernelspec whose kernel never answers: its process starts, then waits for a signal, as a kernel
+#: hung at its start does (an import that deadlocks, a file system that no longer answers).
+HUNG = "pause-hung"
 #: A folder with spaces and letters outside ASCII, as users name them.
 FOLDER = "Ünïcode folder/with spaces"
 
@@ -135,3 +140,33 @@ async def test_a_kernel_name_that_is_not_a_name_is_400(jp_fetch, jp_root_dir, pi
         await call(jp_fetch, "resume", path=path, kernel_name=pick)
     assert info.value.code == 400
     assert '"kernel_name" must be the name of a kernelspec' in json.loads(info.value.response.body)["message"]
+
+
+async def test_a_kernel_that_never_answers_fails_the_resume_and_is_shut_down(
+    jp_fetch, jp_serverapp, jp_root_dir, jp_kernel_dir, manager
+):
+    folder = Path(jp_kernel_dir) / HUNG
+    folder.mkdir()
+    argv = [sys.executable, "-c", "import signal; signal.pause()", "{connection_file}"]
+    (folder / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Hung", "language": "python"}))
+    path = write_notebook(jp_root_dir, "hung.ipynb", "x = 41")
+    kernel = await open_kernel(jp_fetch, path)
+    await run(jp_serverapp, kernel, "x = 41")
+    await call(jp_fetch, "pause", path=path)
+    paused = await wait_state(jp_fetch, path, ("paused", "failed"))
+    assert paused["state"] == "paused", paused
+    manager.settings.kernel_start_timeout = 3.0
+
+    await call(jp_fetch, "resume", path=path, kernel_name=HUNG)
+    failed = await wait_state(jp_fetch, path, ("ready", "failed"))
+    assert failed["state"] == "failed", failed
+    assert "the new kernel did not answer within 3 s; the checkpoint is untouched: resume again" in failed["detail"]
+    assert await kernel_ids(jp_fetch) == [] and await kernels_of(jp_fetch, path) == []
+
+    await call(jp_fetch, "resume", path=path, kernel_name="python3")
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"))
+    assert ready["state"] == "ready" and ready["verdict"] == "restored", ready
+    assert ready["checkpoint"] == paused["checkpoint"]
+    (kernel,) = await kernels_of(jp_fetch, path)
+    assert json.loads(await run(jp_serverapp, kernel["id"], SHOW)) == [None, 41]
+    await manager.wait()
