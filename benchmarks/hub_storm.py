@@ -236,7 +236,10 @@ def come_back(hub: Hub, user: str, want: Any, run: UserRun) -> None:
 def close_notebooks(hub: Hub, user: str) -> None:
     """Shut down ``user``'s notebook sessions: a server the Hub stops with running notebooks
     pauses them first, and that pause would count in the ledger beside the rounds'."""
-    for session in hub.server_fetch(user, "api/sessions").body:
+    listed = hub.server_fetch(user, "api/sessions")
+    if listed.code != 200:  # the proxy has no route to it (302 to the Hub), or another server answered
+        raise RuntimeError(f"{user}'s server did not list its sessions: {listed.code} {listed.body}")
+    for session in listed.body:
         answer = hub.server_fetch(user, f"api/sessions/{session['id']}", "DELETE")
         if answer.code != 204:
             raise RuntimeError(f"{user}'s session {session['path']} did not shut down: {answer.code} {answer.body}")
@@ -305,6 +308,11 @@ def _ratio(a: float | None, b: float | None) -> float:
     return round(a / b, 3) if a and b else float("nan")
 
 
+def _kept(folder: Path, why: str) -> None:
+    """Say where the Hub's folder is kept: what went wrong is in the log of the Hub, its servers and kernels."""
+    print(f"hub storm: {why}; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
+
+
 def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None) -> Storm:
     """Set up the Hub, the store and ``users`` users; run the rounds; check the ledger."""
     s3 = start_server()
@@ -332,8 +340,8 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
     finally:
         s3.stop()
         shutil.rmtree(s3.directory, ignore_errors=True)
-        if root is None and not finished:  # what went wrong is in the log of the Hub, its servers and kernels
-            print(f"hub storm: stopped; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
+        if root is None and not finished:
+            _kept(folder, "stopped")
     problems = [f"{r.name} round, {run.user}: {p}" for r in rounds.values() for run in r.runs for p in run.problems]
     cycles = len(rounds)
     for user, c in counts.items():
@@ -343,7 +351,7 @@ def run_storm(users: int = 6, sequential: bool = True, root: Path | None = None)
         if c["signatures"].get("bad_signature") or c["unsigned"]:
             problems.append(f"ledger of {user}: records not signed by the user's key: {c['signatures']}")
     if root is None and problems:
-        print(f"hub storm: problems; the Hub's folder, its log included, is kept in {folder}", file=sys.stderr)
+        _kept(folder, "problems")
     elif root is None:
         shutil.rmtree(folder, ignore_errors=True)
     storm = rounds["storm"]
