@@ -11,6 +11,7 @@ a checkpoint of a freshly restarted kernel would save nothing and bury the good 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 from ..errors import PauseError
 from ..protocol import SafePointRequest, channel
 from .http import maybe_await
+
+log = logging.getLogger(__name__)
 
 #: Client session ids of the code this server runs, or just ran, in kernels (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()
@@ -200,7 +203,10 @@ async def first_client(kernel_manager: Any, kernel_id: str, timeout: float) -> A
         return await connect(kernel_manager, kernel_id, timeout)
     except KernelCodeError:
         if kernel_id in kernel_manager:
-            await maybe_await(kernel_manager.shutdown_kernel(kernel_id, now=True))
+            try:
+                await maybe_await(kernel_manager.shutdown_kernel(kernel_id, now=True))
+            except Exception as e:  # the resume still fails for why it failed; the kernel is named here
+                log.warning("jupyter-pause: kernel %s did not answer and could not be shut down: %s", kernel_id, e)
         raise
 
 
