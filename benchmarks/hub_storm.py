@@ -18,7 +18,10 @@ Two rounds, each a release of every server then a start and resume of every serv
 Per user: seconds from the release request until the Hub shows the server stopped, and from the
 start request until the server answers through the proxy and until the resumed notebook is
 ready; the verdict; whether the values came back. Per round: the time until all are stopped and
-all are ready. Ratios, from the same run: the storm's time until all are ready over the
+all are ready. The harness waits as a browser would: for a server to start, on the Hub's spawn
+progress stream (the Hub answers when it is ready, nothing polls it); for the resume, by asking
+the server's status every ``POLL`` seconds (four times as often as the indicator does, for the
+timing's sake). Ratios, from the same run: the storm's time until all are ready over the
 sequential round's total, and a storm user's median over a user alone. The ledger: each user's
 ``jupyter pause hours --json`` (signatures checked with the Hub's secret) must count every pause
 and resume exactly once, as must the raw ``pause_requested`` / ``resume_requested`` records.
@@ -78,6 +81,7 @@ PROBE = (
 PREPARE_AT_ONCE = 4
 #: Seconds one user's release, or start and resume, may take before it counts as failed.
 STEP_TIMEOUT = 300.0
+#: Seconds between the harness's looks at a release (the Hub's model) or a resume (its status).
 POLL = 0.25
 #: Ledger events each pause or resume writes exactly once.
 COUNTED = (LedgerEvent.PAUSE_REQUESTED, LedgerEvent.RESUME_REQUESTED, LedgerEvent.KERNEL_READY)
@@ -189,21 +193,12 @@ def read_releases(store: Callable[[str], Store], runs: list[UserRun]) -> None:
             run.problems.append(f"release ended {run.release_state}")
 
 
-def _model(hub: Hub, user: str) -> dict[str, Any] | None:
-    """The Hub's model of ``user``'s server while it starts; fails at once if it stopped instead."""
-    model = hub.server_model(user)
-    if model is not None and not model.get("ready") and not model.get("pending"):
-        raise AssertionError(f"{user}'s server stopped while starting")
-    return model
-
-
 def come_back(hub: Hub, user: str, want: Any, run: UserRun) -> None:
     """Start ``user``'s server, resume the notebook once the server answers; check its values."""
     started = time.monotonic()
     try:
         hub.request_server(user)
-        ready = f"the Hub showing {user}'s server ready"
-        wait_for(lambda: _model(hub, user), lambda m: bool(m and m.get("ready")), STEP_TIMEOUT, ready, POLL)
+        hub.wait_spawned(user, timeout=STEP_TIMEOUT)
         first = hub.server_fetch(user, "api/status")  # what a user's browser gets once the Hub says ready
         if first.code != 200:
             run.problems.append(f"the proxy answered {first.code} after the Hub said the server was ready")

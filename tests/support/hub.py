@@ -31,7 +31,7 @@ from urllib.parse import quote
 import nbformat
 import psutil
 from tornado.httpclient import HTTPClient, HTTPClientError, HTTPRequest
-from tornado.simple_httpclient import HTTPStreamClosedError
+from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 from tornado.websocket import websocket_connect
 
 from tests.support.kernels import KERNEL_PORT_ARGS, THREAD_VARIABLES
@@ -468,29 +468,39 @@ c.Spawner.pre_spawn_hook = _per_user
         suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
         self.api("POST", f"users/{quote(user, safe='')}/{suffix}", body=options or {})
 
+    def wait_spawned(self, user: str, server_name: str = "", timeout: float = 60) -> dict[str, Any]:
+        """Wait until the Hub says a server it was asked to start is ready; its model.
+
+        The wait reads the Hub's spawn progress stream, as a browser's spawn page does: the Hub
+        answers once the server is ready or its start failed, so a storm of starting servers,
+        which keeps the Hub busy enough, is not polled besides.
+        """
+        suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
+        url = f"{self.api_url}/users/{quote(user, safe='')}/{suffix}/progress"
+        try:
+            answer = self.fetch(url, timeout=timeout)
+        except HTTPTimeoutError:
+            raise AssertionError(f"{user}'s server ready: not reached in {timeout} s:\n{self.log_tail()}") from None
+        events = [json.loads(line[5:]) for line in str(answer.body or "").splitlines() if line.startswith("data:")]
+        if answer.code != 200 or not events or not events[-1].get("ready"):
+            said = events[-1].get("message") if events else f"{answer.code} {answer.body}"
+            raise AssertionError(f"{user}'s server did not start: {said}\n{self.log_tail()}")
+        model = self.server_model(user, server_name)
+        if not (model and model.get("ready")):
+            raise AssertionError(f"{user}'s server stopped right after it started: {model}\n{self.log_tail()}")
+        return model
+
     def wait_ready(self, user: str, server_name: str = "", timeout: float = 60) -> dict[str, Any]:
-        """Wait until the Hub says the server is ready and it answers through the proxy; its model."""
-
-        started = False
-
-        def read() -> dict[str, Any] | None:
-            nonlocal started
-            model = self.server_model(user, server_name)
-            if model and not model.get("ready") and not model.get("pending"):
-                raise AssertionError(f"{user}'s server stopped while starting:\n{self.log_tail()}")
-            if model is None and started:
-                raise AssertionError(f"the Hub gave up starting {user}'s server:\n{self.log_tail()}")
-            started = started or model is not None
-            return model
-
-        model = wait_for(read, lambda m: bool(m and m.get("ready")), timeout, f"{user}'s server ready")
+        """Wait until a server the Hub was asked to start is ready and answers through the proxy;
+        its model."""
+        model = self.wait_spawned(user, server_name, timeout)
         wait_for(
             lambda: self.server_fetch(user, "api/status", server_name=server_name).code,
             lambda c: c == 200,
             30,
             f"{user}'s server through the proxy",
         )
-        return model  # type: ignore[return-value]
+        return model
 
     def start_server(
         self, user: str, server_name: str = "", options: dict[str, Any] | None = None, timeout: float = 60
