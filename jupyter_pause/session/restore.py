@@ -16,15 +16,15 @@ from ..process.selection import shadowing, type_name
 from ..proof import fingerprint, libvalues, probe
 from ..replay import rebuild
 from ..serialize import modulepaths, moved
-from ..serialize.arrays import ArrayLoader, target_device, to_device
+from ..serialize.arrays import ArrayLoader, target_device
 from ..serialize.digests import value_digest
 from ..serialize.pickler import load_variables
+from ..serialize.pinned import Uploads
 from ..store import readahead, references, signing
 from ..store.catalog import Catalog, Decision, Listing
 from ..store.integrity import describe, fetch, read_manifest
 from ..store.manifest import Manifest
 from ..store.signing import Keys
-from ..store.storage import Buffer
 from . import activity, datafiles, hooks, lineage, preimport, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
@@ -185,25 +185,30 @@ def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
 def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     """Read and verify what restoring ``manifest`` needs, reporting progress.
 
-    Blobs bound for a GPU are moved there as they arrive (see ``_placements``). Torch, when the
-    checkpoint needs it and it is not imported yet, is imported before the reads or beside them
+    Blobs bound for a GPU are read into pinned memory where this process can pin, and moved
+    there as they arrive, each copy queued without waiting (``_placements``,
+    ``serialize.pinned``); every copy is done when this returns. Torch, when the checkpoint needs
+    it and it is not imported yet, is imported before the reads or beside them
     (``_start_torch``); either way, as every import begun ahead, it is there when this returns.
     """
     keys = manifest.needed()
     total = sum(manifest.blobs.get(k, 0) or manifest.referenced_size(k) for k in keys)
     activity.current.begin("restoring", f"reading checkpoint {manifest.id}", total=total)
     places = _placements(manifest, map_location)
-
-    def place(key: str, data: Buffer) -> Any:
-        device = places.get(key)
-        return data if device is None else to_device(data, device)
-
+    uploads = Uploads(places) if places else None
     _start_torch(catalog, manifest, keys)
     try:
         good, bad = fetch(
-            catalog.store, manifest, keys, progress=activity.current.progress, then=place if places else None
+            catalog.store,
+            manifest,
+            keys,
+            progress=activity.current.progress,
+            then=None if uploads is None else uploads.place,
+            into=None if uploads is None else uploads.into,
         )
     finally:
+        if uploads is not None:
+            uploads.finish()
         preimport.wait()
     return Blobs(good=good, bad=bad)
 

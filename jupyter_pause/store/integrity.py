@@ -129,12 +129,14 @@ def fetch(
     keys: Iterable[str],
     progress: Progress | None = None,
     then: Callable[[str, Buffer], Any] | None = None,
+    into: Callable[[str], Callable[[int], Buffer] | None] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Read blobs in parallel and verify each; returns the good bytes and, for the rest, why not.
 
     Each blob is verified by the thread that read it, while the others are still arriving.
     ``then(key, data)``, when given, runs next in that thread, on verified bytes only; what it
-    returns is kept instead of the bytes (a tensor already moved to its GPU, say). Blobs that
+    returns is kept instead of the bytes (a tensor already moved to its GPU, say). ``into(key)``:
+    the memory a blob is read into, where it names an allocator (``Store.read_many``). Blobs that
     are ranges of model files (``Manifest.references``) are read by ``references``, first.
     """
     keys = list(dict.fromkeys(keys))
@@ -160,11 +162,12 @@ def fetch(
         return data if then is None else then(key, data)
 
     sizes = {path: manifest.blobs[key] for path, key in paths.items() if key in manifest.blobs}
-    raw = store.read_many(paths, progress=progress, then=verify, mapped=True, sizes=sizes)
+    into_path = None if into is None else (lambda path: into(paths[path]))
+    raw = store.read_many(paths, progress=progress, then=verify, mapped=True, sizes=sizes, into=into_path)
     near = [p for p, data in raw.items() if isinstance(data, BaseException) and _prefetched(store, p)]
     if near:  # a copy on this node that does not verify: dropped, and the store read instead
         store.prefetched.drop(near)
-        raw.update(store.read_many(near, then=verify, mapped=True, sizes=sizes))
+        raw.update(store.read_many(near, then=verify, mapped=True, sizes=sizes, into=into_path))
     for path, key in paths.items():
         data = raw[path]
         if isinstance(data, _Mismatch):

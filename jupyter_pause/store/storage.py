@@ -20,7 +20,7 @@ from . import conditions, credentials, layout, placeholders, smallio
 from .backends import for_filesystem
 from .backends.base import PARTS_IN_FLIGHT, SMALL_PARALLELISM, Backend
 from .backends.local import LocalBackend
-from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer
+from .buffers import ALIGNMENT, REMOTE_BLOCK, REMOTE_CHUNK, Buffer, allocating
 from .clients import check_protocol, filesystem, is_local, mtime, opened
 from .credentials import redact
 from .encryption import CHUNK, Cipher, DecryptionError, plain_size, plaintext, sealed_size
@@ -289,6 +289,7 @@ class Store:
         mapped: bool = False,
         small: bool = False,
         sizes: dict[str, int] | None = None,
+        into: Callable[[str], Callable[[int], Buffer] | None] | None = None,
     ) -> dict[str, Any]:
         """Read keys in parallel; a key that fails maps to its exception instead of its bytes.
 
@@ -302,14 +303,19 @@ class Store:
         its size first), ``SMALL_PARALLELISM`` at once on the backend's own event loop rather
         than through threads: on SeaweedFS on loopback about half the time of the threaded path.
         Blobs are not read this way: nothing here splits a large object into parts.
+
+        ``into(key)``: where a key's bytes are read into, where it names an allocator (see
+        ``buffers.allocating``): that key is then read, not mapped.
         """
         done = Counter(progress)
         if small and not self.local and getattr(self.fs, "async_impl", False):
             return smallio.read_small(self, list(dict.fromkeys(keys)), done, then)
 
         def one(key: str) -> Any:
+            allocate = None if into is None else into(key)
             try:
-                data = self.read(key, mapped, None if sizes is None else sizes.get(key))
+                with allocating(allocate):
+                    data = self.read(key, mapped and allocate is None, None if sizes is None else sizes.get(key))
             except (FileNotFoundError, StoreError, DecryptionError) as e:
                 return e
             done.add(len(data))

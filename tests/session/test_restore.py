@@ -18,6 +18,7 @@ from jupyter_pause.store.catalog import Catalog, Decision
 from jupyter_pause.store.layout import manifest_key
 from jupyter_pause.store.storage import Store
 from tests.support.damage import KINDS, WHY, damage, key_for
+from tests.support.devices import torch_blobs_on_a_stand_in_device
 from tests.support.processes import another_process
 
 pytestmark = pytest.mark.usefixtures("new_process")
@@ -337,28 +338,6 @@ def test_digests_taken_on_resume_match_digests_from_scratch(tmp_path):
         assert taken[record.name] == record.digest == value_digest(target[record.name]), record.name
 
 
-def _place_on_cpu_as_if_a_device(monkeypatch):
-    """Stand in for a GPU: every torch-only blob is 'moved' (copied) as it is read and verified."""
-    from jupyter_pause.session import restore
-
-    moved: list[int] = []
-    real = restore.to_device
-
-    def everywhere(manifest, map_location):  # the real rule: blobs holding tensors only
-        kinds: dict[str, set[str]] = {}
-        for r in manifest.arrays.values():
-            kinds.setdefault(r.blob, set()).add(r.kind)
-        return {blob: "cpu" for blob, k in kinds.items() if k == {"torch"}}
-
-    def copy(data, device):
-        moved.append(len(data))
-        return real(data, device).clone()  # a copy of its own, as on a device; the bytes can go
-
-    monkeypatch.setattr(restore, "_placements", everywhere)
-    monkeypatch.setattr(restore, "to_device", copy)
-    return moved
-
-
 def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, monkeypatch):
     from jupyter_pause.proof import probe
 
@@ -375,7 +354,7 @@ def test_blobs_moved_to_their_device_while_reading_restore_the_same(tmp_path, mo
         "arr": np.ones(100_000),
     }
     manifest = jp.checkpoint(store=str(tmp_path), session="s", namespace=ns).manifest
-    moved = _place_on_cpu_as_if_a_device(monkeypatch)
+    moved = torch_blobs_on_a_stand_in_device(monkeypatch)
     another_process()
     target: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=target)
@@ -406,7 +385,7 @@ def test_a_damaged_blob_is_never_moved_to_a_device(tmp_path, monkeypatch):
     data = bytearray(path.read_bytes())
     data[10] ^= 0xFF
     path.write_bytes(bytes(data))
-    moved = _place_on_cpu_as_if_a_device(monkeypatch)
+    moved = torch_blobs_on_a_stand_in_device(monkeypatch)
     another_process()
     target: dict = {}
     result = jp.resume(manifest.id, store=str(tmp_path), session="s", namespace=target, allow_partial=True)

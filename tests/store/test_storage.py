@@ -7,6 +7,7 @@ as a user would configure it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -19,7 +20,7 @@ import torch
 import jupyter_pause
 from jupyter_pause.errors import StoreError
 from jupyter_pause.session import lineage
-from jupyter_pause.store import layout
+from jupyter_pause.store import layout, mapping
 from jupyter_pause.store.storage import REMOTE_BLOCK, Store
 from tests.support.lax_s3 import lax_store
 from tests.support.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
@@ -185,6 +186,33 @@ def test_small_objects_written_and_read_many_at_once(store: Store, then: bool) -
     assert isinstance(missing, FileNotFoundError) and "small/missing not found" in str(missing)
     assert max(done) == sum(map(len, items.values()))
     assert sorted(store.list("small/")) == sorted(items)
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+def test_keys_read_into_memory_the_caller_chooses_land_there_and_no_other_does(store_url: str, sealed: bool) -> None:
+    """``into``: a blob bound for a GPU is read into pinned memory (``serialize.pinned``); here an
+    arena of the test's own stands in for it. A local blob it names is read, not mapped; sealed
+    blobs open into it too."""
+    store = Store(store_url, keys="reader's key 5e1d" if sealed else None, encrypt=sealed)
+    blobs = {layout.blob_key("into", hashlib.sha256(d).hexdigest()): d for d in (BIG, b"x" * 1000, os.urandom(3 << 20))}
+    routed, other = list(blobs)[:2], list(blobs)[2]
+    store.write_many(blobs)
+    given: list[np.ndarray] = []
+
+    def arena(size: int) -> memoryview:
+        given.append(np.zeros(size, dtype=np.uint8))
+        return memoryview(given[-1])
+
+    def owned(data: memoryview) -> bool:
+        return any(np.shares_memory(np.frombuffer(data, dtype=np.uint8), a) for a in given)
+
+    sizes = {k: len(d) for k, d in blobs.items()}
+    found = store.read_many(blobs, mapped=True, sizes=sizes, into=lambda key: arena if key in routed else None)
+    assert {k: bytes(v) for k, v in found.items()} == blobs
+    assert all(owned(found[k]) for k in routed) and not owned(found[other])
+    if store.local and not sealed:  # the blob no allocator was named for is still mapped from its file
+        address = np.frombuffer(found[other], dtype=np.uint8).__array_interface__["data"][0]
+        assert any(m.start <= address < m.end and m.path == store.path(other) for m in mapping.file_mappings())
 
 
 def test_small_reads_of_an_unreachable_s3_store_are_store_errors(dead_s3: str) -> None:

@@ -1,0 +1,68 @@
+"""The buffers a store reads into, and reading into memory a caller chooses (``allocating``)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from jupyter_pause.store import buffers
+
+
+class Arena:
+    """An allocator that hands out buffers of its own and remembers each (size, array)."""
+
+    def __init__(self) -> None:
+        self.given: list[np.ndarray] = []
+
+    def __call__(self, size: int) -> memoryview:
+        array = np.zeros(size, dtype=np.uint8)
+        self.given.append(array)
+        return memoryview(array)
+
+    def owns(self, data: memoryview) -> bool:
+        return any(np.shares_memory(np.frombuffer(data, dtype=np.uint8), a) for a in self.given)
+
+
+def test_buffers_are_aligned_and_writable_small_and_large():
+    for size in (1, 1000, buffers.LARGE, buffers.LARGE * 3 + 5):
+        buf = buffers.buffer(size)
+        assert len(buf) == size and not buf.readonly
+        assert np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0] % buffers.ALIGNMENT == 0
+
+
+def test_inside_allocating_every_buffer_comes_from_the_allocator_and_after_it_none_does(tmp_path):
+    arena = Arena()
+    path = tmp_path / "blob"
+    path.write_bytes(bytes(range(256)) * 5000)
+    with buffers.allocating(arena):
+        small = buffers.buffer(10)
+        large = buffers.buffer(buffers.LARGE * 2)
+        read = buffers.read_local(str(path))
+        copied = buffers.aligned_copy(b"abc")
+    assert [len(a) for a in arena.given] == [10, buffers.LARGE * 2, 256 * 5000, 3]
+    assert all(arena.owns(b) for b in (small, large, read, copied))
+    assert bytes(read) == path.read_bytes() and bytes(copied) == b"abc"
+    after = buffers.buffer(10)
+    assert not arena.owns(after) and len(arena.given) == 4
+
+
+def test_a_nested_none_keeps_the_allocator_and_the_outer_one_comes_back():
+    outer, inner = Arena(), Arena()
+    with buffers.allocating(outer):
+        with buffers.allocating(None):
+            assert outer.owns(buffers.buffer(5))
+        with buffers.allocating(inner):
+            assert inner.owns(buffers.buffer(6))
+        assert outer.owns(buffers.buffer(7))
+    assert [len(a) for a in outer.given] == [5, 7] and [len(a) for a in inner.given] == [6]
+
+
+def test_another_thread_is_not_given_this_threads_allocator():
+    arena = Arena()
+    seen: list[memoryview] = []
+    with buffers.allocating(arena):
+        worker = threading.Thread(target=lambda: seen.append(buffers.buffer(100)))
+        worker.start()
+        worker.join()
+    assert seen and not arena.owns(seen[0]) and arena.given == []
