@@ -25,7 +25,7 @@ from ..store.catalog import Catalog, Decision, Listing
 from ..store.integrity import describe, fetch, read_manifest
 from ..store.manifest import Manifest
 from ..store.signing import Keys
-from . import activity, datafiles, hooks, lineage, preimport, running
+from . import activity, collector, datafiles, hooks, lineage, preimport, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
 
@@ -355,6 +355,23 @@ def resume_in(ctx: Context, options: ResumeOptions) -> ResumeResult:
 
 
 def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
+    """``resume_in``'s work, with Python's garbage collector held off but around the user's own
+    code it runs (``collector``)."""
+    with collector.paused():
+        return _resume_paused(ctx, options)
+
+
+def _put_back_rng(manifest: Manifest, blobs: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The checkpoint's RNG state put back, where it holds one: the state, and notes saying so."""
+    if manifest.rng is None:
+        return None, []
+    if manifest.rng.key not in blobs:
+        return None, ["RNG state NOT restored: its blob is missing or damaged"]
+    state = rng.from_bytes(blobs[manifest.rng.key])
+    return state, [*rng.restore(state), f"RNG state restored: {', '.join(state)}"]
+
+
+def _resume_paused(ctx: Context, options: ResumeOptions) -> ResumeResult:
     only, map_location = options.only, options.map_location
     started = time.perf_counter()
     catalog = Catalog(ctx.store)
@@ -393,19 +410,14 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     imported: list[str] = []
     if only is None:
         imported = _reimport(manifest.imports, ctx.namespace, failed)
-    saved_rng: dict[str, Any] | None = None
-    if only is None and manifest.rng is not None:
-        if manifest.rng.key in blobs:
-            state = saved_rng = rng.from_bytes(blobs[manifest.rng.key])
-            notes += rng.restore(state)
-            notes.append(f"RNG state restored: {', '.join(state)}")
-        else:
-            notes.append("RNG state NOT restored: its blob is missing or damaged")
+    saved_rng, rng_notes = _put_back_rng(manifest, blobs) if only is None else (None, [])
+    notes += rng_notes
     rebuilt = rebuild.Report()
     if only is None:  # after the restore, before the digests the restore test compares
-        rebuilt, replay_notes = rebuild.on_resume(
-            manifest, blobs, ctx.namespace, options.rebuild and ctx.config.rebuild
-        )
+        with collector.running_user_code():
+            rebuilt, replay_notes = rebuild.on_resume(
+                manifest, blobs, ctx.namespace, options.rebuild and ctx.config.rebuild
+            )
         notes += replay_notes
     notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
@@ -419,7 +431,8 @@ def _resume(ctx: Context, options: ResumeOptions) -> ResumeResult:
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)
     if only is None:  # the outside world, once everything is back (``hooks``)
-        notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
+        with collector.running_user_code():
+            notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
     if saved_rng is not None:  # the restore test says which stream no longer goes on as saved
         probe.record_rng_moved(manifest.id, rng.streams_moved(saved_rng))
     return ResumeResult(
