@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..store.buffers import Buffer
+from ..store.buffers import Buffer, ordinary
 from .arrays import to_device
 
 
@@ -54,11 +54,11 @@ class Uploads:
     def _pinned(self, key: str, size: int) -> Buffer:
         torch = self._torch
         try:
-            host = torch.empty(size, dtype=torch.uint8, pin_memory=self.pinning)
-        except RuntimeError:  # pinned memory is limited (containers, ulimit -l): copy as before
+            host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        except RuntimeError:  # pinned memory is limited (containers, ulimit -l): read and copy as before
             self.pinning = False
-            host = torch.empty(size, dtype=torch.uint8)
-        if size and host.is_pinned():
+            return ordinary(size)
+        if size:
             with self._lock:
                 self._held[host.data_ptr()] = (key, host)
                 self.pinned_bytes += size

@@ -48,16 +48,20 @@ def allocating(allocate: Callable[[int], memoryview] | None) -> Iterator[None]:
 
 
 def buffer(size: int) -> memoryview:
-    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT`` (from the
-    thread's own source inside ``allocating``).
+    """A writable buffer of ``size`` bytes that starts at a multiple of ``ALIGNMENT``: from the
+    thread's own source inside ``allocating``, else ``ordinary``."""
+    allocate = getattr(_source, "allocate", None)
+    return ordinary(size) if allocate is None else allocate(size)
+
+
+def ordinary(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes of this process's own memory, starting at a multiple
+    of ``ALIGNMENT``.
 
     A large one is anonymous memory without the transparent huge pages numpy asks for a large
     array: on a VM whose memory is backed on first touch, faulting huge pages in cost more than
     reading the bytes (a 1.4 GB resume from S3 took 7.2-8.4 s with them, 3.2-3.9 s without).
     """
-    allocate = getattr(_source, "allocate", None)
-    if allocate is not None:
-        return allocate(size)
     if size >= LARGE:
         return memoryview(np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8))
     raw = np.empty(size + ALIGNMENT, dtype=np.uint8)

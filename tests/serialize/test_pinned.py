@@ -38,7 +38,7 @@ def test_without_cuda_nothing_is_pinned_and_a_device_blob_is_copied_as_before(mo
 
 def test_a_process_that_cannot_pin_reads_into_ordinary_memory_and_stops_trying(monkeypatch):
     """Pinning refused (here: torch has no CUDA; on a GPU node: the page-lock limit): the bytes
-    land in memory of torch's own, and every later blob is read as before."""
+    land in ordinary memory, and every later blob is read as before."""
     if torch.cuda.is_available():
         pytest.skip("pinning is refused only where this process has no CUDA")
     moved = torch_blobs_on_a_stand_in_device(monkeypatch)
