@@ -43,11 +43,14 @@ def paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def running_user_code() -> Iterator[None]:
-    """Inside a ``paused`` block: the collector runs as it did before the pause for the duration
-    (the user's replayed cells and hooks may make garbage of any kind), and is held off again after."""
+def running_user_code(when: bool = True) -> Iterator[None]:
+    """Inside a ``paused`` block, where ``when`` (there is user code to run): the collector runs
+    as it did before the pause for the duration (the user's replayed cells and hooks may make
+    garbage of any kind), and is held off again after. Its first collection then walks
+    everything made since the pause began, so a resume with nothing of the user's to run passes
+    ``when`` False and leaves that to after the resume."""
     with _lock:
-        resumed = _depth > 0 and _was_enabled
+        resumed = when and _depth > 0 and _was_enabled
         if resumed:
             gc.enable()
     try:

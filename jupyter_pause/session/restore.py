@@ -414,10 +414,9 @@ def _resume_paused(ctx: Context, options: ResumeOptions) -> ResumeResult:
     notes += rng_notes
     rebuilt = rebuild.Report()
     if only is None:  # after the restore, before the digests the restore test compares
-        with collector.running_user_code():
-            rebuilt, replay_notes = rebuild.on_resume(
-                manifest, blobs, ctx.namespace, options.rebuild and ctx.config.rebuild
-            )
+        replaying = options.rebuild and ctx.config.rebuild
+        with collector.running_user_code(when=replaying and bool(manifest.recipes)):
+            rebuilt, replay_notes = rebuild.on_resume(manifest, blobs, ctx.namespace, replaying)
         notes += replay_notes
     notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
@@ -431,7 +430,7 @@ def _resume_paused(ctx: Context, options: ResumeOptions) -> ResumeResult:
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)
     if only is None:  # the outside world, once everything is back (``hooks``)
-        with collector.running_user_code():
+        with collector.running_user_code(when=bool(hooks.found(ctx.namespace, hooks.AFTER_RESUME))):
             notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
     if saved_rng is not None:  # the restore test says which stream no longer goes on as saved
         probe.record_rng_moved(manifest.id, rng.streams_moved(saved_rng))

@@ -64,6 +64,9 @@ def test_user_code_inside_a_pause_runs_with_the_collector_on(collector_on):
         with collector.running_user_code():
             assert gc.isenabled()
         assert not gc.isenabled()
+        with collector.running_user_code(when=False):  # nothing of the user's to run
+            assert not gc.isenabled()
+        assert not gc.isenabled()
     assert gc.isenabled()
 
 
