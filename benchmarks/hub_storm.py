@@ -202,7 +202,7 @@ def come_back(hub: Hub, user: str, want: Any, run: UserRun) -> None:
         first = hub.server_fetch(user, "api/status")  # what a user's browser gets once the Hub says ready
         if first.code != 200:
             run.problems.append(f"the proxy answered {first.code} after the Hub said the server was ready")
-            hub.wait_ready(user, timeout=STEP_TIMEOUT)
+            hub.wait_proxied(user)
         run.server_s = time.monotonic() - started
         answer = hub.server_fetch(user, "jupyter-pause/api/resume", "POST", {"path": NOTEBOOK})
         if answer.code != 202:

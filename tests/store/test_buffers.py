@@ -7,21 +7,7 @@ import threading
 import numpy as np
 
 from jupyter_pause.store import buffers
-
-
-class Arena:
-    """An allocator that hands out buffers of its own and remembers each (size, array)."""
-
-    def __init__(self) -> None:
-        self.given: list[np.ndarray] = []
-
-    def __call__(self, size: int) -> memoryview:
-        array = np.zeros(size, dtype=np.uint8)
-        self.given.append(array)
-        return memoryview(array)
-
-    def owns(self, data: memoryview) -> bool:
-        return any(np.shares_memory(np.frombuffer(data, dtype=np.uint8), a) for a in self.given)
+from tests.support.arena import Arena
 
 
 def test_buffers_are_aligned_and_writable_small_and_large():

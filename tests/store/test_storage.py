@@ -22,6 +22,7 @@ from jupyter_pause.errors import StoreError
 from jupyter_pause.session import lineage
 from jupyter_pause.store import layout, mapping
 from jupyter_pause.store.storage import REMOTE_BLOCK, Store
+from tests.support.arena import Arena
 from tests.support.lax_s3 import lax_store
 from tests.support.s3_server import BUCKET, KEY, SECRET, S3Server, use_aws_env
 
@@ -197,19 +198,11 @@ def test_keys_read_into_memory_the_caller_chooses_land_there_and_no_other_does(s
     blobs = {layout.blob_key("into", hashlib.sha256(d).hexdigest()): d for d in (BIG, b"x" * 1000, os.urandom(3 << 20))}
     routed, other = list(blobs)[:2], list(blobs)[2]
     store.write_many(blobs)
-    given: list[np.ndarray] = []
-
-    def arena(size: int) -> memoryview:
-        given.append(np.zeros(size, dtype=np.uint8))
-        return memoryview(given[-1])
-
-    def owned(data: memoryview) -> bool:
-        return any(np.shares_memory(np.frombuffer(data, dtype=np.uint8), a) for a in given)
-
+    arena = Arena()
     sizes = {k: len(d) for k, d in blobs.items()}
     found = store.read_many(blobs, mapped=True, sizes=sizes, into=lambda key: arena if key in routed else None)
     assert {k: bytes(v) for k, v in found.items()} == blobs
-    assert all(owned(found[k]) for k in routed) and not owned(found[other])
+    assert all(arena.owns(found[k]) for k in routed) and not arena.owns(found[other])
     if store.local and not sealed:  # the blob no allocator was named for is still mapped from its file
         address = np.frombuffer(found[other], dtype=np.uint8).__array_interface__["data"][0]
         assert any(m.start <= address < m.end and m.path == store.path(other) for m in mapping.file_mappings())

@@ -465,8 +465,7 @@ c.Spawner.pre_spawn_hook = _per_user
 
     def request_server(self, user: str, server_name: str = "", options: dict[str, Any] | None = None) -> None:
         """Ask the Hub to start a server (returns before it is ready: see ``wait_ready``)."""
-        suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
-        self.api("POST", f"users/{quote(user, safe='')}/{suffix}", body=options or {})
+        self.api("POST", _server_api(user, server_name), body=options or {})
 
     def wait_spawned(self, user: str, server_name: str = "", timeout: float = 60) -> dict[str, Any]:
         """Wait until the Hub says a server it was asked to start is ready; its model.
@@ -475,8 +474,7 @@ c.Spawner.pre_spawn_hook = _per_user
         answers once the server is ready or its start failed, so a storm of starting servers,
         which keeps the Hub busy enough, is not polled besides.
         """
-        suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
-        url = f"{self.api_url}/users/{quote(user, safe='')}/{suffix}/progress"
+        url = f"{self.api_url}/{_server_api(user, server_name)}/progress"
         try:
             answer = self.fetch(url, timeout=timeout)
         except HTTPTimeoutError:
@@ -494,13 +492,17 @@ c.Spawner.pre_spawn_hook = _per_user
         """Wait until a server the Hub was asked to start is ready and answers through the proxy;
         its model."""
         model = self.wait_spawned(user, server_name, timeout)
+        self.wait_proxied(user, server_name)
+        return model
+
+    def wait_proxied(self, user: str, server_name: str = "", timeout: float = 30) -> None:
+        """Wait until a server the Hub says is ready answers through the proxy."""
         wait_for(
             lambda: self.server_fetch(user, "api/status", server_name=server_name).code,
             lambda c: c == 200,
-            30,
+            timeout,
             f"{user}'s server through the proxy",
         )
-        return model
 
     def start_server(
         self, user: str, server_name: str = "", options: dict[str, Any] | None = None, timeout: float = 60
@@ -511,8 +513,7 @@ c.Spawner.pre_spawn_hook = _per_user
 
     def stop_server(self, user: str, server_name: str = "", timeout: float = 30) -> None:
         """Stop ``user``'s server and wait until the Hub shows it stopped."""
-        suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
-        self.api("DELETE", f"users/{quote(user, safe='')}/{suffix}", expect=(400, 404))
+        self.api("DELETE", _server_api(user, server_name), expect=(400, 404))
         wait_for(lambda: self.server_model(user, server_name), lambda m: m is None, timeout, f"{user}'s server stopped")
 
     # --- notebooks and kernels on a user's server -------------------------------------------
@@ -536,6 +537,12 @@ c.Spawner.pre_spawn_hook = _per_user
         url = self.url.replace("http", "ws", 1) + self.server_path(user, server_name)
         url += f"api/kernels/{kernel_id}/channels?session_id={uuid.uuid4().hex}"
         return asyncio.run(_execute(url, self.token, code, wait))
+
+
+def _server_api(user: str, server_name: str = "") -> str:
+    """The Hub API path of one of ``user``'s servers (under /hub/api/)."""
+    suffix = f"servers/{quote(server_name, safe='')}" if server_name else "server"
+    return f"users/{quote(user, safe='')}/{suffix}"
 
 
 async def _execute(url: str, token: str, code: str, wait: bool, timeout: float = 120) -> str:
