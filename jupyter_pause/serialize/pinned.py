@@ -25,6 +25,10 @@ from typing import Any
 from ..store.buffers import Buffer, ordinary
 from .arrays import to_device
 
+#: Bytes this process's resumes read into pinned memory, and copied from it without waiting.
+TOTALS = {"pinned": 0, "queued": 0}
+_totals_lock = threading.Lock()
+
 
 class Uploads:
     """The GPU-bound blobs of one restore (``places``: blob key -> device) and their copies."""
@@ -34,7 +38,7 @@ class Uploads:
 
         self._torch = torch
         self.places = places
-        self.pinning = bool(places) and torch.cuda.is_available()
+        self.pinning = torch.cuda.is_available()
         self._lock = threading.Lock()
         #: Pinned buffers read into and not copied yet: data address -> (blob key, tensor).
         self._held: dict[int, tuple[str, Any]] = {}
@@ -98,6 +102,9 @@ class Uploads:
         for done, _ in pending:
             done.synchronize()
         pending.clear()
+        with _totals_lock:
+            TOTALS["pinned"] += self.pinned_bytes
+            TOTALS["queued"] += self.queued_bytes
         if self.pinned_bytes:
             empty = getattr(self._torch._C, "_host_emptyCache", None)
             if empty is not None:
