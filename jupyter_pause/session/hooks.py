@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from ..errors import PauseError
 from ..vocabulary import Trigger
+from . import collector
 
 __all__ = ["HookTimeLimit", "after_resume", "before_checkpoint", "found", "run"]
 
@@ -138,15 +139,16 @@ def run(kind: str, namespace: dict[str, Any], limit: float | None = None, say: b
     notes: list[str] = []
     deadline = None if limit is None else time.monotonic() + limit
     _state.running = True
-    try:
-        for name, func in hooks:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                notes.append(f"{kind} hook {name!r} was not run: the hooks' time limit ({limit:g} s) was spent")
-                continue
-            problem = _call(func) if left is None else _call_within(func, left, limit)  # type: ignore[arg-type]
-            if problem:
-                notes.append(f"{kind} hook {name!r} {problem}")
+    try:  # inside a resume, with the collector on again for them (``collector``)
+        with collector.running_user_code(when=bool(hooks)):
+            for name, func in hooks:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    notes.append(f"{kind} hook {name!r} was not run: the hooks' time limit ({limit:g} s) was spent")
+                    continue
+                problem = _call(func) if left is None else _call_within(func, left, limit)  # type: ignore[arg-type]
+                if problem:
+                    notes.append(f"{kind} hook {name!r} {problem}")
     finally:
         _state.running = False
     if say:

@@ -430,8 +430,7 @@ def _resume_paused(ctx: Context, options: ResumeOptions) -> ResumeResult:
     lineage.advance(ctx.store.url, ctx.session, manifest.lineage, manifest.id)
     current = fingerprint.environment(ctx.config.node)
     if only is None:  # the outside world, once everything is back (``hooks``)
-        with collector.running_user_code(when=bool(hooks.found(ctx.namespace, hooks.AFTER_RESUME))):
-            notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)
+        notes += hooks.run(hooks.AFTER_RESUME, ctx.namespace)  # with the collector on (``collector``)
     if saved_rng is not None:  # the restore test says which stream no longer goes on as saved
         probe.record_rng_moved(manifest.id, rng.streams_moved(saved_rng))
     return ResumeResult(
