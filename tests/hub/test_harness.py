@@ -10,8 +10,9 @@ import threading
 
 import psutil
 import pytest
+from tornado.httpclient import HTTPClient
 
-from tests.support.hub import Hub, Service, run_hub
+from tests.support.hub import Hub, Service, run_hub, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +90,26 @@ def _close_each_connection(listener: socket.socket) -> None:
         except OSError:  # the listener was closed: the test is over
             return
         connection.close()
+
+
+def test_a_poll_no_one_answers_in_time_is_a_poll_without_an_answer_until_the_deadline(capsys):
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts and never answers
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}/"
+    client = HTTPClient()
+    calls: list[str] = []
+
+    def read() -> str:
+        calls.append("asked")
+        if len(calls) == 1:
+            client.fetch(url, request_timeout=0.2)
+        return "answered"
+
+    try:
+        assert wait_for(read, lambda seen: seen == "answered", 30, "the status") == "answered"
+        assert len(calls) == 2
+        assert "the status: no answer (Timeout during request)" in capsys.readouterr().out
+        with pytest.raises(AssertionError, match=r"the status: not reached in 0.1 s; last seen no answer"):
+            wait_for(lambda: client.fetch(url, request_timeout=0.2), lambda seen: True, 0.1, "the status")
+    finally:
+        client.close()
+        silent.close()

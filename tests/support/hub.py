@@ -80,11 +80,22 @@ PORT_TAKEN = "address already in use"
 
 def wait_for(read: Callable[[], T], until: Callable[[T], bool], timeout: float, what: str, every: float = 0.2) -> T:
     """Call ``read`` until ``until`` holds for its answer; the answer. Fails naming ``what`` and the
-    last answer seen."""
+    last answer seen.
+
+    A read that times out (an HTTP call no one answered in its own time) is a poll without an
+    answer: the wait goes on until its deadline, and says when that happened (a loaded machine
+    can stall a process for a while; the captured output then tells it from a hang)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
-        last = read()
+        try:
+            last = read()
+        except HTTPTimeoutError as e:
+            last = f"no answer ({e}) at {time.strftime('%H:%M:%S')}"
+            print(f"{what}: {last}", flush=True)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: not reached in {timeout} s; last seen {last}") from None
+            continue
         if until(last):
             return last
         if time.monotonic() > deadline:
