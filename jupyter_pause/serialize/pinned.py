@@ -18,12 +18,15 @@ reached, as in a container with a small ``ulimit -l``) blobs are read and copied
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from ..store.buffers import Buffer, ordinary
 from .arrays import to_device
+
+log = logging.getLogger(__name__)
 
 #: Bytes this process's resumes read into pinned memory, and copied from it without waiting.
 TOTALS = {"pinned": 0, "queued": 0}
@@ -59,8 +62,15 @@ class Uploads:
         torch = self._torch
         try:
             host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
-        except RuntimeError:  # pinned memory is limited (containers, ulimit -l): read and copy as before
+        except RuntimeError as e:  # pinned memory is limited (containers, ulimit -l): read and copy as before
             self.pinning = False
+            log.warning(
+                "this resume reads its GPU tensors into ordinary memory and copies them as it goes "
+                "(slower): the process could not page-lock %d bytes (%s); raise its locked-memory "
+                "limit (`ulimit -l`, the container's memlock) to let it",
+                size,
+                str(e).splitlines()[0] if str(e) else type(e).__name__,
+            )
             return ordinary(size)
         if size:
             with self._lock:

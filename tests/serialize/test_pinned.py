@@ -37,9 +37,9 @@ def test_without_cuda_nothing_is_pinned_and_a_device_blob_is_copied_as_before(mo
     assert (uploads.pinned_bytes, uploads.queued_bytes) == (0, 0)
 
 
-def test_a_process_that_cannot_pin_reads_into_ordinary_memory_and_stops_trying(monkeypatch):
+def test_a_process_that_cannot_pin_reads_into_ordinary_memory_and_stops_trying(monkeypatch, caplog):
     """Pinning refused (here: torch has no CUDA; on a GPU node: the page-lock limit): the bytes
-    land in ordinary memory, and every later blob is read as before."""
+    land in ordinary memory, every later blob is read as before, and the user is told once."""
     if torch.cuda.is_available():
         pytest.skip("pinning is refused only where this process has no CUDA")
     moved = torch_blobs_on_a_stand_in_device(monkeypatch)
@@ -50,6 +50,9 @@ def test_a_process_that_cannot_pin_reads_into_ordinary_memory_and_stops_trying(m
     with allocating(allocate):
         view = buffer(4096)
     assert len(view) == 4096 and not view.readonly and uploads.pinning is False
+    (refused,) = [r for r in caplog.records if r.name == pinned.__name__]
+    assert refused.levelname == "WARNING" and "could not page-lock 4096 bytes" in refused.getMessage()
+    assert "ulimit -l" in refused.getMessage()
     view[:] = bytes(range(256)) * 16
     out = uploads.place("a", view)
     assert bytes(out.numpy()) == bytes(range(256)) * 16 and moved == [4096]
