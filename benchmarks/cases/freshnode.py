@@ -121,8 +121,8 @@ class FreshNode:
     async def _click_resume(self, wait: float) -> dict[str, Any]:
         if wait:
             self.close_gate()
-        watch = _Watch()
         started = time.perf_counter()
+        watch = _Watch(started)
         code, answer = await self.server.call("resume", path=NOTEBOOK)
         if code not in (200, 202):
             raise RuntimeError(f"resume of {NOTEBOOK} answered {code}: {answer}\n{self.server.log_tail()}")
@@ -165,16 +165,18 @@ class FreshNode:
 
 
 class _Watch:
-    """The states a resume goes through, as its status polls show them."""
+    """The states a resume goes through, as its status polls show them: each with its detail and
+    the seconds from the click to the poll that first showed it."""
 
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str]] = []
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.seen: list[tuple[str, str, float]] = []
         self.last: dict[str, Any] = {}
         self.prefetched = 0
 
     @property
     def states(self) -> set[str]:
-        return {state for state, _ in self.seen}
+        return {state for state, _, _ in self.seen}
 
     async def until(self, server: ServerProcess, done: Callable[[], bool], timeout: float = 1800) -> None:
         """Poll the status of ``NOTEBOOK`` until ``done()``."""
@@ -184,8 +186,8 @@ class _Watch:
                 raise RuntimeError(f"the resume went through {self.seen} and stopped\n{server.log_tail()}")
             self.last = await server.status(NOTEBOOK)
             said = (self.last["state"], self.last["detail"])
-            if not self.seen or self.seen[-1] != said:
-                self.seen.append(said)
+            if not self.seen or self.seen[-1][:2] != said:
+                self.seen.append((*said, time.perf_counter() - self.started))
             self.prefetched = max(self.prefetched, int((self.last.get("prefetched") or {}).get("bytes", 0)))
             if not done():
                 await asyncio.sleep(POLL)

@@ -80,9 +80,11 @@ def test_the_kernel_cases_resume_in_new_kernels_beside_a_raw_read(bench, tmp_pat
     (pair,) = report["8a-local"]["pairs"]
     assert sorted(pair["order"]) == ["by_hand", "click", "raw", "waited"]
     assert pair["raw"]["read"] > 0 and pair["by_hand"]["resume"] > 0
-    waited = [detail for state, detail in pair["waited"]["seen"] if state == "waiting"]
+    waited = [detail for state, detail, _ in pair["waited"]["seen"] if state == "waiting"]
     assert any("stand-in for a busy GPU" in detail for detail in waited), pair["waited"]["seen"]
     assert pair["waited"]["seen"][-1][0] == "ready" and pair["click"]["seen"][-1][0] == "ready"
+    moments = [at for _, _, at in pair["click"]["seen"]]  # seconds from the click, as polled
+    assert moments == sorted(moments) and 0 < moments[-1] <= pair["click"]["ready"]
     assert 0 < pair["waited"]["after_wait"] < pair["waited"]["total"]
     assert report["8c-local"]["figure"].startswith("read in place")  # a local folder: nothing copied ahead
 
