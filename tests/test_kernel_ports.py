@@ -25,16 +25,16 @@ from tests.support.server_process import running_server
 pytestmark = pytest.mark.integration
 
 
-def _first_port_taken(taken: list[socket.socket]) -> Any:
+def _first_port_taken(taken: list[socket.socket], port: str = "shell_port") -> Any:
     """``write_connection_file`` as jupyter-client has it, except that another process (a socket
-    appended to ``taken``) listens on the first kernel's shell port before that kernel binds it."""
+    appended to ``taken``) listens on the first kernel's ``port`` before that kernel binds it."""
     pick = connect.write_connection_file
 
     def pick_then_take(*args: Any, **kwargs: Any) -> Any:
         written = pick(*args, **kwargs)
         if not taken:
             holder = socket.socket()
-            holder.bind((written[1]["ip"], written[1]["shell_port"]))
+            holder.bind((written[1]["ip"], written[1][port]))
             holder.listen()
             taken.append(holder)
         return written
@@ -52,6 +52,26 @@ async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_o
         assert await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"  # after the restart (fails without)
         await user_cell(jp_serverapp, kernel_id, "answer = 6 * 7")
         assert jp_serverapp.kernel_manager.get_kernel(kernel_id).shell_port != taken[0].getsockname()[1]
+    finally:
+        for holder in taken:
+            holder.close()
+
+
+async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is_started_again(
+    jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ipykernel 7 does not exit when its IOPub port is taken, so Jupyter's restarter never
+    starts it again; the wait for its first answer does (``kernelports``), on new ports."""
+    taken: list[socket.socket] = []
+    monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, "iopub_port"))
+    try:
+        kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+        first = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
+        assert (
+            await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"
+        )  # after the restart (60 s, then fails, without)
+        kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+        assert kernel.iopub_port != taken[0].getsockname()[1] and kernel.provisioner.pid != first
     finally:
         for holder in taken:
             holder.close()

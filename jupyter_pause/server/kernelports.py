@@ -1,0 +1,42 @@
+"""A new kernel that lost one of its ports to another process before it could bind it.
+
+Jupyter picks a kernel's five ports, writes them into its connection file and starts the kernel,
+which binds them. In between another local process can take one (every process on a node draws
+from the same ephemeral range; two kernels of one server started a moment apart can draw the same
+port). A kernel that fails to bind its shell, stdin or control port exits, and Jupyter's
+restarter starts it again on new ports. One that fails to bind its IOPub port does not exit
+(ipykernel 7: its process waits on a thread it had started), so it is never restarted and never
+answers: a resume waiting for it would wait until its timeout, then fail.
+
+``taken`` tells that case from a kernel still starting: one of its ports is held by a process
+that is not the kernel's. ``kernelrun.connect`` then starts the kernel again on new ports, as
+the restarter does for a kernel that exited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psutil
+
+#: The connection's ports, by their name in a connection file.
+PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+#: Socket states that hold a port against a bind: listening, or bound and not yet listening.
+HOLDING = (psutil.CONN_LISTEN, psutil.CONN_NONE, psutil.CONN_CLOSE)
+
+
+def taken(kernel: Any) -> int | None:
+    """The port of ``kernel`` (a jupyter-client kernel manager, its process local) that another
+    process holds, or None: it holds all of its ports it bound so far, or which process holds
+    a port cannot be told (no process, no local TCP transport, a system that does not say)."""
+    pid = getattr(getattr(kernel, "provisioner", None), "pid", None)
+    if pid is None or getattr(kernel, "transport", "tcp") != "tcp":
+        return None
+    ports = {getattr(kernel, name, 0) for name in PORTS} - {0, None}
+    try:
+        held = [
+            c for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port in ports and c.status in HOLDING
+        ]
+    except (psutil.Error, OSError):
+        return None
+    return next((c.laddr.port for c in held if c.pid != pid), None)
