@@ -9,8 +9,10 @@ restarter starts it again on new ports. One that fails to bind its IOPub port do
 answers: a resume waiting for it would wait until its timeout, then fail.
 
 ``taken`` tells that case from a kernel still starting: one of its ports is held by a process
-that is not the kernel's. ``kernelrun.connect`` then starts the kernel again on new ports, as
-the restarter does for a kernel that exited.
+that is neither the kernel's nor one it started (a kernelspec may launch the kernel through a
+wrapper: ``conda run``, a shell script). ``kernelrun.connect`` then starts the kernel again on
+new ports, as the restarter does for a kernel that exited. Only for a kernel on this machine:
+a remote provisioner's ports are another host's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import psutil
+from jupyter_client.localinterfaces import is_local_ip
 
 #: The connection's ports, by their name in a connection file.
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
@@ -30,13 +33,15 @@ def taken(kernel: Any) -> int | None:
     process holds, or None: it holds all of its ports it bound so far, or which process holds
     a port cannot be told (no process, no local TCP transport, a system that does not say)."""
     pid = getattr(getattr(kernel, "provisioner", None), "pid", None)
-    if pid is None or getattr(kernel, "transport", "tcp") != "tcp":
+    if pid is None or getattr(kernel, "transport", "tcp") != "tcp" or not is_local_ip(getattr(kernel, "ip", "")):
         return None
     ports = {getattr(kernel, name, 0) for name in PORTS} - {0, None}
     try:
+        process = psutil.Process(pid)
+        own = {pid, *(child.pid for child in process.children(recursive=True))}
         held = [
             c for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port in ports and c.status in HOLDING
         ]
     except (psutil.Error, OSError):
         return None
-    return next((c.laddr.port for c in held if c.pid != pid), None)
+    return next((c.laddr.port for c in held if c.pid not in own), None)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -18,48 +18,74 @@ HOLDER = (
     "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
     "print(s.getsockname()[1], flush=True); sys.stdin.read()\n"
 )
+#: A kernelspec's wrapper: it starts the process that listens (the kernel) and passes its port on.
+WRAPPER = (
+    "import subprocess, sys\n"
+    "PIPE = subprocess.PIPE\n"
+    f"child = subprocess.Popen([sys.executable, '-c', {HOLDER!r}], stdin=PIPE, stdout=PIPE, text=True)\n"
+    "print(child.stdout.readline().strip(), flush=True); sys.stdin.read(); child.kill()\n"
+)
+
+Started = Callable[[str], tuple[int, int]]
+
+
+@pytest.fixture
+def started() -> Iterator[Started]:
+    """Start a script that prints a port: its pid and that port; every one is stopped afterwards."""
+    processes: list[subprocess.Popen] = []
+
+    def start(script: str) -> tuple[int, int]:
+        process = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        processes.append(process)
+        return process.pid, int(process.stdout.readline())
+
+    yield start
+    for process in processes:
+        process.stdin.close()  # a wrapper stops its child when its input ends
+        process.wait(timeout=30)
 
 
 def _kernel(pid: int | None, **ports: int) -> SimpleNamespace:
     """What ``taken`` reads of a jupyter-client kernel manager: its process and its ports."""
     fields = {name: 0 for name in kernelports.PORTS} | ports
-    return SimpleNamespace(provisioner=SimpleNamespace(pid=pid), transport="tcp", **fields)
+    return SimpleNamespace(provisioner=SimpleNamespace(pid=pid), transport="tcp", ip="127.0.0.1", **fields)
 
 
-@pytest.fixture
-def elsewhere():
-    """A port another process listens on."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        yield int(holder.stdout.readline())
-    finally:
-        holder.kill()
-        holder.wait()
+def _free_port() -> int:
+    """A port nobody holds: a kernel still starting has not bound it yet."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
-def test_a_port_another_process_listens_on_is_named(elsewhere):
-    mine = socket.create_server(("127.0.0.1", 0))  # this process stands for the kernel
-    try:
-        kernel = _kernel(os.getpid(), shell_port=mine.getsockname()[1], iopub_port=elsewhere)
-        assert kernel.iopub_port == elsewhere and kernelports.taken(kernel) == elsewhere
-    finally:
-        mine.close()
+def test_a_port_another_process_listens_on_is_named(started):
+    kernel, own = started(HOLDER)
+    _, elsewhere = started(HOLDER)
+    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=elsewhere)) == elsewhere
 
 
-def test_a_kernel_holding_its_own_ports_or_not_yet_bound_has_none_taken():
-    mine = socket.create_server(("127.0.0.1", 0))
-    unbound = socket.socket()
-    unbound.bind(("127.0.0.1", 0))
-    free = unbound.getsockname()[1]
-    unbound.close()  # nobody holds it: a kernel still starting has not bound it yet
-    try:
-        assert kernelports.taken(_kernel(os.getpid(), shell_port=mine.getsockname()[1], iopub_port=free)) is None
-    finally:
-        mine.close()
+def test_a_kernel_holding_its_own_ports_or_not_yet_bound_has_none_taken(started):
+    kernel, own = started(HOLDER)
+    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=_free_port())) is None
 
 
-def test_without_a_process_or_over_ipc_nothing_can_be_told(elsewhere):
+def test_a_port_held_by_a_process_the_kernel_started_is_the_kernels_own(started):
+    """The wrapper is the process Jupyter knows; the kernel, its child, holds the ports."""
+    wrapper, childs = started(WRAPPER)
+    _, elsewhere = started(HOLDER)
+    assert kernelports.taken(_kernel(wrapper, shell_port=childs)) is None
+    assert kernelports.taken(_kernel(wrapper, shell_port=childs, iopub_port=elsewhere)) == elsewhere
+
+
+def test_without_a_process_over_ipc_or_on_another_host_nothing_can_be_told(started):
+    kernel, own = started(HOLDER)
+    _, elsewhere = started(HOLDER)
     assert kernelports.taken(_kernel(None, iopub_port=elsewhere)) is None
-    over_ipc = _kernel(os.getpid(), iopub_port=elsewhere)
+    over_ipc = _kernel(kernel, shell_port=own, iopub_port=elsewhere)
     over_ipc.transport = "ipc"
     assert kernelports.taken(over_ipc) is None
+    remote = _kernel(kernel, shell_port=own, iopub_port=elsewhere)
+    remote.ip = "10.0.0.7"  # a remote provisioner's kernel: its ports are that host's
+    assert kernelports.taken(remote) is None
