@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -11,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from jupyter_pause.server import kernelports
+from tests.support.ports import free_port
 
 #: A process that listens on a port of its own and says which, then waits to be stopped.
 HOLDER = (
@@ -53,13 +53,6 @@ def _kernel(pid: int | None, **ports: int) -> SimpleNamespace:
     return SimpleNamespace(provisioner=SimpleNamespace(pid=pid), transport="tcp", ip="127.0.0.1", **fields)
 
 
-def _free_port() -> int:
-    """A port nobody holds: a kernel still starting has not bound it yet."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_port_another_process_listens_on_is_named(started):
     kernel, own = started(HOLDER)
     _, elsewhere = started(HOLDER)
@@ -68,7 +61,8 @@ def test_a_port_another_process_listens_on_is_named(started):
 
 def test_a_kernel_holding_its_own_ports_or_not_yet_bound_has_none_taken(started):
     kernel, own = started(HOLDER)
-    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=_free_port())) is None
+    not_yet_bound = free_port()  # nobody holds it: a kernel still starting has not bound it yet
+    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=not_yet_bound)) is None
 
 
 def test_a_port_held_by_a_process_the_kernel_started_is_the_kernels_own(started):
