@@ -63,14 +63,16 @@ class Uploads:
         try:
             host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
         except RuntimeError as e:  # pinned memory is limited (containers, ulimit -l): read and copy as before
-            self.pinning = False
-            log.warning(
-                "this resume reads its GPU tensors into ordinary memory and copies them as it goes "
-                "(slower): the process could not page-lock %d bytes (%s); raise its locked-memory "
-                "limit (`ulimit -l`, the container's memlock) to let it",
-                size,
-                str(e).splitlines()[0] if str(e) else type(e).__name__,
-            )
+            with self._lock:  # blobs are read on several threads: the first refusal says so
+                first, self.pinning = self.pinning, False
+            if first:
+                log.warning(
+                    "this resume reads its GPU tensors into ordinary memory and copies them as it goes "
+                    "(slower): the process could not page-lock %d bytes (%s); raise its locked-memory "
+                    "limit (`ulimit -l`, the container's memlock) to let it",
+                    size,
+                    str(e).splitlines()[0] if str(e) else type(e).__name__,
+                )
             return ordinary(size)
         if size:
             with self._lock:
