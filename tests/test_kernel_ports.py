@@ -19,7 +19,16 @@ from jupyter_client import connect
 
 from tests.support import server_process
 from tests.support.kernels import Kernel
-from tests.support.server_helpers import call, open_kernel, run, user_cell, wait_state, write_notebook
+from tests.support.server_helpers import (
+    call,
+    open_kernel,
+    poll_state,
+    run,
+    server_config,
+    user_cell,
+    wait_state,
+    write_notebook,
+)
 from tests.support.server_process import running_server
 
 pytestmark = pytest.mark.integration
@@ -57,11 +66,23 @@ async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_o
             holder.close()
 
 
+@pytest.fixture
+def jp_server_config(store: Path, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A test server, its kernels' ports cached or not where a test says (``cache_ports``; off in
+    every other test server, on by default in jupyter-client)."""
+    config = server_config(str(store))
+    config["KernelManager"] = {"cache_ports": getattr(request, "param", False)}
+    return config
+
+
+@pytest.mark.parametrize("jp_server_config", [False, True], ids=["ports drawn", "ports cached"], indirect=True)
 async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is_started_again(
     jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ipykernel 7 does not exit when its IOPub port is taken, so Jupyter's restarter never
-    starts it again; the wait for its first answer does (``kernelports``), on new ports."""
+    starts it again; the wait for its first answer does (``kernelports``), on new ports, also
+    where jupyter-client caches them (its restart then kept the taken one), and the server's
+    watch of the kernel's output follows it there."""
     taken: list[socket.socket] = []
     monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, "iopub_port"))
     try:
@@ -72,6 +93,11 @@ async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is
         )  # after the restart (60 s, then fails, without)
         kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
         assert kernel.iopub_port != taken[0].getsockname()[1] and kernel.provisioner.pid != first
+
+        async def watched() -> dict[str, Any]:  # the server's view of the kernel, from the kernel's output
+            return {"state": kernel.execution_state, "detail": ""}
+
+        await poll_state(watched, ("idle",), 30, "the server's watch of the kernel")  # "starting" on the old port
     finally:
         for holder in taken:
             holder.close()

@@ -11,8 +11,8 @@ answers: a resume waiting for it would wait until its timeout, then fail.
 ``taken`` tells that case from a kernel still starting: one of its ports is held by a process
 that is neither the kernel's nor one it started (a kernelspec may launch the kernel through a
 wrapper: ``conda run``, a shell script). ``kernelrun.connect`` then starts the kernel again on
-new ports, as the restarter does for a kernel that exited. Only for a kernel on this machine:
-a remote provisioner's ports are another host's.
+new ports (``forget`` first), as the restarter does for a kernel that exited. Only for a kernel
+on this machine: a remote provisioner's ports are another host's.
 """
 
 from __future__ import annotations
@@ -45,3 +45,14 @@ def taken(kernel: Any) -> int | None:
     except (psutil.Error, OSError):
         return None
     return next((c.laddr.port for c in held if c.pid not in own), None)
+
+
+def forget(kernel: Any) -> None:
+    """Make the next start of ``kernel`` (a jupyter-client kernel manager) draw new ports and
+    write a new connection file. A restart with ``newports`` forgets only the ports it drew when
+    it wrote the connection file; where ports are cached (``cache_ports``, jupyter-client's
+    default over TCP) they are drawn before, so such a restart kept the connection file and started
+    the kernel on the very port another process held."""
+    for name in PORTS:
+        setattr(kernel, name, 0)
+    kernel.cleanup_connection_file()

@@ -182,7 +182,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
             try:
                 await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
             except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
-                await _start_again_if_robbed(kernel, kernel_id)
+                await _start_again_if_robbed(kernel_manager, kernel, kernel_id)
             else:
                 ready, client = client, None
                 return ready
@@ -197,9 +197,10 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
             stop(client)
 
 
-async def _start_again_if_robbed(kernel: Any, kernel_id: str) -> None:
+async def _start_again_if_robbed(kernel_manager: Any, kernel: Any, kernel_id: str) -> None:
     """Start ``kernel`` again on new ports where another process holds one of its own (it cannot
-    bind it, and may wait forever rather than exit: ``kernelports``)."""
+    bind it, and may wait forever rather than exit: ``kernelports``); the server's watch of its
+    output (its execution state, the culler's last activity) follows it to them."""
     port = await asyncio.to_thread(kernelports.taken, kernel)
     if port is None:
         return
@@ -209,7 +210,11 @@ async def _start_again_if_robbed(kernel: Any, kernel_id: str) -> None:
         port,
     )
     try:
+        kernelports.forget(kernel)
         await maybe_await(kernel.restart_kernel(now=True, newports=True))
+        if hasattr(kernel_manager, "start_watching_activity"):  # jupyter-server's
+            kernel_manager.stop_watching_activity(kernel_id)
+            kernel_manager.start_watching_activity(kernel_id)
     except Exception as e:  # the wait goes on, and its timeout says the kernel never answered
         log.warning("jupyter-pause: kernel %s could not be started again: %s", kernel_id, e)
 
