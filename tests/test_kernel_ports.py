@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from jupyter_client import connect
 
+from jupyter_pause import ledger
+from jupyter_pause.store.storage import Store
 from tests.support import server_process
 from tests.support.kernels import Kernel
 from tests.support.server_helpers import (
@@ -77,12 +79,12 @@ def jp_server_config(store: Path, request: pytest.FixtureRequest) -> dict[str, A
 
 @pytest.mark.parametrize("jp_server_config", [False, True], ids=["ports drawn", "ports cached"], indirect=True)
 async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is_started_again(
-    jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
+    jp_serverapp: Any, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ipykernel 7 does not exit when its IOPub port is taken, so Jupyter's restarter never
     starts it again; the wait for its first answer does (``kernelports``), on new ports, also
     where jupyter-client caches them (its restart then kept the taken one), and the server's
-    watch of the kernel's output follows it there."""
+    watch of the kernel's output, and the ledger's, follow it there."""
     taken: list[socket.socket] = []
     monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, "iopub_port"))
     try:
@@ -98,6 +100,12 @@ async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is
             return {"state": kernel.execution_state, "detail": ""}
 
         await poll_state(watched, ("idle",), 30, "the server's watch of the kernel")  # "starting" on the old port
+        await user_cell(jp_serverapp, kernel_id, "import time\ntime.sleep(0.5)")
+        manager = jp_serverapp.web_app.settings["jupyter_pause"]
+        manager.recorder.flush()
+        await manager.wait()
+        spans = [s for e in ledger.read(Store(str(store)))[0] if e.event == "activity" for s in e.spans or []]
+        assert len(spans) == 1 and 0.5 <= spans[0][1] - spans[0][0] < 5, spans  # none where it kept the old port
     finally:
         for holder in taken:
             holder.close()

@@ -9,7 +9,9 @@ the GPUs the kernel can use (``gpus.visible``: the driver's list, never torch in
 Activity is exact and cheap from here: the kernel's own ``busy``/``idle`` status around each
 ``execute_request`` on its IOPub channel gives the span of every cell, whoever sent it (the code
 the server itself runs to checkpoint or restore is left out), timed by the kernel's own message
-dates (``sent_at``), not by when a busy server got to read them. Spans are written as one
+dates (``sent_at``), not by when a busy server got to read them. A kernel started again on new
+ports is followed there when the server moves its own watch of that channel
+(``start_watching_activity``, also wrapped). Spans are written as one
 ``activity`` record per kernel every ``FLUSH_SECONDS`` (a cell still running is cut there, so a
 week-long cell shows as work all week), and when the kernel stops.
 
@@ -80,7 +82,8 @@ class Recorder:
         self.last_cell: float | None = None
         #: What is stopping a kernel, set by whoever stops it (a pause: its trigger).
         self.stopping: dict[str, str] = {}
-        self.streams: dict[str, Any] = {}
+        #: Each kernel's watched IOPub stream, and the port it is connected to.
+        self.streams: dict[str, tuple[Any, int]] = {}
         self.stopped = False
         self.flusher: PeriodicCallback | None = None
         self._gpus: tuple[str | None, int] | None = None
@@ -112,11 +115,12 @@ class Recorder:
     # -- kernels -------------------------------------------------------------------------
 
     def install(self, serverapp: Any) -> None:
-        """Wrap the kernel manager's start and shutdowns, and flush activity periodically."""
+        """Wrap the kernel manager's start and shutdowns (and its watch of a kernel's output, which
+        a restart on new ports starts again), and flush activity periodically."""
         kernels = serverapp.kernel_manager
         root = os.path.abspath(os.path.expanduser(serverapp.root_dir))
         start, shutdown, stop_all = kernels.start_kernel, kernels.shutdown_kernel, kernels.shutdown_all
-        restart = kernels.restart_kernel
+        restart, watching = kernels.restart_kernel, getattr(kernels, "start_watching_activity", None)
 
         async def start_kernel(*args: Any, **kwargs: Any) -> str:
             known = kwargs.get("kernel_id") in self.sessions
@@ -143,8 +147,16 @@ class Recorder:
             self.restarted(kernel_id, "user")
             return await restart(kernel_id, *args, **kwargs)
 
+        def start_watching_activity(kernel_id: str) -> None:  # the server's own watch of a kernel's
+            watching(kernel_id)  # output, at its start and once a restart moved it to new ports
+            kernel = kernels.get_kernel(kernel_id)
+            if kernel_id in self.streams and self.streams[kernel_id][1] != kernel.iopub_port:
+                self.watch(kernel, kernel_id)  # and so is this one
+
         kernels.start_kernel, kernels.shutdown_kernel = start_kernel, shutdown_kernel
         kernels.shutdown_all, kernels.restart_kernel = shutdown_all, restart_kernel
+        if watching is not None:
+            kernels.start_watching_activity = start_watching_activity
         self.flusher = PeriodicCallback(self.flush, FLUSH_SECONDS * 1000)
         self.flusher.start()
 
@@ -172,7 +184,9 @@ class Recorder:
         self.emit(self.event(LedgerEvent.KERNEL_RESTARTED, self.sessions[kernel_id], at=now, extra={"reason": reason}))
 
     def watch(self, kernel: Any, kernel_id: str) -> None:
-        """Follow the kernel's IOPub status messages: busy/idle around each cell."""
+        """Follow the kernel's IOPub status messages: busy/idle around each cell (the stream of
+        its ports before, if any, is closed)."""
+        self._unwatch(kernel_id)
         stream = kernel.connect_iopub()
         session = Session(config=kernel.session.config, key=kernel.session.key)
 
@@ -188,7 +202,12 @@ class Recorder:
             self.cell(kernel_id, state, sent_at(msg["header"], time.time()))
 
         stream.on_recv(on_message)
-        self.streams[kernel_id] = stream
+        self.streams[kernel_id] = (stream, kernel.iopub_port)
+
+    def _unwatch(self, kernel_id: str) -> None:
+        stream, _ = self.streams.pop(kernel_id, (None, 0))
+        if stream is not None and not stream.closed():
+            stream.close()
 
     def cell(self, kernel_id: str, state: str | None, now: float) -> None:
         """A kernel went ``busy`` or ``idle`` at ``now``."""
@@ -224,9 +243,7 @@ class Recorder:
         activity = self._activity(kernel_id, now)
         self.busy.pop(kernel_id, None)
         session = self.sessions.pop(kernel_id)
-        stream = self.streams.pop(kernel_id, None)
-        if stream is not None and not stream.closed():
-            stream.close()
+        self._unwatch(kernel_id)
         stopped = self.event(LedgerEvent.KERNEL_STOPPED, session, at=now, trigger=trigger)
         return [activity, stopped] if activity is not None else [stopped]
 
