@@ -53,6 +53,7 @@ def _first_port_taken(taken: list[socket.socket], port: str = "shell_port") -> A
     return pick_then_take
 
 
+@pytest.mark.parametrize("jp_server_config", [False, True], ids=["ports drawn", "ports cached"], indirect=True)
 async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_on_new_ports(
     jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -10,7 +10,7 @@ from .. import ledger
 from ..config import ENV_VARS, PauseConfig
 from ..ledger import SERVER_RECORDS
 from ..protocol.nodestate import SERVER_PID
-from . import prefetch
+from . import kernelports, prefetch
 from .culler import CullerPauses, plan
 from .handlers import routes
 from .orchestrator import PauseManager
@@ -73,6 +73,7 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
     manager.recorder.install(serverapp)
+    kernelports.install(serverapp.kernel_manager)  # a kernel started again on new ports gets new ones
     manager.culler = CullerPauses(manager)
     manager.culler.install()  # after the recorder's: the culler's shutdown is asked of it first
     watch_requests(serverapp.web_app, manager.warnings, serverapp.web_app.settings["base_url"])

@@ -11,12 +11,19 @@ answers: a resume waiting for it would wait until its timeout, then fail.
 ``taken`` tells that case from a kernel still starting: one of its ports is held by a process
 that is neither the kernel's nor one it started (a kernelspec may launch the kernel through a
 wrapper: ``conda run``, a shell script). ``kernelrun.connect`` then starts the kernel again on
-new ports (``forget`` first), as the restarter does for a kernel that exited. Only for a kernel
-on this machine: a remote provisioner's ports are another host's.
+new ports, as the restarter does for a kernel that exited. Only for a kernel on this machine:
+a remote provisioner's ports are another host's.
+
+Either restart asks for new ports, and where jupyter-client caches a kernel's ports
+(``cache_ports``, its default over TCP) it kept the old ones: it forgets only ports it drew as it
+wrote the connection file, and cached ones are drawn before. The kernel then started on the very
+port another process held, again, until the restarter gave it up (five tries) or the resume its
+wait. ``install`` has every kernel of the server forget them (``forget``) on such a restart.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import psutil
@@ -47,12 +54,24 @@ def taken(kernel: Any) -> int | None:
     return next((c.laddr.port for c in held if c.pid not in own), None)
 
 
+def install(kernels: Any) -> None:
+    """Have every kernel ``kernels`` (jupyter-server's kernel manager) starts draw new ports when
+    it is started again on new ports, also where its ports are cached."""
+    start = kernels.start_kernel
+
+    async def start_kernel(*args: Any, **kwargs: Any) -> str:
+        kernel_id = await start(*args, **kwargs)
+        kernel = kernels.get_kernel(kernel_id)
+        if getattr(kernel, "cache_ports", False) and getattr(kernel, "transport", "") == "tcp":
+            kernel.cleanup_random_ports = functools.partial(forget, kernel)  # what a restart calls
+        return kernel_id
+
+    kernels.start_kernel = start_kernel
+
+
 def forget(kernel: Any) -> None:
     """Make the next start of ``kernel`` (a jupyter-client kernel manager) draw new ports and
-    write a new connection file. A restart with ``newports`` forgets only the ports it drew when
-    it wrote the connection file; where ports are cached (``cache_ports``, jupyter-client's
-    default over TCP) they are drawn before, so such a restart kept the connection file and started
-    the kernel on the very port another process held."""
+    write a new connection file."""
     for name in PORTS:
         setattr(kernel, name, 0)
     kernel.cleanup_connection_file()

@@ -210,7 +210,6 @@ async def _start_again_if_robbed(kernel_manager: Any, kernel: Any, kernel_id: st
         port,
     )
     try:
-        kernelports.forget(kernel)
         await maybe_await(kernel.restart_kernel(now=True, newports=True))
         if hasattr(kernel_manager, "start_watching_activity"):  # jupyter-server's
             kernel_manager.stop_watching_activity(kernel_id)
