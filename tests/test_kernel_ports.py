@@ -2,7 +2,8 @@
 (side by side, every local process draws from one ephemeral port range): the start fails, and the
 restart that follows binds new ports (``KERNEL_PORT_ARGS`` and ``Kernel`` in tests/support/kernels.py),
 which a client of a server's kernel follows (``ServerProcess.client``), and so do the extension's
-resume and the tests' ``run`` and ``user_cell`` (``kernelrun.connect``)."""
+resume and the tests' ``run`` and ``user_cell`` (``kernelrun.connect``). A kernel that keeps running
+without the port is started again by the extension (``server.kernelports``)."""
 
 from __future__ import annotations
 
@@ -80,22 +81,24 @@ def jp_server_config(store: Path, request: pytest.FixtureRequest) -> dict[str, A
 
 @pytest.mark.parametrize("jp_server_config", [False, True], ids=["ports drawn", "ports cached"], indirect=True)
 async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is_started_again(
-    jp_serverapp: Any, store: Path, monkeypatch: pytest.MonkeyPatch
+    jp_fetch: Any, jp_serverapp: Any, jp_root_dir: Path, store: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """ipykernel 7 does not exit when its IOPub port is taken, so Jupyter's restarter never
-    starts it again; the wait for its first answer does (``kernelports``), on new ports, also
-    where jupyter-client caches them (its restart then kept the taken one), and the server's
-    watch of the kernel's output, and the ledger's, follow it there."""
+    starts it again; the server does (``kernelports``), for a notebook's kernel too, with no one
+    waiting on it, on new ports, also where jupyter-client caches them (its restart then kept
+    the taken one), and the server's watch of the kernel's output, and the ledger's, follow it."""
     taken: list[socket.socket] = []
     monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, "iopub_port"))
     try:
-        kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
-        first = jp_serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid
-        assert (
-            await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"
-        )  # after the restart (60 s, then fails, without)
+        kernel_id = await open_kernel(jp_fetch, write_notebook(jp_root_dir, "lost.ipynb"))  # as JupyterLab does
         kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
-        assert kernel.iopub_port != taken[0].getsockname()[1] and kernel.provisioner.pid != first
+
+        async def ports() -> dict[str, Any]:
+            moved = kernel.iopub_port not in (0, taken[0].getsockname()[1])
+            return {"state": "new ports" if moved else "the taken one", "detail": str(kernel.iopub_port)}
+
+        await poll_state(ports, ("new ports",), 30, "the kernel's IOPub port")  # stays taken without
+        assert await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"
 
         async def watched() -> dict[str, Any]:  # the server's view of the kernel, from the kernel's output
             return {"state": kernel.execution_state, "detail": ""}

@@ -73,7 +73,7 @@ def load(serverapp: Any) -> None:
     serverapp.web_app.add_handlers(".*$", routes(serverapp.web_app.settings["base_url"]))
     _export_to_kernels(serverapp, config)
     manager.recorder.install(serverapp)
-    kernelports.install(serverapp.kernel_manager)  # a kernel started again on new ports gets new ones
+    kernelports.install(serverapp.kernel_manager, settings.kernel_start_timeout)  # one that lost a port
     manager.culler = CullerPauses(manager)
     manager.culler.install()  # after the recorder's: the culler's shutdown is asked of it first
     watch_requests(serverapp.web_app, manager.warnings, serverapp.web_app.settings["base_url"])

@@ -6,42 +6,54 @@ from the same ephemeral range; two kernels of one server started a moment apart 
 port). A kernel that fails to bind its shell, stdin or control port exits, and Jupyter's
 restarter starts it again on new ports. One that fails to bind its IOPub port does not exit
 (ipykernel 7: its process waits on a thread it had started), so it is never restarted and never
-answers: a resume waiting for it would wait until its timeout, then fail.
+answers: a notebook's kernel stays "starting", and a resume waiting for it waits until its
+timeout, then fails.
 
-``taken`` tells that case from a kernel still starting: one of its ports is held by a process
-that is neither the kernel's nor one it started (a kernelspec may launch the kernel through a
-wrapper: ``conda run``, a shell script). ``kernelrun.connect`` then starts the kernel again on
-new ports, as the restarter does for a kernel that exited. Only for a kernel on this machine:
-a remote provisioner's ports are another host's.
+``install`` watches every kernel the server starts (``watch``) until it holds all of its ports:
+every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one. Where one
+that is neither the kernel's nor one it started holds a port (a kernelspec may launch the kernel
+through a wrapper: ``conda run``, a shell script) and the kernel is still running, it is started
+again on new ports, as the restarter does for a kernel that exited, and the server's watch of its
+output follows it there. Only for a kernel on this machine: a remote provisioner's ports are
+another host's, and so is a kernel whose process the system does not show.
 
 Either restart asks for new ports, and where jupyter-client caches a kernel's ports
 (``cache_ports``, its default over TCP) it kept the old ones: it forgets only ports it drew as it
 wrote the connection file, and cached ones are drawn before. The kernel then started on the very
-port another process held, again, until the restarter gave it up (five tries) or the resume its
-wait. ``install`` has every kernel of the server forget them (``forget``) on such a restart.
+port another process held, again, until the restarter gave it up (five tries). ``install`` has
+every kernel of the server forget them (``forget``) on such a restart.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
+import time
 from typing import Any
 
 import psutil
 from jupyter_client.localinterfaces import is_local_ip
 
+from .http import maybe_await
+
+log = logging.getLogger(__name__)
+
 #: The connection's ports, by their name in a connection file.
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 #: Socket states that hold a port against a bind: listening, or bound and not yet listening.
 HOLDING = (psutil.CONN_LISTEN, psutil.CONN_NONE, psutil.CONN_CLOSE)
+#: Seconds between looks at a new kernel's ports: most kernels hold them all at the first.
+LOOK_EVERY = 2.0
 
 
-def taken(kernel: Any) -> int | None:
-    """The port of ``kernel`` (a jupyter-client kernel manager, its process local) that another
-    process holds, or None: it holds all of its ports it bound so far, or which process holds
+def look(kernel: Any) -> tuple[int | None, bool]:
+    """What the system says of ``kernel``'s ports: the one another process holds (or None), and
+    whether there is nothing more to look for: the kernel holds every one, or which process holds
     a port cannot be told (no process, no local TCP transport, a system that does not say)."""
     pid = getattr(getattr(kernel, "provisioner", None), "pid", None)
     if pid is None or getattr(kernel, "transport", "tcp") != "tcp" or not is_local_ip(getattr(kernel, "ip", "")):
-        return None
+        return None, True
     ports = {getattr(kernel, name, 0) for name in PORTS} - {0, None}
     try:
         process = psutil.Process(pid)
@@ -50,23 +62,80 @@ def taken(kernel: Any) -> int | None:
             c for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port in ports and c.status in HOLDING
         ]
     except (psutil.Error, OSError):
-        return None
-    return next((c.laddr.port for c in held if c.pid not in own), None)
+        return None, True
+    if any(c.pid is None for c in held):  # a process this one may not look into (another user's)
+        return None, True
+    other = next((c.laddr.port for c in held if c.pid not in own), None)
+    return other, other is None and ports <= {c.laddr.port for c in held}
 
 
-def install(kernels: Any) -> None:
-    """Have every kernel ``kernels`` (jupyter-server's kernel manager) starts draw new ports when
-    it is started again on new ports, also where its ports are cached."""
+def install(kernels: Any, timeout: float) -> None:
+    """Watch every kernel ``kernels`` (jupyter-server's kernel manager) starts for ``timeout``
+    seconds at most, and have it draw new ports when it is started again on new ports."""
     start = kernels.start_kernel
 
     async def start_kernel(*args: Any, **kwargs: Any) -> str:
+        running = kwargs.get("kernel_id") in kernels  # a session taking a kernel that runs: no start
         kernel_id = await start(*args, **kwargs)
         kernel = kernels.get_kernel(kernel_id)
         if getattr(kernel, "cache_ports", False) and getattr(kernel, "transport", "") == "tcp":
             kernel.cleanup_random_ports = functools.partial(forget, kernel)  # what a restart calls
+        if not running:
+            Watch(kernels, kernel_id, time.monotonic() + timeout).later()
         return kernel_id
 
     kernels.start_kernel = start_kernel
+
+
+class Watch:
+    """The looks at one new kernel's ports, every ``LOOK_EVERY`` seconds until it holds them all
+    or ``deadline`` (``time.monotonic()``); each is scheduled on the event loop (not a task that
+    waits), so that a server stopping between two looks leaves nothing pending."""
+
+    #: The looks under way (a task is kept only as long as something refers to it).
+    running: set[asyncio.Task[None]] = set()
+
+    def __init__(self, kernels: Any, kernel_id: str, deadline: float) -> None:
+        self.kernels, self.kernel_id, self.deadline = kernels, kernel_id, deadline
+
+    def later(self) -> None:
+        asyncio.get_running_loop().call_later(LOOK_EVERY, self._begin)
+
+    def _begin(self) -> None:
+        task = asyncio.ensure_future(self.look())
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def look(self) -> None:
+        """One look: where another process holds a port and the kernel still runs (one that
+        exited is the restarter's), start it again on new ports; then look again, unless done."""
+        if self.kernel_id not in self.kernels:
+            return
+        kernel = self.kernels.get_kernel(self.kernel_id)
+        port, settled = await asyncio.to_thread(look, kernel)
+        if settled:
+            return
+        if port is not None and await maybe_await(kernel.is_alive()):
+            await _start_again(self.kernels, kernel, self.kernel_id, port)
+        if time.monotonic() < self.deadline:
+            self.later()
+
+
+async def _start_again(kernels: Any, kernel: Any, kernel_id: str, port: int) -> None:
+    """Start ``kernel`` again on new ports; the server's watch of its output (its execution state,
+    the culler's last activity, the ledger's cells) follows it to them."""
+    log.warning(
+        "jupyter-pause: kernel %s could not bind port %d (another process holds it): starting it again on new ports",
+        kernel_id,
+        port,
+    )
+    try:
+        await maybe_await(kernel.restart_kernel(now=True, newports=True))
+        if hasattr(kernels, "start_watching_activity"):  # jupyter-server's
+            kernels.stop_watching_activity(kernel_id)
+            kernels.start_watching_activity(kernel_id)
+    except Exception as e:  # whoever waits for the kernel says it never answered; the log says why
+        log.warning("jupyter-pause: kernel %s could not be started again: %s", kernel_id, e)
 
 
 def forget(kernel: Any) -> None:

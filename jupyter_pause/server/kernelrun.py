@@ -18,7 +18,6 @@ from typing import Any
 
 from ..errors import PauseError
 from ..protocol import SafePointRequest, channel
-from . import kernelports
 from .http import maybe_await
 
 log = logging.getLogger(__name__)
@@ -159,9 +158,9 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
     first answer costs a fifth of a second and more); the caller hands it to ``execute`` or stops
     it (``stop``). One that died before its first answer (a port another process took between
     the pick and the bind) held nothing yet: Jupyter's restarter starts it again on new ports,
-    and this waits for that one; one that lost a port and waits instead of exiting is started
-    again here (``kernelports``). ``KernelDied`` once Jupyter gave up on it, ``KernelCodeError``
-    after ``timeout`` seconds."""
+    and this waits for that one; so it does for one that lost a port and waits instead of
+    exiting, which the server starts again (``kernelports``). ``KernelDied`` once Jupyter gave up
+    on it, ``KernelCodeError`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     client = None
     try:
@@ -182,7 +181,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
             try:
                 await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
             except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
-                await _start_again_if_robbed(kernel_manager, kernel, kernel_id)
+                pass
             else:
                 ready, client = client, None
                 return ready
@@ -195,27 +194,6 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
     finally:
         if client is not None:
             stop(client)
-
-
-async def _start_again_if_robbed(kernel_manager: Any, kernel: Any, kernel_id: str) -> None:
-    """Start ``kernel`` again on new ports where another process holds one of its own (it cannot
-    bind it, and may wait forever rather than exit: ``kernelports``); the server's watch of its
-    output (its execution state, the culler's last activity) follows it to them."""
-    port = await asyncio.to_thread(kernelports.taken, kernel)
-    if port is None:
-        return
-    log.warning(
-        "jupyter-pause: kernel %s could not bind port %d (another process holds it): starting it again on new ports",
-        kernel_id,
-        port,
-    )
-    try:
-        await maybe_await(kernel.restart_kernel(now=True, newports=True))
-        if hasattr(kernel_manager, "start_watching_activity"):  # jupyter-server's
-            kernel_manager.stop_watching_activity(kernel_id)
-            kernel_manager.start_watching_activity(kernel_id)
-    except Exception as e:  # the wait goes on, and its timeout says the kernel never answered
-        log.warning("jupyter-pause: kernel %s could not be started again: %s", kernel_id, e)
 
 
 async def first_client(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:

@@ -20,7 +20,8 @@ class PauseServer(Configurable):
     kernel_start_timeout = Float(
         120.0,
         help="Seconds a kernel a resume starts may take to answer its first request. One that has not answered by "
-        "then is shut down and the resume fails, its checkpoint untouched (Resume again starts a new kernel).",
+        "then is shut down and the resume fails, its checkpoint untouched (Resume again starts a new kernel). "
+        "Also how long the server looks at any new kernel's ports for one another process took.",
     ).tag(config=True)
     resource_wait_timeout = Float(
         600.0, help="Seconds a resume waits for the resources its checkpoint needs before it fails."

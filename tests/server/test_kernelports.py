@@ -1,4 +1,4 @@
-"""Which port of a new kernel another process holds (``server.kernelports``)."""
+"""Which port of a new kernel another process holds, and whether it holds them all (``server.kernelports``)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def started() -> Iterator[Started]:
 
 
 def _kernel(pid: int | None, **ports: int) -> SimpleNamespace:
-    """What ``taken`` reads of a jupyter-client kernel manager: its process and its ports."""
+    """What ``look`` reads of a jupyter-client kernel manager: its process and its ports."""
     fields = {name: 0 for name in kernelports.PORTS} | ports
     return SimpleNamespace(provisioner=SimpleNamespace(pid=pid), transport="tcp", ip="127.0.0.1", **fields)
 
@@ -56,30 +56,44 @@ def _kernel(pid: int | None, **ports: int) -> SimpleNamespace:
 def test_a_port_another_process_listens_on_is_named(started):
     kernel, own = started(HOLDER)
     _, elsewhere = started(HOLDER)
-    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=elsewhere)) == elsewhere
+    assert kernelports.look(_kernel(kernel, shell_port=own, iopub_port=elsewhere)) == (elsewhere, False)
 
 
 def test_a_kernel_holding_its_own_ports_or_not_yet_bound_has_none_taken(started):
     kernel, own = started(HOLDER)
     not_yet_bound = free_port()  # nobody holds it: a kernel still starting has not bound it yet
-    assert kernelports.taken(_kernel(kernel, shell_port=own, iopub_port=not_yet_bound)) is None
+    assert kernelports.look(_kernel(kernel, shell_port=own, iopub_port=not_yet_bound)) == (None, False)
+    assert kernelports.look(_kernel(kernel, shell_port=own)) == (None, True)  # all bound: no more to look for
 
 
 def test_a_port_held_by_a_process_the_kernel_started_is_the_kernels_own(started):
     """The wrapper is the process Jupyter knows; the kernel, its child, holds the ports."""
     wrapper, childs = started(WRAPPER)
     _, elsewhere = started(HOLDER)
-    assert kernelports.taken(_kernel(wrapper, shell_port=childs)) is None
-    assert kernelports.taken(_kernel(wrapper, shell_port=childs, iopub_port=elsewhere)) == elsewhere
+    assert kernelports.look(_kernel(wrapper, shell_port=childs)) == (None, True)
+    assert kernelports.look(_kernel(wrapper, shell_port=childs, iopub_port=elsewhere)) == (elsewhere, False)
 
 
 def test_without_a_process_over_ipc_or_on_another_host_nothing_can_be_told(started):
     kernel, own = started(HOLDER)
     _, elsewhere = started(HOLDER)
-    assert kernelports.taken(_kernel(None, iopub_port=elsewhere)) is None
+    assert kernelports.look(_kernel(None, iopub_port=elsewhere)) == (None, True)
     over_ipc = _kernel(kernel, shell_port=own, iopub_port=elsewhere)
     over_ipc.transport = "ipc"
-    assert kernelports.taken(over_ipc) is None
+    assert kernelports.look(over_ipc) == (None, True)
     remote = _kernel(kernel, shell_port=own, iopub_port=elsewhere)
     remote.ip = "10.0.0.7"  # a remote provisioner's kernel: its ports are that host's
-    assert kernelports.taken(remote) is None
+    assert kernelports.look(remote) == (None, True)
+
+
+def test_a_port_whose_holder_this_process_may_not_look_into_ends_the_watch(started, monkeypatch):
+    """A kernel run as another user (a kernelspec's ``sudo -u``): the system lists its sockets
+    without their process, to a process not allowed to look into it. That tells nothing: the
+    kernel is not started again for it. (Tests run as root here, who may look into any process:
+    the sockets are listed as such a process sees them.)"""
+    kernel, own = started(HOLDER)
+    listed = kernelports.psutil.net_connections
+    monkeypatch.setattr(
+        kernelports.psutil, "net_connections", lambda **kw: [c._replace(pid=None) for c in listed(**kw)]
+    )
+    assert kernelports.look(_kernel(kernel, shell_port=own)) == (None, True)
