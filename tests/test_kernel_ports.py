@@ -20,7 +20,7 @@ from jupyter_client import connect
 
 from jupyter_pause import ledger
 from jupyter_pause.store.storage import Store
-from tests.support import server_process
+from tests.support import kernels, server_process
 from tests.support.kernels import Kernel
 from tests.support.server_helpers import (
     call,
@@ -138,15 +138,20 @@ async def test_a_resume_whose_new_kernel_lost_its_port_restores_into_the_kernel_
             holder.close()
 
 
+@pytest.mark.parametrize("port", ["shell_port", "iopub_port"])
 def test_a_tests_own_kernel_whose_port_another_process_took_starts_again_on_new_ports(
-    tmp_path, jupyter_dirs: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    tmp_path, jupyter_dirs: dict[str, str], monkeypatch: pytest.MonkeyPatch, port: str
 ) -> None:
+    """One that exits (its shell port) and one that waits instead (its IOPub port): both are
+    started again as soon as that is seen, not after the wait for an answer ends (made longer
+    than the test's own time limit here)."""
     taken: list[socket.socket] = []
-    monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken))
+    monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, port))
+    monkeypatch.setattr(kernels, "ANSWER_WITHIN", 3600.0)
     kernel = None
     try:
         kernel = Kernel(tmp_path, {**os.environ, **jupyter_dirs})
-        assert taken and kernel.manager.shell_port != taken[0].getsockname()[1]
+        assert taken and getattr(kernel.manager, port) != taken[0].getsockname()[1]
         assert kernel.run("print(6 * 7)").ok().stdout == "42\n"
     finally:
         if kernel is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
@@ -11,6 +12,8 @@ from typing import Any, Iterator
 
 import pytest
 from jupyter_client.manager import KernelManager
+
+from jupyter_pause.server import kernelports
 
 #: The variables that set how many threads a process computes on (OpenMP, MKL, OpenBLAS: torch's
 #: and numpy's thread pools). ``tests/conftest.py`` sets each to 1; every kernel and server a test
@@ -30,6 +33,10 @@ KERNEL_PORT_ARGS = tuple(
 #: How many times a test's own kernel is started before its start counts as failed: a kernel that
 #: dies before it answers is started again on new ports, as a server's restarter does.
 STARTS = 3
+#: Seconds a test's own kernel may take to answer, and how long each wait for it lasts before the
+#: test looks again at whether it died or lost a port.
+ANSWER_WITHIN = 60.0
+ANSWER_ATTEMPT = 2.0
 
 
 @dataclass
@@ -55,13 +62,25 @@ class Kernel:
             self.manager.start_kernel(cwd=str(cwd), env=env)
             self.client = self.manager.client()
             self.client.start_channels()
-            try:
-                self.client.wait_for_ready(timeout=60)
+            if self._answered():
                 return
-            except RuntimeError as e:  # it died: a port taken between the pick and the bind, or worse
-                self.close()
-                if start == STARTS:
-                    raise RuntimeError(f"a kernel in {cwd} died before it answered, {STARTS} starts in a row") from e
+            self.close()  # it died, or lost a port: taken between the pick and the bind, or worse
+            if start == STARTS:
+                raise RuntimeError(f"a kernel in {cwd} did not answer, {STARTS} starts in a row")
+
+    def _answered(self) -> bool:
+        """Whether the kernel answered within ``ANSWER_WITHIN`` seconds; False at once where it
+        died, or another process holds one of its ports (it may wait rather than exit then:
+        ``jupyter_pause.server.kernelports``)."""
+        deadline = time.monotonic() + ANSWER_WITHIN
+        while True:
+            try:
+                self.client.wait_for_ready(timeout=ANSWER_ATTEMPT)
+                return True
+            except RuntimeError:
+                lost = kernelports.look(self.manager)[0] is not None
+                if lost or not self.manager.is_alive() or time.monotonic() > deadline:
+                    return False
 
     @property
     def pid(self) -> int:
