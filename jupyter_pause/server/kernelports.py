@@ -9,13 +9,14 @@ restarter starts it again on new ports. One that fails to bind its IOPub port do
 answers: a notebook's kernel stays "starting", and a resume waiting for it waits until its
 timeout, then fails.
 
-``install`` watches every kernel the server starts (``watch``) until it holds all of its ports:
+``install`` watches every kernel the server starts (``Watch``) until it holds all of its ports:
 every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one. Where one
 that is neither the kernel's nor one it started holds a port (a kernelspec may launch the kernel
 through a wrapper: ``conda run``, a shell script) and the kernel is still running, it is started
 again on new ports, as the restarter does for a kernel that exited, and the server's watch of its
 output follows it there. Only for a kernel on this machine: a remote provisioner's ports are
-another host's, and so is a kernel whose process the system does not show.
+another host's; and not where the system will not say which process holds a port (another
+user's, to a server that may not look into it).
 
 Either restart asks for new ports, and where jupyter-client caches a kernel's ports
 (``cache_ports``, its default over TCP) it kept the old ones: it forgets only ports it drew as it
@@ -102,11 +103,11 @@ class Watch:
         asyncio.get_running_loop().call_later(LOOK_EVERY, self._begin)
 
     def _begin(self) -> None:
-        task = asyncio.ensure_future(self.look())
+        task = asyncio.ensure_future(self.once())
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def look(self) -> None:
+    async def once(self) -> None:
         """One look: where another process holds a port and the kernel still runs (one that
         exited is the restarter's), start it again on new ports; then look again, unless done."""
         if self.kernel_id not in self.kernels:
