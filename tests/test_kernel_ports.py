@@ -58,13 +58,23 @@ def _first_port_taken(taken: list[socket.socket], port: str = "shell_port") -> A
 async def test_a_kernel_whose_port_another_process_took_before_it_bound_starts_on_new_ports(
     jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """It exits, and Jupyter's restarter starts it again on new ports (new ones also where they are
+    cached: ``kernelports.forget``); the server's watch of its output follows it there, which
+    jupyter-server does only after a restart it was asked for (a pause then waited for a cell it
+    thought running)."""
     taken: list[socket.socket] = []
     monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken))
     try:
         kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
         assert await run(jp_serverapp, kernel_id, "print(6 * 7)") == "42\n"  # after the restart (fails without)
         await user_cell(jp_serverapp, kernel_id, "answer = 6 * 7")
-        assert jp_serverapp.kernel_manager.get_kernel(kernel_id).shell_port != taken[0].getsockname()[1]
+        kernel = jp_serverapp.kernel_manager.get_kernel(kernel_id)
+        assert kernel.shell_port != taken[0].getsockname()[1]
+
+        async def watched() -> dict[str, Any]:  # the server's view of the kernel, from the kernel's output
+            return {"state": kernel.execution_state, "detail": ""}
+
+        await poll_state(watched, ("idle",), 30, "the server's watch of the kernel")  # "starting" on the old port
     finally:
         for holder in taken:
             holder.close()

@@ -13,10 +13,11 @@ timeout, then fails.
 every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one. Where one
 that is neither the kernel's nor one it started holds a port (a kernelspec may launch the kernel
 through a wrapper: ``conda run``, a shell script) and the kernel is still running, it is started
-again on new ports, as the restarter does for a kernel that exited, and the server's watch of its
-output follows it there. Only for a kernel on this machine: a remote provisioner's ports are
-another host's; and not where the system will not say which process holds a port (another
-user's, to a server that may not look into it).
+again on new ports, as the restarter does for a kernel that exited. Once the kernel holds its new
+ports, whichever restart gave them, the server's watches of its output follow it there
+(``follow``: jupyter-server moves its own only after a restart it was asked for). Only for a
+kernel on this machine: a remote provisioner's ports are another host's; and not where the system
+will not say which process holds a port (another user's, to a server that may not look into it).
 
 Either restart asks for new ports, and where jupyter-client caches a kernel's ports
 (``cache_ports``, its default over TCP) it kept the old ones: it forgets only ports it drew as it
@@ -46,6 +47,8 @@ PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 HOLDING = (psutil.CONN_LISTEN, psutil.CONN_NONE, psutil.CONN_CLOSE)
 #: Seconds between looks at a new kernel's ports: most kernels hold them all at the first.
 LOOK_EVERY = 2.0
+#: Seconds a kernel started again on new ports has to answer the request that makes it say its state.
+ANSWER_WITHIN = 30.0
 
 
 def look(kernel: Any) -> tuple[int | None, bool]:
@@ -62,6 +65,8 @@ def look(kernel: Any) -> tuple[int | None, bool]:
         held = [
             c for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port in ports and c.status in HOLDING
         ]
+    except psutil.NoSuchProcess:  # it exited: Jupyter's restarter starts it again, or gives it up
+        return None, False
     except (psutil.Error, OSError):
         return None, True
     if any(c.pid is None for c in held):  # a process this one may not look into (another user's)
@@ -98,6 +103,8 @@ class Watch:
 
     def __init__(self, kernels: Any, kernel_id: str, deadline: float) -> None:
         self.kernels, self.kernel_id, self.deadline = kernels, kernel_id, deadline
+        #: The ports the server's watch of the kernel's output is connected to.
+        self.watched = list(kernels.get_kernel(kernel_id).ports)
 
     def later(self) -> None:
         asyncio.get_running_loop().call_later(LOOK_EVERY, self._begin)
@@ -109,22 +116,44 @@ class Watch:
 
     async def once(self) -> None:
         """One look: where another process holds a port and the kernel still runs (one that
-        exited is the restarter's), start it again on new ports; then look again, unless done."""
+        exited is the restarter's), start it again on new ports; then look again, unless done.
+        Done, a kernel started again (by either) on new ports has the server's watches of its
+        output follow it there: jupyter-server moves its own only after a restart it was asked
+        for, so a kernel its restarter started again stayed "starting" (a pause then waited for
+        a cell it thought running), its cells missing from the ledger."""
         if self.kernel_id not in self.kernels:
             return
         kernel = self.kernels.get_kernel(self.kernel_id)
         port, settled = await asyncio.to_thread(look, kernel)
         if settled:
+            if list(kernel.ports) != self.watched and hasattr(self.kernels, "start_watching_activity"):
+                await follow(self.kernels, kernel, self.kernel_id)
             return
         if port is not None and await maybe_await(kernel.is_alive()):
-            await _start_again(self.kernels, kernel, self.kernel_id, port)
+            await _start_again(kernel, self.kernel_id, port)
         if time.monotonic() < self.deadline:
             self.later()
 
 
-async def _start_again(kernels: Any, kernel: Any, kernel_id: str, port: int) -> None:
-    """Start ``kernel`` again on new ports; the server's watch of its output (its execution state,
-    the culler's last activity, the ledger's cells) follows it to them."""
+async def follow(kernels: Any, kernel: Any, kernel_id: str) -> None:
+    """Move the server's watch of ``kernel``'s output to its new ports (jupyter-server's; the
+    ledger's follows it: ``session_events``), then have the kernel say its state there: a kernel
+    information request, which it answers busy, then idle (a cell that ran before the move was
+    heard by no watch, and its state would stay "starting")."""
+    kernels.stop_watching_activity(kernel_id)
+    kernels.start_watching_activity(kernel_id)
+    client = kernel.client()
+    client.start_channels()
+    try:
+        await client.wait_for_ready(timeout=ANSWER_WITHIN)
+    except RuntimeError as e:  # it died again: Jupyter's restarter has it
+        log.info("jupyter-pause: kernel %s did not answer on its new ports: %s", kernel_id, e)
+    finally:
+        client.stop_channels()
+
+
+async def _start_again(kernel: Any, kernel_id: str, port: int) -> None:
+    """Start ``kernel`` again on new ports."""
     log.warning(
         "jupyter-pause: kernel %s could not bind port %d (another process holds it): starting it again on new ports",
         kernel_id,
@@ -132,9 +161,6 @@ async def _start_again(kernels: Any, kernel: Any, kernel_id: str, port: int) -> 
     )
     try:
         await maybe_await(kernel.restart_kernel(now=True, newports=True))
-        if hasattr(kernels, "start_watching_activity"):  # jupyter-server's
-            kernels.stop_watching_activity(kernel_id)
-            kernels.start_watching_activity(kernel_id)
     except Exception as e:  # whoever waits for the kernel says it never answered; the log says why
         log.warning("jupyter-pause: kernel %s could not be started again: %s", kernel_id, e)
 
