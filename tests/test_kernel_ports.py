@@ -19,6 +19,7 @@ import pytest
 from jupyter_client import connect
 
 from jupyter_pause import ledger
+from jupyter_pause.server import kernelrun
 from jupyter_pause.store.storage import Store
 from tests.support import kernels, server_process
 from tests.support.kernels import Kernel
@@ -120,6 +121,30 @@ async def test_a_kernel_that_lost_its_iopub_port_and_waits_instead_of_exiting_is
         await manager.wait()
         spans = [s for e in ledger.read(Store(str(store)))[0] if e.event == "activity" for s in e.spans or []]
         assert len(spans) == 1 and 0.5 <= spans[0][1] - spans[0][0] < 5, spans  # none where it kept the old port
+    finally:
+        for holder in taken:
+            holder.close()
+
+
+async def test_a_kernel_that_could_not_be_started_again_says_why_to_whoever_waits_for_it(
+    jp_serverapp: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume's wait for its kernel ends naming the taken port and the failed restart, not only
+    "see the server's log"."""
+    taken: list[socket.socket] = []
+    monkeypatch.setattr(connect, "write_connection_file", _first_port_taken(taken, "iopub_port"))
+
+    async def refused(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("this test refuses the restart")
+
+    try:
+        kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+        monkeypatch.setattr(type(jp_serverapp.kernel_manager.get_kernel(kernel_id)), "restart_kernel", refused)
+        with pytest.raises(kernelrun.KernelCodeError) as failed:
+            await kernelrun.connect(jp_serverapp.kernel_manager, kernel_id, 6)
+        port = taken[0].getsockname()[1]
+        said = f"its port {port} was held by another process, and starting it again on new ports failed: this test"
+        assert said in str(failed.value), failed.value
     finally:
         for holder in taken:
             holder.close()

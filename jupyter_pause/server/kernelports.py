@@ -32,6 +32,7 @@ import asyncio
 import functools
 import logging
 import time
+import weakref
 from typing import Any
 
 import psutil
@@ -40,6 +41,9 @@ from jupyter_client.localinterfaces import is_local_ip
 from .http import maybe_await
 
 log = logging.getLogger(__name__)
+
+#: Why a kernel whose watch could not start it again does not answer, by kernel manager.
+_TROUBLE: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 #: The connection's ports, by their name in a connection file.
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
@@ -161,8 +165,16 @@ async def _start_again(kernel: Any, kernel_id: str, port: int) -> None:
     )
     try:
         await maybe_await(kernel.restart_kernel(now=True, newports=True))
-    except Exception as e:  # whoever waits for the kernel says it never answered; the log says why
+    except Exception as e:  # whoever waits for the kernel says it never answered, and why (``trouble``)
         log.warning("jupyter-pause: kernel %s could not be started again: %s", kernel_id, e)
+        _TROUBLE[kernel] = (
+            f"its port {port} was held by another process, and starting it again on new ports failed: {e}"
+        )
+
+
+def trouble(kernel: Any) -> str:
+    """Why ``kernel`` does not answer, where its watch knows ("" where it does not)."""
+    return _TROUBLE.get(kernel, "")
 
 
 def forget(kernel: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import PauseError
 from ..protocol import SafePointRequest, channel
+from . import kernelports
 from .http import maybe_await
 
 log = logging.getLogger(__name__)
@@ -186,9 +187,10 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
                 ready, client = client, None
                 return ready
             if time.monotonic() >= deadline:
+                why = kernelports.trouble(kernel) or "see the server's log for why the kernel could not start"
                 raise KernelCodeError(
                     f"the new kernel did not answer within {timeout:g} s; the checkpoint is untouched: resume "
-                    "again, and see the server's log for why the kernel could not start"
+                    f"again ({why})"
                 )
             await asyncio.sleep(0.2)
     finally:
