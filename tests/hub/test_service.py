@@ -119,6 +119,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 p.terminate()
             for p in processes:
                 p.wait(10)
+            # bob's cell would hold his server's stop (its sessions are paused first) until the Hub gives up on it
+            hub.server_fetch("bob", f"api/kernels/{kernels['bob']}/interrupt", method="POST", body={})
 
 
 def _released(setup: Setup, user: str) -> list[dict[str, Any]]:
