@@ -88,7 +88,7 @@ def install(kernels: Any, timeout: float) -> None:
         running = kwargs.get("kernel_id") in kernels  # a session taking a kernel that runs: no start
         kernel_id = await start(*args, **kwargs)
         kernel = kernels.get_kernel(kernel_id)
-        if getattr(kernel, "cache_ports", False) and getattr(kernel, "transport", "") == "tcp":
+        if getattr(kernel, "cache_ports", False) and getattr(kernel, "transport", "tcp") == "tcp":
             kernel.cleanup_random_ports = functools.partial(forget, kernel)  # what a restart calls
         if not running:
             Watch(kernels, kernel_id, time.monotonic() + timeout).later()
@@ -116,7 +116,12 @@ class Watch:
     def _begin(self) -> None:
         task = asyncio.ensure_future(self.once())
         self.running.add(task)
-        task.add_done_callback(self.running.discard)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self.running.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the kernel runs on, unwatched
+            log.warning("jupyter-pause: kernel %s: its ports not looked at: %s", self.kernel_id, task.exception())
 
     async def once(self) -> None:
         """One look: where another process holds a port and the kernel still runs (one that
