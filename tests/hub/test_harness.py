@@ -13,6 +13,7 @@ import pytest
 from tornado.httpclient import HTTPClient
 
 from tests.support.hub import Hub, Service, run_hub, wait_for
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -81,6 +82,16 @@ def test_a_hub_whose_proxy_port_a_kernels_socket_took_meanwhile_starts_on_new_po
             assert hub.fetch(f"{hub.url}/hub/api/", token=None).code == 200
         finally:
             hub.stop()
+
+
+def test_no_two_of_a_hubs_ports_are_the_same_nor_any_port_this_process_drew_before(tmp_path):
+    """A Hub's ports and its services' are all drawn before any is bound: each draw must avoid the
+    others (two services once shared a port, and the proxy sent one's page to the other)."""
+    services = [Service(f"s{i}", scopes=["read:hub"]) for i in range(20)]
+    hub = Hub(tmp_path / "hub", services=services)
+    ports = [hub.port, hub.hub_port, hub.api_port, *(s.port for s in services)]
+    drawn = [free_port() for _ in range(1000)]  # a tenth of the range: without memory, repeats are certain
+    assert len(set(ports + drawn)) == len(ports) + len(drawn)
 
 
 def _close_each_connection(listener: socket.socket) -> None:

@@ -5,8 +5,10 @@ A port picked by binding port 0 comes from the ephemeral range (32768 and up on 
 serves every outgoing connection and every other port-0 pick, each kernel's five ports among them:
 between the pick and the server's own bind another process could get it (a kernel's ZMQ socket
 once answered on a user's server port, and the Hub waited four minutes for a server that had
-failed to start). No port below that range is handed out unasked, so only another test drawing
-the same port could take one, and a draw among ten thousand, checked free, makes that rare.
+failed to start). No port below that range is handed out unasked, so only another draw of the
+tests' could take one, and a draw among ten thousand, checked free, makes that rare. A process
+never hands out the same port twice: a Hub's ports and its services' are all drawn before any of
+them is bound, and two of its services once got the same one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ PORT_RANGE = (10000, 20000)
 DRAWS = 200
 
 _draw = random.SystemRandom()  # not the random module's: a test may seed that, alike in every test process
+#: The ports this process has handed out.
+_given: set[int] = set()
 
 
 def bindable(port: int, host: str = "127.0.0.1") -> bool:
@@ -34,8 +38,11 @@ def bindable(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that nobody listens on now, from ``PORT_RANGE``."""
+    """A TCP port on ``host`` that nobody listens on now and that this process has not handed out
+    before, from ``PORT_RANGE``."""
     for _ in range(DRAWS):
-        if bindable(port := _draw.randrange(*PORT_RANGE), host):
+        port = _draw.randrange(*PORT_RANGE)
+        if port not in _given and bindable(port, host):
+            _given.add(port)
             return port
     raise RuntimeError(f"no free port on {host} in {DRAWS} draws from {PORT_RANGE}")
