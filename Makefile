@@ -141,9 +141,15 @@ docs: $(DOCS_STAMP)
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	@echo "built docs/_build/html/index.html"
 
+# The speed targets, each measured side by side with its baseline: the checkpoint and resume
+# cases (run.py; case 8 resumes on a new node, from a local folder and from S3), the training
+# loops' safe points, the GPU-hours report of 100 users' month, and 20 users of one Hub and one S3
+# store resuming at once (bench-hub runs that one alone, with USERS users).
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 	$(PY) benchmarks/loops.py
+	$(PY) benchmarks/ledger.py --users 100 --direct
+	$(PY) benchmarks/hub_storm.py --users 20
 
 # Model files: a LoRA-style session on a base model of MB megabytes, on a local folder and S3.
 MB ?= 2048
