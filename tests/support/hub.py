@@ -245,22 +245,10 @@ c.Spawner.environment.update({{
 }})
 
 
-# ports given to users' servers: servers started at once each draw before any binds, and a port two
-# of them drew would serve the first to bind, the second failing (its proxy route then leads to the first)
-_GIVEN = set()
-
-
-def _server_port():
-    port = free_port()
-    while port in _GIVEN:
-        port = free_port()
-    _GIVEN.add(port)
-    return port
-
-
 def _per_user(spawner):
-    # a port no kernel or connection is given meanwhile (tests/support/ports.py), not the spawner's own pick
-    spawner.port = _server_port()
+    # a port no kernel or connection is given meanwhile, nor another user's server started at once
+    # (each draws before any binds): tests/support/ports.py, not the spawner's own pick
+    spawner.port = free_port()
     # what create_user wrote for this user: more arguments and environment
     extra = USERS / spawner.user.name / "spawn.json"
     if extra.exists():
