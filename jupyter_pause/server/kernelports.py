@@ -10,7 +10,8 @@ answers: a notebook's kernel stays "starting", and a resume waiting for it waits
 timeout, then fails.
 
 ``install`` watches every kernel the server starts (``Watch``) until it holds all of its ports:
-every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one. Where one
+every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one, unless the
+server has heard the kernel on its output already (``heard``: most kernels, by the first look). Where one
 that is neither the kernel's nor one it started holds a port (a kernelspec may launch the kernel
 through a wrapper: ``conda run``, a shell script) and the kernel is still running, it is started
 again on new ports, as the restarter does for a kernel that exited. Once the kernel holds its new
@@ -79,6 +80,14 @@ def look(kernel: Any) -> tuple[int | None, bool]:
     return other, other is None and ports <= {c.laddr.port for c in held}
 
 
+def heard(kernel: Any, watched: list[int]) -> bool:
+    """Whether the server's watch of ``kernel``'s output, still on the ports it started with
+    (``watched``), has heard the kernel say it is idle or busy: it then holds its IOPub port, and
+    one that could not bind another port exits. So most kernels are never looked at (``look``
+    lists every socket of the system: 10-110 ms of a server's CPU, beside a resume's reads)."""
+    return list(kernel.ports) == watched and getattr(kernel, "execution_state", None) in ("idle", "busy")
+
+
 def install(kernels: Any, timeout: float) -> None:
     """Watch every kernel ``kernels`` (jupyter-server's kernel manager) starts for ``timeout``
     seconds at most, and have it draw new ports when it is started again on new ports."""
@@ -133,6 +142,8 @@ class Watch:
         if self.kernel_id not in self.kernels:
             return
         kernel = self.kernels.get_kernel(self.kernel_id)
+        if heard(kernel, self.watched):
+            return
         port, settled = await asyncio.to_thread(look, kernel)
         if settled:
             if list(kernel.ports) != self.watched and hasattr(self.kernels, "start_watching_activity"):

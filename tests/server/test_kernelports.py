@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
@@ -97,3 +99,36 @@ def test_a_port_whose_holder_this_process_may_not_look_into_ends_the_watch(start
         kernelports.psutil, "net_connections", lambda **kw: [c._replace(pid=None) for c in listed(**kw)]
     )
     assert kernelports.look(_kernel(kernel, shell_port=own)) == (None, True)
+
+
+class _Kernels:
+    """What ``Watch`` reads of jupyter-server's kernel manager, holding one kernel ``k``."""
+
+    def __init__(self, kernel: SimpleNamespace) -> None:
+        self.kernel = kernel
+
+    def __contains__(self, kernel_id: str) -> bool:
+        return kernel_id == "k"
+
+    def get_kernel(self, kernel_id: str) -> SimpleNamespace:
+        return self.kernel
+
+
+@pytest.mark.parametrize(
+    ("state", "moved", "looked"),
+    [("idle", False, False), ("busy", False, False), ("starting", False, True), ("idle", True, True)],
+)
+def test_only_a_kernel_the_server_has_not_heard_on_the_ports_it_started_with_is_looked_at(
+    monkeypatch, state, moved, looked
+):
+    kernel = _kernel(None, shell_port=1, iopub_port=2, stdin_port=3, control_port=4, hb_port=5)
+    kernel.ports = [1, 2, 3, 4, 5]
+    watch = kernelports.Watch(_Kernels(kernel), "k", time.monotonic() + 60)
+    kernel.execution_state = state
+    if moved:  # started again on other ports: the server's watch of its output is still on the first ones
+        kernel.ports = [6, 7, 8, 9, 10]
+    calls: list[object] = []
+    monkeypatch.setattr(kernelports, "look", lambda k: calls.append(k) or (None, True))
+    monkeypatch.setattr(kernelports, "follow", lambda *args: asyncio.sleep(0))
+    asyncio.run(watch.once())
+    assert calls == ([kernel] if looked else [])
