@@ -67,8 +67,12 @@ def look(kernel: Any) -> tuple[int | None, bool]:
     try:
         process = psutil.Process(pid)
         own = {pid, *(child.pid for child in process.children(recursive=True))}
+        # a listener, or a connection out of that port (an outgoing connection's local port is
+        # drawn from the same range); not one whose process is gone (TIME_WAIT: a bind reuses it)
         held = [
-            c for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port in ports and c.status in HOLDING
+            c
+            for c in psutil.net_connections(kind="tcp")
+            if c.laddr and c.laddr.port in ports and (c.status in HOLDING or c.pid is not None)
         ]
     except psutil.NoSuchProcess:  # it exited: Jupyter's restarter starts it again, or gives it up
         return None, False

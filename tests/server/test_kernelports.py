@@ -55,6 +55,23 @@ def _kernel(pid: int | None, **ports: int) -> SimpleNamespace:
     return SimpleNamespace(provisioner=SimpleNamespace(pid=pid), transport="tcp", ip="127.0.0.1", **fields)
 
 
+#: A process with a connection out of a port of its own and no listener on it, and says which port.
+CONNECTED = (
+    "import socket, sys\n"
+    "server = socket.socket(); server.bind(('127.0.0.1', 0)); server.listen()\n"
+    "out = socket.create_connection(server.getsockname()); accepted, _ = server.accept(); server.close()\n"
+    "print(out.getsockname()[1], flush=True); sys.stdin.read()\n"
+)
+
+
+def test_a_port_another_process_connects_out_of_is_named(started):
+    """An outgoing connection's local port comes from the range kernels' ports are drawn from: a
+    kernel cannot bind it either (its IOPub port was once taken so)."""
+    kernel, own = started(HOLDER)
+    _, elsewhere = started(CONNECTED)
+    assert kernelports.look(_kernel(kernel, shell_port=own, iopub_port=elsewhere)) == (elsewhere, False)
+
+
 def test_a_port_another_process_listens_on_is_named(started):
     kernel, own = started(HOLDER)
     _, elsewhere = started(HOLDER)
