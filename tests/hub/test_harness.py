@@ -12,6 +12,7 @@ import psutil
 import pytest
 from tornado.httpclient import HTTPClient
 
+from tests.support import ports as port_draws
 from tests.support.hub import Hub, Service, run_hub, wait_for
 from tests.support.ports import free_port
 
@@ -84,9 +85,10 @@ def test_a_hub_whose_proxy_port_a_kernels_socket_took_meanwhile_starts_on_new_po
             hub.stop()
 
 
-def test_no_two_of_a_hubs_ports_are_the_same_nor_any_port_this_process_drew_before(tmp_path):
+def test_no_two_of_a_hubs_ports_are_the_same_nor_any_port_this_process_drew_before(tmp_path, monkeypatch):
     """A Hub's ports and its services' are all drawn before any is bound: each draw must avoid the
     others (two services once shared a port, and the proxy sent one's page to the other)."""
+    monkeypatch.setattr(port_draws, "_given", set())  # the thousand draws are not kept from this process's later tests
     services = [Service(f"s{i}", scopes=["read:hub"]) for i in range(20)]
     hub = Hub(tmp_path / "hub", services=services)
     ports = [hub.port, hub.hub_port, hub.api_port, *(s.port for s in services)]
