@@ -8,6 +8,7 @@ to an array built directly on the verified bytes read from the store (no extra c
 from __future__ import annotations
 
 import ast
+import ctypes
 import dataclasses
 import gc
 import sys
@@ -89,7 +90,7 @@ class ArrayCollector:
             device = str(untyped.device)
             size = untyped.nbytes()
             dtype = storage.dtype if typed else torch.uint8
-            itemsize = torch.empty(0, dtype=dtype).element_size()
+            itemsize = dtype.itemsize
             found = Collected(
                 "torch",
                 str(dtype),
@@ -102,9 +103,9 @@ class ArrayCollector:
             )
             if untyped.device.type != "cpu" or (devicehash.ON_CPU and size >= devicehash.MIN_BYTES):
                 found.data, found.private = None, True
-            elif size:
-                flat = torch.empty(0, dtype=torch.uint8).set_(untyped, 0, (size,), (1,))
-                found.data, found.keepalive = memoryview(flat.numpy()), (untyped, flat)
+            elif size:  # the storage's bytes, viewed in place while ``untyped`` keeps them
+                found.data = memoryview((ctypes.c_ubyte * size).from_address(untyped.data_ptr())).cast("B")
+                found.keepalive = (untyped,)
             self.found[key] = found
         self.touched.append(key)
         return (load_array, (key, str(storage.dtype) if typed else None))

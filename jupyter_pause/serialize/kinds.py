@@ -104,6 +104,13 @@ def _same(a: Any, b: Any) -> bool:
     return a is b
 
 
+def reduce_odict(od: collections.OrderedDict) -> tuple[Any, ...]:
+    """An ``OrderedDict`` exactly as its own ``__reduce__`` gives it (type, no arguments, its
+    attributes or None, its items), without CPython looking for its slot names each time: it
+    cannot cache them on a built-in type, and a torch module holds a dozen ordered dicts."""
+    return (collections.OrderedDict, (), dict(vars(od)) or None, None, iter(od.items()))
+
+
 def reduce_odict_iterator(it: Any) -> tuple[Any, ...]:
     """An ordered-dict iterator: which view it walks and how far, found by comparing what it has left."""
     mapping = _iterated(it, collections.OrderedDict)
@@ -275,6 +282,7 @@ def _by_name(kind: type) -> Reducer | None:
 
 _EXACT: dict[type, Reducer] = {
     **dict.fromkeys(_DICT_ITERATORS, reduce_dict_iterator),
+    collections.OrderedDict: reduce_odict,
     _ODICT_ITERATOR: reduce_odict_iterator,
     _SET_ITERATOR: reduce_set_iterator,
     super: reduce_super,

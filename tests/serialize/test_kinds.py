@@ -271,3 +271,23 @@ def test_a_persistent_loader_between_passes_is_saved_without_its_worker_processe
     assert failed == {} and result.failed == {}, result.failed
     assert loaded["loader"]._iterator is None and [b[0].tolist() for b in loaded["loader"]] == first
     assert value_digest(loaded["loader"]) == value_digest(loader)  # the restore test sees it back
+
+
+def test_ordered_dicts_come_back_in_order_with_their_attributes_without_a_slot_name_search(monkeypatch) -> None:
+    import copyreg
+
+    inner = collections.OrderedDict([("z", 1), ("a", [2])])
+    inner.note = "kept"
+    outer = collections.OrderedDict(first=inner, empty=collections.OrderedDict())
+    outer["self"] = outer
+    searched = []
+    real = copyreg._slotnames
+    monkeypatch.setattr(copyreg, "_slotnames", lambda cls: searched.append(cls) or real(cls))
+    _, loaded, failed = roundtrip({"outer": outer})
+    assert failed == {}
+    back = loaded["outer"]
+    assert searched == []  # a torch module holds a dozen ordered dicts: each search costs
+    assert list(back) == ["first", "empty", "self"] and back["self"] is back
+    assert list(back["first"].items()) == [("z", 1), ("a", [2])] and back["first"].note == "kept"
+    assert type(back["empty"]) is collections.OrderedDict and vars(back["empty"]) == {}
+    assert value_digest(back) == value_digest(outer)
