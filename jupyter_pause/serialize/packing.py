@@ -30,6 +30,12 @@ PACK_BYTES = 16 << 20
 #: Threads hashing array blobs at once.
 HASH_THREADS = min(8, os.cpu_count() or 1)
 
+#: Arrays to hash that are no more than this in all are hashed at once, even where the writer could
+#: hash them as it writes them (``defer``): every digest is then known by the end of the plan, so
+#: the restore test's evidence is taken and the model checks start while the capture goes on
+#: (``session.evidence``). A few milliseconds of hashing, against the checks' tens.
+HASH_NOW_BYTES = 64 << 20
+
 
 @dataclass(kw_only=True)
 class ArrayPlan:
@@ -79,6 +85,7 @@ def _large_keys(
     keys.update(watched.known)
     unread.update(watched.known)
     unknown = [(k, f) for k, f in large if k not in keys]
+    defer = defer and sum(f.size for _, f in unknown) > HASH_NOW_BYTES
     deferred = {k: f.data for k, f in unknown} if defer else {}
     if not defer:
         with ThreadPoolExecutor(HASH_THREADS) as pool:

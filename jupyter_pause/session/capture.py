@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,15 +17,15 @@ from ..notebook import read_notebook, relative_path
 from ..process import rng, settings
 from ..process.localmodules import folder_words, notebook_folder
 from ..process.selection import select, shadowing, type_name
-from ..proof import fingerprint, libvalues, modelcheck, probe
-from ..proof.rehearsal import Rehearsal, rehearse
+from ..proof import fingerprint, modelcheck, probe
+from ..proof.rehearsal import Rehearsal
 from ..replay import history
 from ..replay.reach import OUTSIDE, reach
 from ..replay.rebuild import plan as plan_recipes
 from ..serialize import devicehash, writewatch
-from ..serialize.digests import Known, remember, value_digest
+from ..serialize.digests import Known, remember
 from ..serialize.pickler import DumpResult
-from ..store import signing, workers
+from ..store import signing
 from ..store.layout import new_checkpoint_id
 from ..store.manifest import (
     ArrayRecord,
@@ -37,8 +37,7 @@ from ..store.manifest import (
     SkippedRecord,
     VariableRecord,
 )
-from ..vocabulary import Trigger
-from . import arrayplan, datafiles, lineage, modelfiles, running, travel
+from . import arrayplan, datafiles, evidence, lineage, modelfiles, running, travel
 from .context import Context
 from .options import CheckpointOptions
 
@@ -62,17 +61,6 @@ def mid_cell() -> bool:
     return _mid_cell
 
 
-#: Triggers of a checkpoint with little time left to take it: no rehearsal (``proof.rehearsal``).
-HURRIED = frozenset({Trigger.SIGTERM, Trigger.SPOT})
-
-#: The process's thread the model checks run in, one check after the other (``store.workers``).
-CHECKS = "jupyter-pause-check"
-
-#: Variables whose pickled form is larger than this get no value digest (their blobs' checksums
-#: still cover them); digesting a huge object graph in Python would cost more than saving it.
-DIGEST_MAX_SEGMENT_BYTES = 4 << 20
-
-
 @dataclass(kw_only=True)
 class Prepared:
     """Everything a checkpoint needs once the kernel may go on: pickled, copied, described."""
@@ -94,9 +82,9 @@ class Prepared:
     rng: BlobRef
     algorithm: str
     position: lineage.Position
-    #: The model checks, once started (``start_model_checks``), and what they need.
-    models: Future[dict[str, Any]] | None = None
-    modules: dict[str, Any]
+    #: The digests, rehearsal and model checks (``evidence.take``), once taken, and what the
+    #: model checks need beside ``known``.
+    evidence: evidence.Evidence | None = None
     device_known: modelcheck.Known
     unread: int
     unhashed: dict[str, Any]
@@ -129,66 +117,6 @@ class Prepared:
     unproven: list[str] = field(default_factory=list)  # modules the restore test cannot prove, and why
     #: Saved variables a copy of which, loaded back at once, differs: named at checkpoint.
     rehearsal: Rehearsal = field(default_factory=Rehearsal)
-
-
-def _kind(value: Any) -> str:
-    """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
-    if issubclass(type(value), type):  # not isinstance: a dead weak proxy raises on that
-        return "class"
-    try:
-        if modelcheck.is_module(value):
-            return "module"
-        kind = type(value)  # methods by the class: a dask Delayed makes up any attribute asked of it
-        if callable(getattr(kind, "state_dict", None)) and callable(getattr(kind, "load_state_dict", None)):
-            if hasattr(value, "param_groups"):
-                return "optimizer"
-            if hasattr(value, "optimizer") and hasattr(value, "last_epoch"):
-                return "scheduler"
-            if callable(getattr(kind, "get_scale", None)):
-                return "scaler"
-            return "stateful"
-        if type(value).__module__ == "torch" and hasattr(value, "untyped_storage"):
-            return "tensor"
-    except Exception:  # an object that raises on attribute access is still saved; just unnamed
-        return "object"
-    return "object"
-
-
-def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str, Any]:
-    """Per module, its recorded forward pass (or why there is none)."""
-    models: dict[str, Any] = {}
-    for name, module in modules.items():
-        check = modelcheck.record(module, known)
-        models[name] = check.to_record() if isinstance(check, modelcheck.ModelCheck) else {"none": check}
-    return models
-
-
-def _modules(values: dict[str, Any], saved: Iterable[str]) -> dict[str, Any]:
-    """The saved variables that are modules with parameters: each gets a model check."""
-    return {n: values[n] for n in saved if _kind(values[n]) == "module" and any(True for _ in values[n].parameters())}
-
-
-def start_model_checks(p: Prepared) -> Future[dict[str, Any]]:
-    """Record the model checks in a thread (a forward pass releases the GIL), once the digest
-    of every array is known: a module whose storages all hold what they held at its last check
-    is not run again (``modelcheck.record``), and its storages are not read again to tell.
-
-    Started only once everything is pickled (a check puts modules in eval mode for a moment,
-    which a pickle taken meanwhile would keep), and waited for before anything else reads the
-    modules (``describe``)."""
-    if p.models is None:
-        known = {**p.device_known, **{where: digest.hex() for where, digest in p.known.items()}}
-        p.models = workers.shared(CHECKS, 1).submit(_model_checks, p.modules, known)
-    return p.models
-
-
-def unproven(models: dict[str, Any]) -> list[str]:
-    """A note per module the restore test will not be able to prove, with why (for the summary)."""
-    return [
-        f"the restore test cannot prove model {name}: {recorded['none']}"
-        for name, recorded in models.items()
-        if "none" in recorded
-    ]
 
 
 def _refuse_unsaveable(unsaveable: list[SkippedRecord]) -> None:
@@ -235,12 +163,15 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     if request.strict:
         _refuse_unsaveable(failed + uninspectable)
     seen, device_known, files, plan = arrayplan.plan(ctx, position, dump, offered, algorithm, defer_hashing, maps)
+    recipes = _recipes(chosen, dump, failed)
+    taken = None
+    if not plan.unhashed:  # every digest is known: the model checks run while the rest is captured and sent
+        taken = evidence.take(chosen.values, dump, plan.arrays, plan.known, device_known, algorithm, request.trigger)
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
     plan.payloads.update({**kept.local_modules.payloads, **datafiles.payloads(data)})
     history_ref = _payload(plan.payloads, history.current.to_bytes(), algorithm)
-    recipes = _recipes(chosen, dump, failed)
     elsewhere = _elsewhere(ctx, chosen.values, kept, failed + uninspectable, recipes) + datafiles.lines(data)
     prepared = Prepared(
         ctx=ctx,
@@ -261,7 +192,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         rng=rng_ref,
         algorithm=algorithm,
         position=position,
-        modules=_modules(chosen.values, dump.segments),
+        evidence=taken,
         device_known=device_known,
         unread=plan.unread,
         watched=plan.watched,
@@ -286,8 +217,6 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         history=history_ref,
         elsewhere=elsewhere,
     )
-    if not plan.unhashed:  # every digest is known: the checks run while the data is copied and sent
-        start_model_checks(prepared)
     return prepared
 
 
@@ -326,18 +255,9 @@ def _graph_notes(dump: DumpResult) -> list[str]:
     ]
 
 
-def _digest(value: Any, known: Known) -> str | None:
-    """The value's digest, or None where reading it meets a dead weak proxy (a stream handler's
-    ipykernel stream holds one): the variable is saved all the same, only not digested."""
-    try:
-        return value_digest(value, known=known)
-    except ReferenceError:
-        return None
-
-
 def describe(p: Prepared, surroundings: bool = True) -> None:
     """Name and digest every variable, rehearse the restore of the small ones (``proof.rehearsal``),
-    record the model checks, read the notebook.
+    record the model checks (``evidence``, unless the capture took it), read the notebook.
 
     Still needs the live state (digests and model checks read it), but not the store: a
     synchronous checkpoint runs this while the array data is being written. Without
@@ -345,43 +265,21 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     tenth of a second or more) are left to ``describe_surroundings``: a background checkpoint
     reads them in its thread.
     """
-    models = start_model_checks(p).result()  # first: the checks flip modules to eval mode for a moment
-    p.unproven = unproven(models)
+    if p.evidence is None:
+        p.evidence = evidence.take(p.values, p.dump, p.arrays, p.known, p.device_known, p.algorithm, p.trigger)
+    taken = p.evidence
+    p.variables, p.rehearsal = taken.variables, taken.rehearsal
+    p.small.update(taken.segments)
+    models = taken.models.result()  # the modules are in their own modes again once it is done
+    p.unproven = evidence.unproven(models)
     p.notes += p.unproven
-    for name, segment in p.dump.segments.items():
-        key = signing.digest(segment.data, p.algorithm)
-        p.small[key] = segment.data
-        value = p.values[name]
-        check = _digest(value, p.known) if len(segment.data) <= DIGEST_MAX_SEGMENT_BYTES else None
-        p.variables.append(
-            VariableRecord(
-                name=name,
-                type=type_name(value),
-                kind=_kind(value),
-                blob=BlobRef(key=key, size=len(segment.data)),
-                arrays=segment.arrays,
-                pickler=segment.pickler,
-                digest=check,
-            )
-        )
-    if p.trigger not in HURRIED:
-        p.rehearsal = rehearse(p.values, p.dump.segments, {v.name: v.digest for v in p.variables}, _array_bytes(p))
     p.probe_value = probe.new_probe()
-    fingerprints = libvalues.record(p.values, {v.name: v.digest for v in p.variables})  # for library upgrades
-    checks = pickle.dumps({"probe": p.probe_value, "models": models, "values": fingerprints}, protocol=4)
+    checks = pickle.dumps({"probe": p.probe_value, "models": models, "values": taken.fingerprints}, protocol=4)
     p.checks = BlobRef(key=signing.digest(checks, p.algorithm), size=len(checks))
     p.small[p.checks.key] = checks
     p.values = {}  # the live objects are not needed past this point
     if surroundings:
         describe_surroundings(p)
-
-
-def _array_bytes(p: Prepared) -> dict[str, int]:
-    """Bytes of the arrays and tensor storages each saved variable holds out of band."""
-    return {
-        name: sum(p.arrays[k].nbytes for k in segment.arrays if k in p.arrays)
-        for name, segment in p.dump.segments.items()
-    }
 
 
 def describe_surroundings(p: Prepared) -> None:

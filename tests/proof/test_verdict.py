@@ -200,7 +200,7 @@ def test_resume_and_verify_leaves_a_report(tmp_path) -> None:
 
 def _digest_free_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     """A checkpoint whose variables are all too large to digest, resumed in a new process."""
-    monkeypatch.setattr(sys.modules["jupyter_pause.session.capture"], "DIGEST_MAX_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(sys.modules["jupyter_pause.session.evidence"], "DIGEST_MAX_SEGMENT_BYTES", 0)
     result = jp.checkpoint(store=str(tmp_path), session=SESSION, namespace={"big": list(range(100)), "other": "x"})
     assert all(v.digest is None for v in result.manifest.variables)
     another_process()
