@@ -122,6 +122,11 @@ async def test_a_busy_cell_without_steps_is_waited_for_and_the_status_says_why(
         )
     )
     await wait_for(started.exists, 60, "the cell's start")
+    # The server knows the kernel busy once it has read the kernel's "busy" on IOPub: on a loaded
+    # machine that can come after the cell has started, and a pause asked of a kernel the server
+    # still sees idle checkpoints the usual way, behind the cell.
+    managed = jp_serverapp.kernel_manager.get_kernel(kernel)
+    await wait_for(lambda: managed.execution_state == "busy", 60, "the server seeing the kernel busy")
     await call(jp_fetch, "pause", path=path)
     waiting = await poll_state(lambda: detail_is(jp_fetch, path, kernelrun.NO_SAFE_POINT), ("yes",), 30, path)
     assert waiting["seen"][-1] == ("yes", "checkpointing")
