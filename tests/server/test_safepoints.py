@@ -57,6 +57,14 @@ def marker(serverapp: Any, kernel_id: str) -> Path:
     return channel.marker_path(serverapp.kernel_manager.get_kernel(kernel_id).provisioner.pid)
 
 
+async def seen_busy(serverapp: Any, kernel_id: str) -> None:
+    """Wait until the server knows the kernel busy: it learns that from the kernel's "busy" on
+    IOPub, which on a loaded machine can come after the cell has started, and a pause asked of a
+    kernel the server still sees idle checkpoints the usual way, behind the cell."""
+    managed = serverapp.kernel_manager.get_kernel(kernel_id)
+    await wait_for(lambda: managed.execution_state == "busy", 60, "the server seeing the kernel busy")
+
+
 async def training_started(
     fetch: Any, serverapp: Any, path: str, pace: float, setup: str = SETUP
 ) -> tuple[str, asyncio.Task]:
@@ -65,6 +73,7 @@ async def training_started(
     await run(serverapp, kernel, f"{setup}\npace = {pace}")
     cell = asyncio.ensure_future(run(serverapp, kernel, TRAIN))
     await wait_for(marker(serverapp, kernel).exists, 60, "the loop's first safe point")
+    await seen_busy(serverapp, kernel)
     return kernel, cell
 
 
@@ -122,11 +131,7 @@ async def test_a_busy_cell_without_steps_is_waited_for_and_the_status_says_why(
         )
     )
     await wait_for(started.exists, 60, "the cell's start")
-    # The server knows the kernel busy once it has read the kernel's "busy" on IOPub: on a loaded
-    # machine that can come after the cell has started, and a pause asked of a kernel the server
-    # still sees idle checkpoints the usual way, behind the cell.
-    managed = jp_serverapp.kernel_manager.get_kernel(kernel)
-    await wait_for(lambda: managed.execution_state == "busy", 60, "the server seeing the kernel busy")
+    await seen_busy(jp_serverapp, kernel)
     await call(jp_fetch, "pause", path=path)
     waiting = await poll_state(lambda: detail_is(jp_fetch, path, kernelrun.NO_SAFE_POINT), ("yes",), 30, path)
     assert waiting["seen"][-1] == ("yes", "checkpointing")
