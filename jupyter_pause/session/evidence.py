@@ -68,7 +68,7 @@ def take(
             VariableRecord(
                 name=name,
                 type=type_name(value),
-                kind=kind_of(value),
+                kind=_kind(value),
                 blob=BlobRef(key=key, size=len(segment.data)),
                 arrays=segment.arrays,
                 pickler=segment.pickler,
@@ -95,7 +95,7 @@ def unproven(models: dict[str, Any]) -> list[str]:
     ]
 
 
-def kind_of(value: Any) -> str:
+def _kind(value: Any) -> str:
     """What a variable is, named by protocol rather than by class: module, optimizer, stateful..."""
     if issubclass(type(value), type):  # not isinstance: a dead weak proxy raises on that
         return "class"
