@@ -143,8 +143,10 @@ async def test_a_kernel_that_could_not_be_started_again_says_why_to_whoever_wait
     """A resume's wait for its kernel ends naming the taken port and the failed restart, not only
     "see the server's log"."""
     taken = take("iopub_port")
+    tries: list[float] = []
 
     async def refused(*args: Any, **kwargs: Any) -> None:
+        tries.append(time.monotonic())
         raise RuntimeError("this test refuses the restart")
 
     kernel_id = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
@@ -154,6 +156,9 @@ async def test_a_kernel_that_could_not_be_started_again_says_why_to_whoever_wait
     port = taken[0].getsockname()[1]
     said = f"its port {port} was held by another process, and starting it again on new ports failed: this test"
     assert said in str(failed.value), failed.value
+    # Tried once: a watch that kept trying would start it again beside the server's own shutdown of
+    # it (this test's server stops with the refusal lifted), which jupyter-client cannot take.
+    assert len(tries) == 1, tries
 
 
 async def test_a_resume_whose_new_kernel_lost_its_port_restores_into_the_kernel_started_again(

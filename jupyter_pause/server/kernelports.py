@@ -138,7 +138,8 @@ class Watch:
 
     async def once(self) -> None:
         """One look: where another process holds a port and the kernel still runs (one that
-        exited is the restarter's), start it again on new ports; then look again, unless done.
+        exited is the restarter's), start it again on new ports; then look again, unless done or
+        that start failed (said to whoever waits for the kernel, and not tried again).
         Done, a kernel started again (by either) on new ports has the server's watches of its
         output follow it there: jupyter-server moves its own only after a restart it was asked
         for, so a kernel its restarter started again stayed "starting" (a pause then waited for
@@ -154,7 +155,8 @@ class Watch:
                 await follow(self.kernels, kernel, self.kernel_id)
             return
         if port is not None and await maybe_await(kernel.is_alive()):
-            await _start_again(kernel, self.kernel_id, port)
+            if not await _start_again(kernel, self.kernel_id, port):
+                return  # said once (``trouble``); trying again would only race a shutdown of it
         if time.monotonic() < self.deadline:
             self.later()
 
@@ -176,8 +178,9 @@ async def follow(kernels: Any, kernel: Any, kernel_id: str) -> None:
         client.stop_channels()
 
 
-async def _start_again(kernel: Any, kernel_id: str, port: int) -> None:
-    """Start ``kernel`` again on new ports."""
+async def _start_again(kernel: Any, kernel_id: str, port: int) -> bool:
+    """Start ``kernel`` again on new ports; False where that failed (the reason is kept for
+    whoever waits for the kernel: ``trouble``)."""
     log.warning(
         "jupyter-pause: kernel %s could not bind port %d (another process holds it): starting it again on new ports",
         kernel_id,
@@ -190,6 +193,8 @@ async def _start_again(kernel: Any, kernel_id: str, port: int) -> None:
         _TROUBLE[kernel] = (
             f"its port {port} was held by another process, and starting it again on new ports failed: {e}"
         )
+        return False
+    return True
 
 
 def trouble(kernel: Any) -> str:
