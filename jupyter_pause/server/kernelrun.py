@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
+from jupyter_client.session import Session
+
 from ..errors import PauseError
-from ..protocol import SafePointRequest, channel
 from . import kernelports
 from .http import maybe_await
 
@@ -34,8 +34,15 @@ def _no_longer_own(session: str) -> None:
     asyncio.get_running_loop().call_later(OWN_GRACE, OWN_SESSIONS.discard, session)
 
 
-#: What the status says while a pause waits for a cell that has no safe point.
-NO_SAFE_POINT = "waiting for the running cell: it has no safe point (wrap its loop in jupyter_pause.steps)"
+def own_client(kernel: Any) -> Any:
+    """A client of ``kernel`` for the server's own asking, its channels started, with a session of
+    its own: a client's session id is its address on the kernel's shell socket, and clients
+    sharing one (``kernel.client()`` gives each the kernel's) take each other's replies."""
+    session = Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme)
+    client = kernel.client(session=session)
+    client.start_channels()
+    OWN_SESSIONS.add(session.session)  # the server's own asking, not the user's use
+    return client
 
 
 class KernelCodeError(PauseError):
@@ -53,12 +60,13 @@ def process_of(kernel_manager: Any, kernel_id: str) -> tuple[int, Any]:
     return id(provisioner), getattr(provisioner, "pid", None)
 
 
-async def _check(kernel_manager: Any, kernel_id: str, process: tuple[int, Any], doing: str) -> Any:
-    """The kernel, if it is still the same live process; else ``KernelDied``."""
-    try:
-        kernel = kernel_manager.get_kernel(kernel_id)
-    except KeyError as e:
-        raise KernelDied(f"the kernel died {doing}") from e
+async def check_process(kernel_manager: Any, kernel_id: str, process: tuple[int, Any], doing: str) -> Any:
+    """The kernel, if it is still the same live process; else ``KernelDied`` (a kernel shut down
+    meanwhile included: jupyter-server's manager then answers 404 where jupyter-client's raises
+    ``KeyError``)."""
+    if kernel_id not in kernel_manager:
+        raise KernelDied(f"the kernel died {doing}")
+    kernel = kernel_manager.get_kernel(kernel_id)
     state = getattr(kernel, "execution_state", "")
     if process_of(kernel_manager, kernel_id) != process or state in ("restarting", "dead") or not await _alive(kernel):
         raise KernelDied(f"the kernel died {doing}")
@@ -69,71 +77,13 @@ async def wait_idle(kernel_manager: Any, kernel_id: str, timeout: float, process
     """Wait until the kernel has no running cell; raise after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        kernel = await _check(kernel_manager, kernel_id, process, "while the pause waited for its cell")
+        kernel = await check_process(kernel_manager, kernel_id, process, "while the pause waited for its cell")
         if getattr(kernel, "execution_state", "idle") == "idle":
             return
         if time.monotonic() > deadline:
             raise KernelCodeError(
                 f"the kernel has been busy for more than {timeout:g} s (a cell is still running); "
                 "the pause was not done: try again when the cell ends"
-            )
-        await asyncio.sleep(0.2)
-
-
-async def wait_for_cell(
-    kernel_manager: Any,
-    kernel_id: str,
-    timeout: float,
-    process: tuple[int, Any],
-    request: SafePointRequest,
-    tell: Callable[[str], Awaitable[object]],
-    answer_within: float | None = None,
-) -> str | None:
-    """Wait until the kernel has no running cell; or, while its cell runs a ``steps`` loop, ask it
-    (``channel``) to checkpoint at its next safe point and stop the cell.
-
-    Returns the kernel's reply line when it answered from a safe point, None once it is idle
-    (the pause then checkpoints the usual way). ``tell`` hears what the wait is waiting for.
-    Raises after ``timeout`` seconds, having withdrawn the request (or, when the kernel had
-    already taken it up, after waiting ``answer_within`` seconds more for its answer).
-    """
-    kernel = kernel_manager.get_kernel(kernel_id)
-    popen = getattr(getattr(kernel, "provisioner", None), "process", None)  # local kernels only
-    connection_file = getattr(kernel, "connection_file", "") or ""
-    deadline = time.monotonic() + timeout
-    sent = claimed = False
-    said = None
-    while True:
-        kernel = await _check(kernel_manager, kernel_id, process, "while the pause waited for its cell")
-        if sent and (line := channel.take_reply(popen.pid)) is not None:
-            return line
-        if getattr(kernel, "execution_state", "idle") == "idle":
-            # The cell ended. A request the kernel took up was answered before that; one it did
-            # not is withdrawn, and the pause goes the usual way.
-            if sent and (claimed or not channel.withdraw_request(popen.pid)):
-                return channel.take_reply(popen.pid)
-            return None
-        marker = channel.read_marker(popen.pid, connection_file) if popen is not None else None
-        if marker is not None and not sent:
-            channel.send_request(popen, request)
-            sent = True
-        if sent and channel.claimed(popen.pid):
-            detail = "checkpointing at a safe point"
-        elif marker is not None:
-            detail = f"waiting for the next safe point ({marker.description})"
-        else:
-            detail = NO_SAFE_POINT
-        if detail != said:
-            said = detail
-            await tell(detail)
-        if time.monotonic() > deadline:
-            if sent and not claimed and not channel.withdraw_request(popen.pid):
-                claimed, deadline = True, time.monotonic() + (answer_within or timeout)
-                continue
-            raise KernelCodeError(
-                f"the kernel has been busy for more than {timeout:g} s (a cell is still running"
-                + (", and its loop reached no safe point" if sent else "")
-                + "); the pause was not done: try again when the cell ends"
             )
         await asyncio.sleep(0.2)
 
@@ -176,9 +126,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
             if client is None or _ports(client) != _ports(kernel):
                 if client is not None:
                     stop(client)
-                client = kernel.client()
-                client.start_channels()
-                OWN_SESSIONS.add(client.session.session)  # the server's own asking, not the user's use
+                client = own_client(kernel)
             try:
                 await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
             except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
@@ -243,16 +191,14 @@ async def execute(
     (the caller then stops it)."""
     try:
         process = process or process_of(kernel_manager, kernel_id)
-        kernel = await _check(kernel_manager, kernel_id, process, "before the code could run")
+        kernel = await check_process(kernel_manager, kernel_id, process, "before the code could run")
     except BaseException:
         if client is not None and not keep:
             stop(client)
         raise
     connected = client is not None
     if client is None:
-        client = kernel.client()
-        client.start_channels()
-        OWN_SESSIONS.add(client.session.session)
+        client = own_client(kernel)
     out: list[str] = []
 
     def hook(msg: dict[str, Any]) -> None:
@@ -269,13 +215,13 @@ async def execute(
             await asyncio.wait([run], timeout=0.5)
             if not run.done():
                 try:
-                    await _check(kernel_manager, kernel_id, process, "while running it")
+                    await check_process(kernel_manager, kernel_id, process, "while running it")
                 except KernelDied:
                     run.cancel()
                     raise
         reply = run.result()
     except (TimeoutError, RuntimeError) as e:
-        await _check(kernel_manager, kernel_id, process, "while running it")
+        await check_process(kernel_manager, kernel_id, process, "while running it")
         raise KernelCodeError(f"no answer within {timeout:g} s") from e
     finally:
         if not (connected and keep):

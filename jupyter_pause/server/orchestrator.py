@@ -22,7 +22,7 @@ from ..notebook import session_from_path
 from ..protocol import PauseReply, ResumeReply, SafePointRequest, call_source, parse_reply
 from ..store.catalog import Catalog, Listing, passed_over_note
 from ..vocabulary import BUSY_STATES, SessionState, Trigger
-from . import kernelrun, kernelspecs, lease, metrics, prefetch, pulling, resources, standby, views
+from . import cellwait, kernelrun, kernelspecs, lease, metrics, prefetch, pulling, resources, standby, views
 from .choice import Asked, Choice, blob_damage, noted
 from .collaboration import SharedDocuments
 from .http import checked_path, http_error, maybe_await
@@ -199,7 +199,7 @@ class PauseManager:
 
         request = SafePointRequest(session, trigger, requested=requested)
         unsaved = await self.shared.save(path)  # the last edit before the click, in the file the kernel reads
-        line = await kernelrun.wait_for_cell(
+        line = await cellwait.wait_for_cell(
             self.kernels, kernel_id, timeout, process, request, tell, self.settings.checkpoint_timeout
         )
         if line is not None:

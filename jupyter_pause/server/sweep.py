@@ -14,7 +14,7 @@ from tornado import web
 from ..errors import PauseError
 from ..protocol import PauseReply, PauseRequest, call_source, parse_reply
 from ..vocabulary import BUSY_STATES, SessionState
-from . import kernelrun, metrics
+from . import cellwait, kernelrun, metrics
 
 log = logging.getLogger(__name__)
 
@@ -55,17 +55,19 @@ async def checkpoint_all(manager: Any, trigger: str, why: str, stop: asyncio.Eve
 async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: str, stop: asyncio.Event) -> str:
     path, kernel_id = model["path"], model["kernel"]["id"]
     session = manager.session_name(path)
-    try:
-        process = kernelrun.process_of(manager.kernels, kernel_id)
-        while manager.kernels.get_kernel(kernel_id).execution_state != "idle":
+    if kernel_id not in manager.kernels:
+        return "not taken: its kernel is gone"
+    process = kernelrun.process_of(manager.kernels, kernel_id)
+    probe = cellwait.Probe(manager.kernels.get_kernel(kernel_id))
+    try:  # the probe is answered once the cells sent before it ended (``cellwait``)
+        while not await probe.answered(IDLE_LOOK):
             if stop.is_set():
                 return "not taken: the notice came while its cell ran"
-            try:
-                await asyncio.wait_for(stop.wait(), IDLE_LOOK)
-            except TimeoutError:
-                pass
-    except KeyError:
+            await kernelrun.check_process(manager.kernels, kernel_id, process, "while its cell ran")
+    except kernelrun.KernelDied:
         return "not taken: its kernel is gone"
+    finally:
+        probe.close()
     current = manager.board.local.get(session)
     if current is not None and current.state in BUSY_STATES:
         return f"not taken: it is {current.state}"

@@ -1,9 +1,9 @@
 """The pause request channel and the kernel's acts at safe points, without kernels: marker,
-request and reply files, the signal, SIGTERM's deferral, the mid-cell mark, and the server's wait."""
+request and reply files, the signal, SIGTERM's deferral and the mid-cell mark (the server's side
+of the wait is ``tests/server/test_cellwait.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 from dataclasses import dataclass, field
@@ -17,7 +17,6 @@ from jupyter_pause.errors import PauseError
 from jupyter_pause.loops import safepoints
 from jupyter_pause.loops.steps import SafePoint
 from jupyter_pause.protocol import PauseReply, RemoteError, SafePointRequest, channel, parse_reply
-from jupyter_pause.server import kernelrun
 from jupyter_pause.session import background, capture
 from jupyter_pause.store.manifest import Manifest
 
@@ -288,100 +287,3 @@ def test_sigterm_grace_from_the_environment(monkeypatch):
     monkeypatch.setenv(ENV_VARS["sigterm_grace"], "soon")
     with pytest.raises(PauseError, match="JUPYTER_PAUSE_SIGTERM_GRACE must be a number of seconds"):
         PauseConfig()
-
-
-# -- the server's wait -----------------------------------------------------------------------
-
-
-class FakeKernel:
-    """A kernel as the server's kernel manager holds it; its process answers the signal like
-    a kernel at its next safe point would (when ``answers``)."""
-
-    def __init__(self, state: str = "busy", answers: bool = True) -> None:
-        self.execution_state = state
-        self.connection_file = "/run/jupyter/kernel-abc.json"
-        self.provisioner = type("Provisioner", (), {})()
-        self.provisioner.pid = 4242
-        self.provisioner.process = self
-        self.pid = 4242
-        self.answers = answers
-        self.signals: list[int] = []
-
-    def send_signal(self, signum: int) -> None:
-        self.signals.append(signum)
-        if self.answers:
-            request = channel.claim_request(self.pid)
-            channel.write_reply(self.pid, PauseReply(f"ck-{request.trigger}"))
-
-    def is_alive(self) -> bool:
-        return True
-
-
-class FakeManager:
-    def __init__(self, kernel: FakeKernel) -> None:
-        self.kernel = kernel
-
-    def get_kernel(self, kernel_id: str) -> FakeKernel:
-        return self.kernel
-
-
-def wait(kernel: FakeKernel, timeout: float = 5.0, idle_after: int | None = None) -> tuple[str | None, list[str]]:
-    manager = FakeManager(kernel)
-    told: list[str] = []
-
-    async def tell(detail: str) -> None:
-        told.append(detail)
-        if idle_after is not None and len(told) >= idle_after:
-            kernel.execution_state = "idle"
-
-    async def go() -> str | None:
-        process = kernelrun.process_of(manager, "k")
-        request = SafePointRequest("train", "button", requested=1.0)
-        return await kernelrun.wait_for_cell(manager, "k", timeout, process, request, tell)
-
-    return asyncio.run(go()), told
-
-
-def test_an_idle_kernel_is_not_signalled():
-    kernel = FakeKernel("idle")
-    assert wait(kernel) == (None, [])
-    assert kernel.signals == []
-
-
-def test_a_busy_cell_without_a_marker_is_waited_for_and_never_signalled():
-    kernel = FakeKernel()
-    line, told = wait(kernel, idle_after=1)
-    assert line is None and told == [kernelrun.NO_SAFE_POINT] and kernel.signals == []
-
-
-def test_a_loop_is_asked_to_pause_and_its_answer_returned():
-    kernel = FakeKernel()
-    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 137, "step 137 of epoch 3", 1.0))
-    line, told = wait(kernel)
-    assert parse_reply(line, PauseReply).checkpoint == "ck-button"
-    assert told == ["checkpointing at a safe point"]  # this kernel took the request up at once
-    assert kernel.signals == [signal.SIGUSR1]
-
-
-def test_a_marker_of_another_kernel_gets_no_signal():
-    kernel = FakeKernel()
-    channel.write_marker(channel.Marker(4242, "kernel-other.json", 1, "step 1", 1.0))
-    line, told = wait(kernel, idle_after=1)
-    assert line is None and kernel.signals == []
-
-
-def test_no_safe_point_in_time_withdraws_the_request_and_fails():
-    kernel = FakeKernel(answers=False)
-    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
-    with pytest.raises(kernelrun.KernelCodeError, match="its loop reached no safe point"):
-        wait(kernel, timeout=0.5)
-    assert channel.claim_request(4242) is None  # withdrawn: a later safe point will not act
-
-
-def test_a_cell_that_ends_before_its_safe_point_is_paused_the_usual_way():
-    kernel = FakeKernel(answers=False)
-    channel.write_marker(channel.Marker(4242, "kernel-abc.json", 1, "step 1", 1.0))
-    line, told = wait(kernel, idle_after=1)
-    assert line is None and kernel.signals == [signal.SIGUSR1]
-    assert told == ["waiting for the next safe point (step 1)"]
-    assert channel.claim_request(4242) is None

@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from jupyter_pause.server import kernelrun
+from jupyter_pause.server import cellwait
 from jupyter_pause.store.integrity import fetch
 from tests.support.collaboration import (
     READ_ONLY,
@@ -131,7 +131,7 @@ async def test_a_pause_that_waits_for_a_running_cell_takes_the_edits_made_meanwh
     async with join(path) as view:
         await until(lambda: _exists(started), 60, "the cell started")
         await call(jp_fetch, "pause", path=path)
-        await until(lambda: _detail_is(jp_fetch, path, kernelrun.NO_SAFE_POINT), 30, "the pause waiting for the cell")
+        await until(lambda: _detail_is(jp_fetch, path, cellwait.NO_SAFE_POINT), 30, "the pause waiting for the cell")
         view.type(0, edit)
         await reaches_server(jp_serverapp, path, edit)
         go.touch()

@@ -20,7 +20,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_pause.notebook import session_from_path
-from jupyter_pause.server import kernelrun, lease
+from jupyter_pause.server import cellwait, lease
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.manifest import Manifest
 from jupyter_pause.store.storage import Store
@@ -347,7 +347,7 @@ class TestKernelDiesWhileThePauseWaitsForItsCell:
             await call(jp_fetch, "pause", path=path)
             await asyncio.sleep(0.5)
             current = manager.board.local[session]
-            require(current.detail == kernelrun.NO_SAFE_POINT, f"{current}")
+            require(current.detail == cellwait.NO_SAFE_POINT, f"{current}")
             killed_at = time.time()
             os.kill(managed.provisioner.process.pid, signal.SIGKILL)  # the cell dies (the OOM killer)
             done = await wait_state(jp_fetch, path, ("paused", "failed"), timeout=30)
@@ -389,7 +389,7 @@ class TestBusyKernel:
 
             failed = await pause(jp_fetch, path, timeout=20)
             assert failed["state"] == "failed", failed
-            assert ("checkpointing", kernelrun.NO_SAFE_POINT) in failed["seen"]
+            assert ("checkpointing", cellwait.NO_SAFE_POINT) in failed["seen"]
             detail = failed["detail"]
             assert "busy for more than 1 s" in detail and "the kernel keeps running" in detail, detail
             assert kernel in await kernel_ids(jp_fetch)

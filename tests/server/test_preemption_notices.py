@@ -189,7 +189,9 @@ class TestAws:
 
 @asynccontextmanager
 async def long_cell(serverapp: Any, kernel: str, go_on: Path) -> AsyncIterator[None]:
-    """A cell running in ``kernel`` (the server sees it busy) until the file ``go_on`` exists."""
+    """A cell running in ``kernel`` until the file ``go_on`` exists. The server's view of the
+    kernel is then set back to idle, as it is in the moment between a cell's start and the server
+    reading its "busy": what acts on the kernel must ask the kernel, not trust that view."""
     managed = serverapp.kernel_manager.get_kernel(kernel)
     await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
     client = managed.client()
@@ -198,6 +200,7 @@ async def long_cell(serverapp: Any, kernel: str, go_on: Path) -> AsyncIterator[N
         started = client.execute(f"import os, time\nwhile not os.path.exists({str(go_on)!r}):\n    time.sleep(0.05)")
         await until(lambda: cell_started(client, started), 30, "the long cell started")
         await until(lambda: busy(managed), 30, "the server seeing the kernel busy")
+        managed.execution_state = "idle"  # nothing overwrites it before the cell ends
         yield
     finally:
         go_on.touch()

@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_pause.notebook import session_from_path
 from jupyter_pause.protocol import channel
-from jupyter_pause.server import kernelrun, watchers
+from jupyter_pause.server import cellwait, kernelrun, watchers
 from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.support.server_helpers import (
@@ -63,6 +63,14 @@ async def seen_busy(serverapp: Any, kernel_id: str) -> None:
     kernel the server still sees idle checkpoints the usual way, behind the cell."""
     managed = serverapp.kernel_manager.get_kernel(kernel_id)
     await wait_for(lambda: managed.execution_state == "busy", 60, "the server seeing the kernel busy")
+
+
+async def heard_idle(serverapp: Any, kernel_id: str) -> None:
+    """The server's view of a kernel as it is between a cell's start and the kernel's "busy" read
+    from IOPub: idle. Set once the "busy" was read, so that nothing overwrites it before the cell
+    ends; a pause must not take the kernel's word for it from this view."""
+    await seen_busy(serverapp, kernel_id)
+    serverapp.kernel_manager.get_kernel(kernel_id).execution_state = "idle"
 
 
 async def training_started(
@@ -131,9 +139,9 @@ async def test_a_busy_cell_without_steps_is_waited_for_and_the_status_says_why(
         )
     )
     await wait_for(started.exists, 60, "the cell's start")
-    await seen_busy(jp_serverapp, kernel)
+    await heard_idle(jp_serverapp, kernel)
     await call(jp_fetch, "pause", path=path)
-    waiting = await poll_state(lambda: detail_is(jp_fetch, path, kernelrun.NO_SAFE_POINT), ("yes",), 30, path)
+    waiting = await poll_state(lambda: detail_is(jp_fetch, path, cellwait.NO_SAFE_POINT), ("yes",), 30, path)
     assert waiting["seen"][-1] == ("yes", "checkpointing")
     go.touch()
     await cell
@@ -146,6 +154,7 @@ async def test_a_busy_cell_without_steps_is_waited_for_and_the_status_says_why(
 async def test_a_preemption_notice_pauses_a_running_loop_at_its_safe_point(jp_fetch, jp_serverapp, jp_root_dir, store):
     path = write_notebook(jp_root_dir, "spot.ipynb", SETUP, TRAIN)
     kernel, cell = await training_started(jp_fetch, jp_serverapp, path, pace=0.2)
+    await heard_idle(jp_serverapp, kernel)  # the notice comes before the server read the cell's "busy"
     manager = jp_serverapp.web_app.settings["jupyter_pause"]
     assert await watchers.pause_all(manager, "spot") == [path]
     done = await wait_state(jp_fetch, path, ("paused", "failed"))
