@@ -91,9 +91,29 @@ def test_no_two_of_a_hubs_ports_are_the_same_nor_any_port_this_process_drew_befo
     monkeypatch.setattr(port_draws, "_given", set())  # the thousand draws are not kept from this process's later tests
     services = [Service(f"s{i}", scopes=["read:hub"]) for i in range(20)]
     hub = Hub(tmp_path / "hub", services=services)
-    ports = [hub.port, hub.hub_port, hub.api_port, *(s.port for s in services)]
-    drawn = [free_port() for _ in range(1000)]  # a tenth of the range: without memory, repeats are certain
-    assert len(set(ports + drawn)) == len(ports) + len(drawn)
+    try:
+        ports = [hub.port, hub.hub_port, hub.api_port, *(s.port for s in services)]
+        drawn = [free_port() for _ in range(1000)]  # a tenth of the range: without memory, repeats are certain
+        assert len(set(ports + drawn)) == len(ports) + len(drawn)
+    finally:
+        hub.stop()
+
+
+def test_a_service_the_test_starts_itself_keeps_its_port_from_every_draw_until_it_starts(tmp_path):
+    """Such a service binds its port minutes after the draw; meanwhile the Hub's process draws its
+    users' servers' ports, knowing nothing of this process's draws (a user's server once took a
+    service's port, and the proxy sent the service's page to it)."""
+    own, managed = Service("own", scopes=["read:hub"]), Service("managed", ["read:hub"], command=["true"])
+    hub = Hub(tmp_path / "hub", services=[own, managed])
+    try:
+        assert not port_draws.bindable(own.port)  # no process's draw takes it
+        assert port_draws.bindable(managed.port)  # the Hub starts that one itself, at its own start
+        env = hub.service_env("own")
+        assert env["JUPYTERHUB_SERVICE_URL"] == f"http://127.0.0.1:{own.port}"
+        assert port_draws.bindable(own.port)  # let go: the service binds it next
+    finally:
+        hub.stop()
+    assert port_draws.bindable(own.port)
 
 
 def _close_each_connection(listener: socket.socket) -> None:

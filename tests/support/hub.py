@@ -35,7 +35,7 @@ from tornado.simple_httpclient import HTTPStreamClosedError, HTTPTimeoutError
 from tornado.websocket import websocket_connect
 
 from tests.support.kernels import KERNEL_PORT_ARGS, THREAD_VARIABLES
-from tests.support.ports import free_port
+from tests.support.ports import Held, free_port
 from tests.support.server_process import WITHOUT_LAB
 
 T = TypeVar("T")
@@ -149,6 +149,7 @@ class Hub:
         self.first_config = first
         self.services = {s.name: s for s in services}
         self.token = secrets.token_hex(16)
+        self._held: dict[str, Held] = {}
         self._pick_ports()
         self.extra_config = config
         self.debug = debug
@@ -164,8 +165,12 @@ class Hub:
         self.port, self.hub_port, self.api_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
+        for held in self._held.values():
+            held.release()
+        # a service the test runs itself binds its port much later: held until then (ports.Held)
+        self._held = {s.name: Held() for s in self.services.values() if s.url and not s.command}
         for service in self.services.values():
-            service.port = free_port()
+            service.port = self._held[service.name].port if service.name in self._held else free_port()
 
     def config_text(self) -> str:
         """The jupyterhub_config.py this Hub runs with."""
@@ -326,6 +331,9 @@ c.Spawner.pre_spawn_hook = _per_user
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the Hub, its proxy, every server and service it started (and their kernels)."""
+        for held in self._held.values():
+            held.release()
+        self._held = {}
         if self.process is None:
             return
         try:
@@ -403,8 +411,11 @@ c.Spawner.pre_spawn_hook = _per_user
 
     def service_env(self, name: str) -> dict[str, str]:
         """The environment the Hub gives its managed service ``name``, to run it as the test's own
-        subprocess instead (the Hub knows its token and proxies its URL all the same)."""
+        subprocess instead (the Hub knows its token and proxies its URL all the same). Its port,
+        held since it was drawn (``ports.Held``), is let go: start the service next."""
         s = self.services[name]
+        if name in self._held:  # the service binds it next
+            self._held.pop(name).release()
         env = {
             **os.environ,
             **s.environment,

@@ -8,7 +8,10 @@ once answered on a user's server port, and the Hub waited four minutes for a ser
 failed to start). No port below that range is handed out unasked, so only another draw of the
 tests' could take one, and a draw among ten thousand, checked free, makes that rare. A process
 never hands out the same port twice: a Hub's ports and its services' are all drawn before any of
-them is bound, and two of its services once got the same one.
+them is bound, and two of its services once got the same one. A port bound only long after its
+draw (a Hub service the test starts itself, minutes later) is held (``hold``) until then: a
+Hub's own draws for its users' servers, in another process, once gave one of them the port of
+a service not yet started, and the proxy sent that service's page to the user's server.
 """
 
 from __future__ import annotations
@@ -46,3 +49,26 @@ def free_port(host: str = "127.0.0.1") -> int:
             _given.add(port)
             return port
     raise RuntimeError(f"no free port on {host} in {DRAWS} draws from {PORT_RANGE}")
+
+
+class Held:
+    """A port drawn and kept bound (not listening) until its server is about to bind it: every
+    process's draw finds it taken (``bindable``) meanwhile."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        for _ in range(DRAWS):
+            port = free_port(host)
+            sock = socket.socket()
+            try:
+                sock.bind((host, port))
+            except OSError:  # taken between the draw's check and this bind
+                sock.close()
+                continue
+            self.port, self._socket = port, sock
+            return
+        raise RuntimeError(f"no port on {host} could be held in {DRAWS} draws from {PORT_RANGE}")
+
+    def release(self) -> int:
+        """Let the port go (its server binds it next); the port."""
+        self._socket.close()
+        return self.port
