@@ -12,8 +12,11 @@ after another in rotating order (``shared.orders``), each in a kernel of its own
 - **click**: Resume is clicked (``POST jupyter-pause/api/resume``), and a next cell runs in the
   resumed kernel as soon as the status says ``ready`` (polled every ``freshnode.POLL`` s);
 - **waited**: the same click while the resources check names a lack (the node's gate), for
-  ``wait`` seconds: the larger of ``new_node_wait_s`` and twice the raw read of the warm-up
-  round, long enough to fetch the whole checkpoint at the raw read's speed; timed from the
+  ``wait`` seconds: the largest of ``new_node_wait_s``, twice the raw read of the warm-up round
+  and that round's raw total, long enough to fetch the whole checkpoint at the raw read's speed
+  and to start a kernel and import torch, which the server does while a resume waits (a wait for
+  a GPU lasts minutes; on two cores with torch importing in 2.1 s, 3 s had the resume wait for
+  the kernel's imports, 1.6 s after the wait where a longer one left 1.2 s); timed from the
   server's first resources check that found nothing lacking to the next cell's end;
 - **raw**: a kernel is started, imports torch, then reads the same objects (the manifest and every
   blob the checkpoint names) in parallel: 8 threads on a folder, one ``fs.cat`` of them all on S3
@@ -214,7 +217,7 @@ def bench_store(place: Place, ns: dict[str, Any], scratch: Scratch, cfg: dict[st
         contenders = Contenders(node, place, paths, size)
         warm = contenders.run("raw")  # untimed, as the click after it: first starts of this server
         contenders.run("click")
-        contenders.wait = max(cfg["new_node_wait_s"], 2 * warm["read"])
+        contenders.wait = max(cfg["new_node_wait_s"], 2 * warm["read"], warm["total"])
         shared.log(f"  {place.name}: raw read {warm['read']:.2f} s; a wait for resources lasts {contenders.wait:.1f} s")
         sequence = shared.orders(cfg["pairs"]["8"], CONTENDERS)
         runs = shared.pair_loop("8", cfg, lambda i: one_round(contenders, i, sequence, place.name))
