@@ -74,61 +74,47 @@ async def wait_for_cell(
     kernel = kernel_manager.get_kernel(kernel_id)
     probe = probe or Probe(kernel)
     try:
-        return await _wait(kernel_manager, kernel_id, timeout, process, request, tell, answer_within, probe)
+        popen = getattr(getattr(kernel, "provisioner", None), "process", None)  # local kernels only
+        connection_file = getattr(kernel, "connection_file", "") or ""
+        deadline = time.monotonic() + timeout
+        sent = claimed = False
+        said = None
+        first = True
+        while True:
+            kernel = await check_process(kernel_manager, kernel_id, process, "while the pause waited for its cell")
+            if sent and (line := channel.take_reply(popen.pid)) is not None:
+                return line
+            if await probe.answered(0.0):
+                # The cell ended. A request the kernel took up was answered before that; one it did
+                # not is withdrawn, and the pause goes the usual way.
+                if sent and (claimed or not channel.withdraw_request(popen.pid)):
+                    return channel.take_reply(popen.pid)
+                return None
+            marker = channel.read_marker(popen.pid, connection_file) if popen is not None else None
+            if marker is not None and not sent:
+                channel.send_request(popen, request)
+                sent = True
+            if sent and channel.claimed(popen.pid):
+                detail = "checkpointing at a safe point"
+            elif marker is not None:
+                detail = f"waiting for the next safe point ({marker.description})"
+            else:
+                detail = NO_SAFE_POINT
+            # An idle kernel answers the probe within its first wait: nothing is said of a cell unless
+            # one is known to run (the kernel's "busy" heard, a loop's marker) or the probe waited.
+            if detail != said and not (first and marker is None and getattr(kernel, "execution_state", "") != "busy"):
+                said = detail
+                await tell(detail)
+            first = False
+            if time.monotonic() > deadline:
+                if sent and not claimed and not channel.withdraw_request(popen.pid):
+                    claimed, deadline = True, time.monotonic() + (answer_within or timeout)
+                    continue
+                raise KernelCodeError(
+                    f"the kernel has been busy for more than {timeout:g} s (a cell is still running"
+                    + (", and its loop reached no safe point" if sent else "")
+                    + "); the pause was not done: try again when the cell ends"
+                )
+            await probe.answered(POLL)
     finally:
         probe.close()
-
-
-async def _wait(
-    kernel_manager: Any,
-    kernel_id: str,
-    timeout: float,
-    process: tuple[int, Any],
-    request: SafePointRequest,
-    tell: Callable[[str], Awaitable[object]],
-    answer_within: float | None,
-    probe: Probe,
-) -> str | None:
-    kernel = kernel_manager.get_kernel(kernel_id)
-    popen = getattr(getattr(kernel, "provisioner", None), "process", None)  # local kernels only
-    connection_file = getattr(kernel, "connection_file", "") or ""
-    deadline = time.monotonic() + timeout
-    sent = claimed = False
-    said = None
-    first = True
-    while True:
-        kernel = await check_process(kernel_manager, kernel_id, process, "while the pause waited for its cell")
-        if sent and (line := channel.take_reply(popen.pid)) is not None:
-            return line
-        if await probe.answered(0.0):
-            # The cell ended. A request the kernel took up was answered before that; one it did
-            # not is withdrawn, and the pause goes the usual way.
-            if sent and (claimed or not channel.withdraw_request(popen.pid)):
-                return channel.take_reply(popen.pid)
-            return None
-        marker = channel.read_marker(popen.pid, connection_file) if popen is not None else None
-        if marker is not None and not sent:
-            channel.send_request(popen, request)
-            sent = True
-        if sent and channel.claimed(popen.pid):
-            detail = "checkpointing at a safe point"
-        elif marker is not None:
-            detail = f"waiting for the next safe point ({marker.description})"
-        else:
-            detail = NO_SAFE_POINT
-        # An idle kernel answers the probe within its first wait: nothing is said of a cell unless
-        # one is known to run (the kernel's "busy" heard, a loop's marker) or the probe waited.
-        if detail != said and not (first and marker is None and getattr(kernel, "execution_state", "") != "busy"):
-            said = detail
-            await tell(detail)
-        first = False
-        if time.monotonic() > deadline:
-            if sent and not claimed and not channel.withdraw_request(popen.pid):
-                claimed, deadline = True, time.monotonic() + (answer_within or timeout)
-                continue
-            raise KernelCodeError(
-                f"the kernel has been busy for more than {timeout:g} s (a cell is still running"
-                + (", and its loop reached no safe point" if sent else "")
-                + "); the pause was not done: try again when the cell ends"
-            )
-        await probe.answered(POLL)
