@@ -85,6 +85,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -442,6 +443,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = dict(os.environ)
     args, rules, settings = configure(sys.argv[1:] if argv is None else argv, env)
     logging.basicConfig(level=args.log_level.upper(), format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
+    # The Hub stops a managed service with SIGINT. Where the Hub was started with SIGINT ignored
+    # (a shell script's background job), the service inherits that and Python keeps it ignored;
+    # the Hub then waited for it (30 s in a test) before sending SIGTERM.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         asyncio.run(serve_forever(args, rules, settings, env))
     except PauseError as e:

@@ -8,6 +8,8 @@ used after its warning is kept; the metrics count what happened. One Hub serves 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ import pytest
 from jupyter_pause import ledger
 from jupyter_pause.store.storage import Store
 from tests.support.hub import VENV_BIN, Hub, Service, run_hub, wait_for
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -291,3 +294,32 @@ def test_the_metrics_count_releases_decisions_warnings_and_gpu_hours_behind_hub_
 
 def _rows(answer: Any) -> list[dict[str, Any]]:
     return answer["sessions"] if isinstance(answer, dict) else answer
+
+
+def test_the_service_stops_at_the_hubs_interrupt_though_started_with_interrupts_ignored(tmp_path):
+    """The Hub stops a managed service with SIGINT, then SIGTERM once it has waited for it. A Hub
+    started where SIGINT is ignored (a shell script's background job) passes that on to what it
+    starts, and Python then leaves SIGINT ignored: the Hub's stop waited 30 s for such a service."""
+    nobody = free_port()  # no Hub there: each check fails, and the service goes on checking
+    command = [
+        str(VENV_BIN / "jupyter-pause-hub"),
+        f"--url=http://127.0.0.1:{nobody}/hub/api",
+        f"--proxy-url=http://127.0.0.1:{nobody}",
+        "--check-every=0.2",
+    ]
+    log = tmp_path / "service.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command,
+            env={**os.environ, "JUPYTERHUB_API_TOKEN": "token"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+    try:
+        wait_for(log.read_text, lambda text: "check failed" in text, 60, "the service's first check")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=10) == 0, log.read_text()  # within the Hub's wait before SIGTERM
+    finally:
+        process.kill()
+        process.wait()
