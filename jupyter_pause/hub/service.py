@@ -128,11 +128,7 @@ class PauseService:
         concurrency: int,
         ledger: ServerLedger | None = None,
     ) -> None:
-        self.rules = rules
-        self.settings = settings
-        self.hub = hub
-        self.servers = servers
-        self.report = report
+        self.rules, self.settings, self.hub, self.servers, self.report = rules, settings, hub, servers, report
         self.slots = asyncio.Semaphore(concurrency)
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.settled: dict[tuple[str, str], tuple[datetime | None, Outcome]] = {}
@@ -443,9 +439,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     env = dict(os.environ)
     args, rules, settings = configure(sys.argv[1:] if argv is None else argv, env)
     logging.basicConfig(level=args.log_level.upper(), format="[%(levelname)1.1s %(asctime)s %(name)s] %(message)s")
-    # The Hub stops a managed service with SIGINT. Where the Hub was started with SIGINT ignored
-    # (a shell script's background job), the service inherits that and Python keeps it ignored;
-    # the Hub then waited for it (30 s in a test) before sending SIGTERM.
+    # The Hub stops a managed service with SIGINT, which a Hub started with it ignored (a shell's
+    # background job) passes on ignored: the Hub then waited (30 s in a test) before SIGTERM.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         asyncio.run(serve_forever(args, rules, settings, env))
