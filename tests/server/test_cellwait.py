@@ -12,6 +12,7 @@ import pytest
 
 from jupyter_pause.protocol import PauseReply, SafePointRequest, channel, parse_reply
 from jupyter_pause.server import cellwait, kernelrun
+from tests.support.kernels import OneKernel
 from tests.support.metadata import until
 from tests.support.server_helpers import open_kernel, run, write_notebook
 
@@ -69,22 +70,11 @@ class FakeProbe:
         self.closed = True
 
 
-class FakeManager:
-    def __init__(self, kernel: FakeKernel) -> None:
-        self.kernel = kernel
-
-    def __contains__(self, kernel_id: str) -> bool:
-        return kernel_id == "k"
-
-    def get_kernel(self, kernel_id: str) -> FakeKernel:
-        return self.kernel
-
-
 def wait(
     kernel: FakeKernel, timeout: float = 5.0, ends_after: int | None = None
 ) -> tuple[str | None, list[str], FakeProbe]:
     """The wait's line, what it told, and its probe; the cell ends after ``ends_after`` tells."""
-    manager = FakeManager(kernel)
+    manager = OneKernel(kernel)
     probe = FakeProbe(kernel)
     told: list[str] = []
 

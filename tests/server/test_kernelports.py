@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from jupyter_pause.server import kernelports
+from tests.support.kernels import OneKernel
 from tests.support.ports import free_port
 
 #: A process that listens on a port of its own and says which, then waits to be stopped.
@@ -118,19 +119,6 @@ def test_a_port_whose_holder_this_process_may_not_look_into_ends_the_watch(start
     assert kernelports.look(_kernel(kernel, shell_port=own)) == (None, True)
 
 
-class _Kernels:
-    """What ``Watch`` reads of jupyter-server's kernel manager, holding one kernel ``k``."""
-
-    def __init__(self, kernel: SimpleNamespace) -> None:
-        self.kernel = kernel
-
-    def __contains__(self, kernel_id: str) -> bool:
-        return kernel_id == "k"
-
-    def get_kernel(self, kernel_id: str) -> SimpleNamespace:
-        return self.kernel
-
-
 @pytest.mark.parametrize(
     ("state", "moved", "looked"),
     [("idle", False, False), ("busy", False, False), ("starting", False, True), ("idle", True, True)],
@@ -140,7 +128,7 @@ def test_only_a_kernel_the_server_has_not_heard_on_the_ports_it_started_with_is_
 ):
     kernel = _kernel(None, shell_port=1, iopub_port=2, stdin_port=3, control_port=4, hb_port=5)
     kernel.ports = [1, 2, 3, 4, 5]
-    watch = kernelports.Watch(_Kernels(kernel), "k", time.monotonic() + 60)
+    watch = kernelports.Watch(OneKernel(kernel), "k", time.monotonic() + 60)
     kernel.execution_state = state
     if moved:  # started again on other ports: the server's watch of its output is still on the first ones
         kernel.ports = [6, 7, 8, 9, 10]

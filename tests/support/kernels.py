@@ -40,6 +40,20 @@ ANSWER_ATTEMPT = 2.0
 
 
 @dataclass
+class OneKernel:
+    """What the server's code reads of jupyter-server's kernel manager, holding one kernel, ``k``
+    (a stand-in object of the test's)."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+
+    def __contains__(self, kernel_id: str) -> bool:
+        return kernel_id == "k"
+
+    def get_kernel(self, kernel_id: str) -> Any:
+        return self.kernel
+
+
 class CellResult:
     """What a cell printed and the error it raised, if any."""
 
