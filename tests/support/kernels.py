@@ -39,7 +39,6 @@ ANSWER_WITHIN = 60.0
 ANSWER_ATTEMPT = 2.0
 
 
-@dataclass
 class OneKernel:
     """What the server's code reads of jupyter-server's kernel manager, holding one kernel, ``k``
     (a stand-in object of the test's)."""
@@ -54,6 +53,7 @@ class OneKernel:
         return self.kernel
 
 
+@dataclass
 class CellResult:
     """What a cell printed and the error it raised, if any."""
 
