@@ -9,7 +9,7 @@ failed to start). No port below that range is handed out unasked, so only anothe
 tests' could take one, and a draw among ten thousand, checked free, makes that rare. A process
 never hands out the same port twice: a Hub's ports and its services' are all drawn before any of
 them is bound, and two of its services once got the same one. A port bound only long after its
-draw (a Hub service the test starts itself, minutes later) is held (``hold``) until then: a
+draw (a Hub service the test starts itself, minutes later) is held (``Held``) until then: a
 Hub's own draws for its users' servers, in another process, once gave one of them the port of
 a service not yet started, and the proxy sent that service's page to the user's server.
 """
@@ -68,7 +68,6 @@ class Held:
             return
         raise RuntimeError(f"no port on {host} could be held in {DRAWS} draws from {PORT_RANGE}")
 
-    def release(self) -> int:
-        """Let the port go (its server binds it next); the port."""
+    def release(self) -> None:
+        """Let the port go: its server binds it next."""
         self._socket.close()
-        return self.port
