@@ -118,3 +118,18 @@ async def wait_for_cell(
             await probe.answered(POLL)
     finally:
         probe.close()
+
+
+async def wait_ended(kernel_manager: Any, kernel_id: str, timeout: float, process: tuple[int, Any]) -> None:
+    """Wait until the cells sent to the kernel before now have ended (a cell stopped at its safe
+    point, say); ``KernelCodeError`` after ``timeout`` seconds, ``KernelDied`` if it died."""
+    doing = "while its cell stopped"
+    probe = Probe(await check_process(kernel_manager, kernel_id, process, doing))
+    deadline = time.monotonic() + timeout
+    try:
+        while not await probe.answered(POLL):
+            await check_process(kernel_manager, kernel_id, process, doing)
+            if time.monotonic() > deadline:
+                raise KernelCodeError(f"the kernel's cell had not ended {timeout:g} s after its checkpoint")
+    finally:
+        probe.close()

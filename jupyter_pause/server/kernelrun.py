@@ -73,21 +73,6 @@ async def check_process(kernel_manager: Any, kernel_id: str, process: tuple[int,
     return kernel
 
 
-async def wait_idle(kernel_manager: Any, kernel_id: str, timeout: float, process: tuple[int, Any]) -> None:
-    """Wait until the kernel has no running cell; raise after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        kernel = await check_process(kernel_manager, kernel_id, process, "while the pause waited for its cell")
-        if getattr(kernel, "execution_state", "idle") == "idle":
-            return
-        if time.monotonic() > deadline:
-            raise KernelCodeError(
-                f"the kernel has been busy for more than {timeout:g} s (a cell is still running); "
-                "the pause was not done: try again when the cell ends"
-            )
-        await asyncio.sleep(0.2)
-
-
 #: How long one wait for a new kernel's first answer lasts before the server looks again where the
 #: kernel is: Jupyter's restarter may have started it again on other ports, where a client of the
 #: old ones would wait in vain.

@@ -209,7 +209,7 @@ class PauseManager:
                 session, SessionState.CHECKPOINTING, f"checkpoint {checkpoint} taken at a safe point; stopping"
             )
             try:  # the cell stops at once (CellPaused); shut down after it, or anyway
-                await kernelrun.wait_idle(self.kernels, kernel_id, STOP_WAIT, process)
+                await cellwait.wait_ended(self.kernels, kernel_id, STOP_WAIT, process)
             except kernelrun.KernelCodeError:
                 pass
             return reply, unsaved
