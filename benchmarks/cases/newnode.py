@@ -16,7 +16,7 @@ after another in rotating order (``shared.orders``), each in a kernel of its own
   and that round's raw total, long enough to fetch the whole checkpoint at the raw read's speed
   and to start a kernel and import torch, which the server does while a resume waits (a wait for
   a GPU lasts minutes; on two cores with torch importing in 2.1 s, 3 s had the resume wait for
-  the kernel's imports, 1.6 s after the wait where a longer one left 1.2 s); timed from the
+  the kernel's imports, 1.6-1.7 s after the wait where a longer one left 0.5-0.7 s); timed from the
   server's first resources check that found nothing lacking to the next cell's end;
 - **raw**: a kernel is started, imports torch, then reads the same objects (the manifest and every
   blob the checkpoint names) in parallel: 8 threads on a folder, one ``fs.cat`` of them all on S3
