@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
+import pytest
 
 from jupyter_pause.store import buffers
 from tests.support.arena import Arena
@@ -15,6 +17,27 @@ def test_buffers_are_aligned_and_writable_small_and_large():
         buf = buffers.buffer(size)
         assert len(buf) == size and not buf.readonly
         assert np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0] % buffers.ALIGNMENT == 0
+
+
+def _mapping_of(address: int) -> tuple[str, int]:
+    """The permissions and resident kilobytes of this process's mapping holding ``address``."""
+    found, perms = False, ""
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5:
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            found, perms = start <= address < end, head[1]
+        elif found and head[0] == "Rss:":
+            return perms, int(head[1])
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
+def test_a_large_buffer_is_private_memory_already_paged_in():
+    buf = buffers.buffer(8 * buffers.LARGE)
+    perms, resident_kb = _mapping_of(np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0])
+    assert perms.endswith("p")  # private: not the shared memory mmap makes by default
+    assert resident_kb * 1024 >= len(buf)  # populated as mapped, not faulted in page by page
 
 
 def test_inside_allocating_every_buffer_comes_from_the_allocator_and_after_it_none_does(tmp_path):
