@@ -6,14 +6,29 @@ that mostly waits on the network. ``begin`` starts such an import where the rest
 where the server, which knows the checkpoint, asks the kernel to; ``wait`` joins it before the
 first object is unpickled. Until then the restore does not look at the partly imported module:
 an ``import`` statement of it elsewhere waits on the module's own lock, as any import does.
+
+An import holds the GIL throughout, the loading of its native libraries included: torch's (0.2 s
+cold, their static initialisers run) left a restore's reads unable to send their next request,
+and the store idle, for as long. So the libraries a package loads first (``NATIVE``) are loaded
+before its import, through the C library's ``dlopen``, which ctypes calls with the GIL released;
+the import then finds them loaded.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import importlib.util
+import os
 import sys
 import threading
 from collections.abc import Iterable
+
+#: The native libraries a package's import loads first, relative to the package's folder.
+NATIVE: dict[str, tuple[str, ...]] = {"torch": ("lib/libtorch_cpu.so",)}
+#: Environment variables under which a package loads its libraries its own way (torch, with
+#: ``TORCH_USE_RTLD_GLOBAL``, shares their symbols with every library): none is loaded ahead then.
+OWN_LOADING = {"torch": "TORCH_USE_RTLD_GLOBAL"}
 
 _lock = threading.Lock()
 _pending: dict[str, threading.Thread] = {}
@@ -21,9 +36,34 @@ _pending: dict[str, threading.Thread] = {}
 
 def _import(name: str) -> None:
     try:
+        load_native(name)
         importlib.import_module(name)
     except Exception:  # the restore's own import of it (the unpickler's) names the problem
         pass
+
+
+def load_native(name: str) -> list[str]:
+    """Load the native libraries top-level package ``name`` loads first (``NATIVE``), with the GIL
+    released; those loaded. None where they are not there (another platform or build, a package
+    not installed) or cannot be loaded so: the import loads what it needs, as it always does."""
+    relative = NATIVE.get(name, ())
+    if not relative or os.environ.get(OWN_LOADING.get(name, "")):
+        return []
+    spec = importlib.util.find_spec(name)  # found, not imported
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    paths = [os.path.join(folders[0], r) for r in relative] if folders else []
+    return [path for path in paths if os.path.isfile(path) and _dlopen(path)]
+
+
+def _dlopen(path: str) -> bool:
+    """``dlopen(path, RTLD_NOW)`` with the GIL released (a ``CDLL`` function); whether it loaded.
+    The library stays loaded: the import about to run holds it too."""
+    try:
+        dlopen = ctypes.CDLL(None).dlopen
+    except (OSError, AttributeError, TypeError):  # no dlopen to call here (Windows)
+        return False
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    return bool(dlopen(os.fsencode(path), os.RTLD_NOW))
 
 
 def begin(modules: Iterable[str]) -> None:

@@ -53,3 +53,43 @@ def test_an_import_that_fails_is_left_for_the_restore_to_name(module_dir):
         import jp_imports_broken  # noqa: F401
     preimport.begin(["jp_imports_broken"])  # a later restore tries again
     preimport.wait()
+
+
+NATIVE_INIT = """
+import os
+LIBRARY = os.path.join(os.path.dirname(__file__), "lib", "libjp_native.so")
+LOADED_FIRST = any(LIBRARY in line for line in open("/proc/self/maps"))
+"""
+
+
+@pytest.fixture
+def native_package(module_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A package ``jp_imports_native`` with a native library under ``lib/`` (a copy of ctypes'
+    own extension, a real shared object), which notes at import whether it was loaded before."""
+    import _ctypes
+
+    package = module_dir / "jp_imports_native"
+    (package / "lib").mkdir(parents=True)
+    (package / "lib" / "libjp_native.so").write_bytes(Path(_ctypes.__file__).read_bytes())
+    (package / "__init__.py").write_text(NATIVE_INIT)
+    monkeypatch.setitem(preimport.NATIVE, "jp_imports_native", ("lib/libjp_native.so",))
+    return package
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_a_packages_native_library_is_loaded_before_its_import_runs(native_package):
+    preimport.begin(["jp_imports_native"])
+    preimport.wait()
+    assert sys.modules["jp_imports_native"].LOADED_FIRST
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="dlopen")
+def test_no_native_library_is_loaded_where_the_package_loads_its_own_way_or_lacks_it(native_package, monkeypatch):
+    monkeypatch.setitem(preimport.OWN_LOADING, "jp_imports_native", "JP_IMPORTS_OWN_WAY")
+    monkeypatch.setenv("JP_IMPORTS_OWN_WAY", "1")
+    assert preimport.load_native("jp_imports_native") == []
+    monkeypatch.delenv("JP_IMPORTS_OWN_WAY")
+    (native_package / "lib" / "libjp_native.so").unlink()  # another build, without the library
+    assert preimport.load_native("jp_imports_native") == []
+    assert preimport.load_native("jp_imports_not_installed") == []
+    assert "jp_imports_native" not in sys.modules  # looked for, never imported
