@@ -63,7 +63,7 @@ class CliReference(Directive):
 
     def run(self) -> list[nodes.Node]:
         from jupyter_pause.cli.main import parser
-        from jupyter_pause.hub.service import parser as hub_parser
+        from jupyter_pause.hub.options import parser as hub_parser
 
         top = parser()
         found = [_section("jupyter pause", "cli-top", _literal(top.format_help()))]

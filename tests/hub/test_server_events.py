@@ -9,9 +9,10 @@ import pytest
 
 from jupyter_pause import ledger
 from jupyter_pause.hub import metrics
+from jupyter_pause.hub.options import configure
 from jupyter_pause.hub.policy import ServerView
 from jupyter_pause.hub.server_events import ServerLedger, parse_profile_gpus
-from jupyter_pause.hub.service import configure, ledger_hours, server_ledger
+from jupyter_pause.hub.service import ledger_hours, server_ledger
 from jupyter_pause.ledger import rollup
 from jupyter_pause.store import signing
 from jupyter_pause.store.storage import Store

@@ -15,8 +15,8 @@ from tornado.httpserver import HTTPServer
 
 from jupyter_pause.hub import release
 from jupyter_pause.hub.hubapi import HubClient, ServerClient
+from jupyter_pause.hub.options import DEFAULT_WARN_BEFORE, configure
 from jupyter_pause.hub.policy import Decision, ServerView
-from jupyter_pause.hub.service import DEFAULT_WARN_BEFORE, configure
 from tests.support.ports import free_port
 
 
