@@ -120,16 +120,28 @@ async def wait_for_cell(
         probe.close()
 
 
+async def ended(
+    kernel_manager: Any, kernel_id: str, process: tuple[int, Any], doing: str, every: float, give_up: Callable[[], bool]
+) -> bool:
+    """Wait until the cells sent to the kernel before now have ended (True), looking every
+    ``every`` seconds; False as soon as ``give_up()`` says so first. ``KernelDied`` (saying it
+    died ``doing``) if the kernel dies meanwhile."""
+    probe = Probe(await check_process(kernel_manager, kernel_id, process, doing))
+    try:
+        while not await probe.answered(every):
+            await check_process(kernel_manager, kernel_id, process, doing)
+            if give_up():
+                return False
+        return True
+    finally:
+        probe.close()
+
+
 async def wait_ended(kernel_manager: Any, kernel_id: str, timeout: float, process: tuple[int, Any]) -> None:
     """Wait until the cells sent to the kernel before now have ended (a cell stopped at its safe
     point, say); ``KernelCodeError`` after ``timeout`` seconds, ``KernelDied`` if it died."""
-    doing = "while its cell stopped"
-    probe = Probe(await check_process(kernel_manager, kernel_id, process, doing))
     deadline = time.monotonic() + timeout
-    try:
-        while not await probe.answered(POLL):
-            await check_process(kernel_manager, kernel_id, process, doing)
-            if time.monotonic() > deadline:
-                raise KernelCodeError(f"the kernel's cell had not ended {timeout:g} s after its checkpoint")
-    finally:
-        probe.close()
+    if not await ended(
+        kernel_manager, kernel_id, process, "while its cell stopped", POLL, lambda: time.monotonic() > deadline
+    ):
+        raise KernelCodeError(f"the kernel's cell had not ended {timeout:g} s after its checkpoint")

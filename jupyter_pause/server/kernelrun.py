@@ -55,7 +55,10 @@ class KernelDied(KernelCodeError):
 
 def process_of(kernel_manager: Any, kernel_id: str) -> tuple[int, Any]:
     """Which process the kernel is now: (provisioner identity, pid)."""
-    kernel = kernel_manager.get_kernel(kernel_id)
+    return _process(kernel_manager.get_kernel(kernel_id))
+
+
+def _process(kernel: Any) -> tuple[int, Any]:
     provisioner = getattr(kernel, "provisioner", None)
     return id(provisioner), getattr(provisioner, "pid", None)
 
@@ -68,7 +71,7 @@ async def check_process(kernel_manager: Any, kernel_id: str, process: tuple[int,
         raise KernelDied(f"the kernel died {doing}")
     kernel = kernel_manager.get_kernel(kernel_id)
     state = getattr(kernel, "execution_state", "")
-    if process_of(kernel_manager, kernel_id) != process or state in ("restarting", "dead") or not await _alive(kernel):
+    if _process(kernel) != process or state in ("restarting", "dead") or not await _alive(kernel):
         raise KernelDied(f"the kernel died {doing}")
     return kernel
 

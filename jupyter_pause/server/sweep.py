@@ -58,16 +58,11 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
     if kernel_id not in manager.kernels:
         return "not taken: its kernel is gone"
     process = kernelrun.process_of(manager.kernels, kernel_id)
-    probe = cellwait.Probe(manager.kernels.get_kernel(kernel_id))
-    try:  # the probe is answered once the cells sent before it ended (``cellwait``)
-        while not await probe.answered(IDLE_LOOK):
-            if stop.is_set():
-                return "not taken: the notice came while its cell ran"
-            await kernelrun.check_process(manager.kernels, kernel_id, process, "while its cell ran")
+    try:
+        if not await cellwait.ended(manager.kernels, kernel_id, process, "while its cell ran", IDLE_LOOK, stop.is_set):
+            return "not taken: the notice came while its cell ran"
     except kernelrun.KernelDied:
         return "not taken: its kernel is gone"
-    finally:
-        probe.close()
     current = manager.board.local.get(session)
     if current is not None and current.state in BUSY_STATES:
         return f"not taken: it is {current.state}"

@@ -160,6 +160,38 @@ def test_a_cell_that_ends_before_its_safe_point_is_paused_the_usual_way():
     assert channel.claim_request(4242) is None
 
 
+def ended(kernel: FakeKernel, give_up, monkeypatch: pytest.MonkeyPatch, replaced: bool = False) -> tuple[bool, list]:
+    """``cellwait.ended`` on ``kernel`` (its probe a ``FakeProbe``): what it returned, and the probes made."""
+    probes: list[FakeProbe] = []
+    monkeypatch.setattr(cellwait, "Probe", lambda k: probes.append(FakeProbe(k)) or probes[-1])
+    manager = OneKernel(kernel)
+    process = kernelrun.process_of(manager, "k")
+    if replaced:  # the kernel restarted: another process under the same id
+        kernel.provisioner = type("Provisioner", (), {"pid": 4343})()
+    return asyncio.run(cellwait.ended(manager, "k", process, "while its cell ran", 0.01, give_up)), probes
+
+
+def test_the_end_of_the_cells_ahead_is_waited_for_until_the_caller_gives_up(monkeypatch):
+    kernel = FakeKernel()
+    looks: list[int] = []
+
+    def give_up() -> bool:  # the cell ends at the third look
+        looks.append(1)
+        if len(looks) == 3:
+            kernel.end_cell()
+        return False
+
+    assert ended(kernel, give_up, monkeypatch)[0] is True
+    assert len(looks) == 3
+    returned, probes = ended(FakeKernel(), lambda: True, monkeypatch)  # a notice came: the wait stops
+    assert returned is False and [p.closed for p in probes] == [True]
+
+
+def test_a_kernel_replaced_while_its_cell_was_waited_for_is_said_to_have_died(monkeypatch):
+    with pytest.raises(kernelrun.KernelDied, match="while its cell ran"):
+        ended(FakeKernel(), lambda: False, monkeypatch, replaced=True)
+
+
 # -- the probe, against a real kernel ---------------------------------------------------------
 
 
