@@ -8,7 +8,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 
-from .. import mapping
+from .. import directio, mapping
 from ..buffers import Buffer, read_local
 from .base import Backend
 
@@ -96,10 +96,11 @@ def _through_temporary(path: str, data: bytes | memoryview, place: Callable[[str
     os.makedirs(folder, exist_ok=True)
     temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
     try:
-        with open(temporary, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        if not directio.write_new(temporary, memoryview(data).cast("B")):
+            with open(temporary, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
         place(temporary, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
