@@ -21,6 +21,19 @@ def no_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(directio, "_refused", set())
 
 
+@pytest.fixture
+def tmp_path(tmp_path):
+    """The test's folder, on a filesystem that takes direct I/O (an older tmpfs refuses it)."""
+    try:
+        os.close(os.open(tmp_path / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600))
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        pytest.skip(f"{tmp_path} is on a filesystem that refuses O_DIRECT")
+    os.unlink(tmp_path / "probe")
+    return tmp_path
+
+
 def _bytes(size: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
 
