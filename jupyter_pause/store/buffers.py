@@ -28,10 +28,17 @@ Buffer = memoryview
 #: Buffers at least this large are anonymous memory of their own (page-aligned).
 LARGE = 1 << 20
 
-#: How such memory is mapped: private to this process (``mmap``'s default, a shared mapping, is
-#: shared memory the kernel pages in more slowly), and faulted in whole as it is mapped (Linux's
-#: ``MAP_POPULATE``), one call rather than a fault per page as the bytes arrive.
-LARGE_FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+#: How such memory is mapped where the platform says (``anonymous``): private to this process
+#: (``mmap``'s default, a shared mapping, is shared memory the kernel pages in more slowly), and
+#: faulted in whole as it is mapped (Linux's ``MAP_POPULATE``), not a fault per page as bytes arrive.
+LARGE_FLAGS = (
+    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0) if hasattr(mmap, "MAP_PRIVATE") else 0
+)
+
+
+def anonymous(size: int) -> mmap.mmap:
+    """``size`` bytes of page-aligned memory of this process's own (``LARGE_FLAGS`` where there are any)."""
+    return mmap.mmap(-1, size, flags=LARGE_FLAGS) if LARGE_FLAGS else mmap.mmap(-1, size)
 
 
 #: Where this thread's buffers come from instead, inside ``allocating``.
@@ -71,7 +78,7 @@ def ordinary(size: int) -> memoryview:
     rather than 1.87-2.01 s. Every byte of it is about to be written, so none is taken for nothing.
     """
     if size >= LARGE:
-        return memoryview(np.frombuffer(mmap.mmap(-1, size, flags=LARGE_FLAGS), dtype=np.uint8))
+        return memoryview(np.frombuffer(anonymous(size), dtype=np.uint8))
     raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
     start = -raw.__array_interface__["data"][0] % ALIGNMENT
     return memoryview(raw[start : start + size])

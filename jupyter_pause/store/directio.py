@@ -17,13 +17,12 @@ and written to the usual way; so is a file too small to gain anything.
 from __future__ import annotations
 
 import errno
-import mmap
 import os
 import threading
 
 import numpy as np
 
-from .buffers import LARGE_FLAGS
+from .buffers import anonymous
 
 #: Offsets, lengths and buffer addresses of direct I/O are multiples of this (the logical block
 #: size of nearly every disk, and a multiple of the rest).
@@ -97,5 +96,5 @@ def _buffer() -> memoryview:
     """This thread's page-aligned buffer of ``BLOCK`` bytes (made on first use, kept)."""
     staged = getattr(_local, "buffer", None)
     if staged is None:
-        staged = _local.buffer = memoryview(mmap.mmap(-1, BLOCK, flags=LARGE_FLAGS))
+        staged = _local.buffer = memoryview(anonymous(BLOCK))
     return staged
