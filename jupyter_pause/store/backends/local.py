@@ -29,10 +29,7 @@ class LocalBackend(Backend):
     def write(self, path: str, view: memoryview) -> None:
         """Write and fsync: durable on disk before it returns."""
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(view)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_synced(path, [view])
 
     def write_whole(self, path: str, view: memoryview) -> None:
         """Write a temporary name, fsync, then move it onto ``path``: a reader sees the old file
@@ -42,15 +39,9 @@ class LocalBackend(Backend):
     def write_stream(self, path: str, chunks: Iterable[bytes], keep: Callable[[], bool]) -> None:
         """Write ``chunks`` to a temporary name and fsync; move it onto ``path`` only when
         ``keep()`` then answers True (else it is removed): a reader never sees it part-written."""
-        folder, name = os.path.split(path)
-        os.makedirs(folder, exist_ok=True)
-        temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+        temporary = _temporary(path)
         try:
-            with open(temporary, "wb") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
+            _write_synced(temporary, chunks)
             if keep():
                 os.replace(temporary, path)
         finally:
@@ -92,16 +83,27 @@ class LocalBackend(Backend):
 def _through_temporary(path: str, data: bytes | memoryview, place: Callable[[str, str], None]) -> None:
     """Write ``data`` to a temporary name beside ``path`` and fsync it, then ``place`` it at
     ``path`` (``os.replace``: over what is there; ``os.link``: only where nothing is)."""
-    folder, name = os.path.split(path)
-    os.makedirs(folder, exist_ok=True)
-    temporary = os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+    temporary = _temporary(path)
     try:
         if not directio.write_new(temporary, memoryview(data).cast("B")):
-            with open(temporary, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            _write_synced(temporary, [data])
         place(temporary, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+
+
+def _temporary(path: str) -> str:
+    """The temporary name ``path`` is written under (this process's and thread's own), its folder made."""
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    return os.path.join(folder, f"{PART_PREFIX}{name}.{os.getpid()}-{threading.get_ident()}.part")
+
+
+def _write_synced(path: str, chunks: Iterable[bytes | memoryview]) -> None:
+    """``chunks`` into the file at ``path`` (created, or emptied), then fsynced."""
+    with open(path, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
