@@ -126,7 +126,11 @@ class PauseService:
         concurrency: int,
         ledger: ServerLedger | None = None,
     ) -> None:
-        self.rules, self.settings, self.hub, self.servers, self.report = rules, settings, hub, servers, report
+        self.rules = rules
+        self.settings = settings
+        self.hub = hub
+        self.servers = servers
+        self.report = report
         self.slots = asyncio.Semaphore(concurrency)
         self.running: dict[tuple[str, str], asyncio.Task[None]] = {}
         self.settled: dict[tuple[str, str], tuple[datetime | None, Outcome]] = {}

@@ -46,8 +46,8 @@ def load_native(name: str) -> list[str]:
     """Load the native libraries top-level package ``name`` loads first (``NATIVE``), with the GIL
     released; those loaded. None where they are not there (another platform or build, a package
     not installed) or cannot be loaded so: the import loads what it needs, as it always does."""
-    relative = NATIVE.get(name, ())
-    if not relative or os.environ.get(OWN_LOADING.get(name, "")):
+    relative, own_way = NATIVE.get(name, ()), OWN_LOADING.get(name)
+    if not relative or (own_way and os.environ.get(own_way)):
         return []
     spec = importlib.util.find_spec(name)  # found, not imported
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
