@@ -163,7 +163,12 @@ def test_a_cell_that_ends_before_its_safe_point_is_paused_the_usual_way():
 def ended(kernel: FakeKernel, give_up, monkeypatch: pytest.MonkeyPatch, replaced: bool = False) -> tuple[bool, list]:
     """``cellwait.ended`` on ``kernel`` (its probe a ``FakeProbe``): what it returned, and the probes made."""
     probes: list[FakeProbe] = []
-    monkeypatch.setattr(cellwait, "Probe", lambda k: probes.append(FakeProbe(k)) or probes[-1])
+
+    def make(of: FakeKernel) -> FakeProbe:
+        probes.append(FakeProbe(of))
+        return probes[-1]
+
+    monkeypatch.setattr(cellwait, "Probe", make)
     manager = OneKernel(kernel)
     process = kernelrun.process_of(manager, "k")
     if replaced:  # the kernel restarted: another process under the same id
