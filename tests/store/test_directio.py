@@ -34,6 +34,16 @@ def tmp_path(tmp_path):
     return tmp_path
 
 
+def _noting(calls: list, real):
+    """``real``, noting the arguments of each call in ``calls``."""
+
+    def noted(*args):
+        calls.append(args)
+        return real(*args)
+
+    return noted
+
+
 def _bytes(size: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
 
@@ -50,21 +60,19 @@ def test_aligned_bytes_are_written_as_they_lie(tmp_path, monkeypatch):
     size = 2 * directio.BLOCK + 100
     region = mmap.mmap(-1, size)  # page-aligned
     region[:] = _bytes(size, seed=1).tobytes()
-    staged: list[int] = []
-    real = directio._buffer
-    monkeypatch.setattr(directio, "_buffer", lambda: staged.append(1) or real())
+    staged: list[tuple] = []
+    monkeypatch.setattr(directio, "_buffer", _noting(staged, directio._buffer))
     assert directio.write_new(str(tmp_path / "blob"), memoryview(region))
     assert (tmp_path / "blob").read_bytes() == region[:]
-    assert staged == [1]  # only the last, short block went through the thread's buffer
+    assert len(staged) == 1  # only the last, short block went through the thread's buffer
 
 
 def test_the_file_is_opened_for_direct_io_and_fsynced(tmp_path, monkeypatch):
     opened, synced = [], []
-    real_open, real_fsync = os.open, os.fsync
-    monkeypatch.setattr(os, "open", lambda p, flags, *a: opened.append(flags) or real_open(p, flags, *a))
-    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    monkeypatch.setattr(os, "open", _noting(opened, os.open))
+    monkeypatch.setattr(os, "fsync", _noting(synced, os.fsync))
     assert directio.write_new(str(tmp_path / "blob"), memoryview(_bytes(directio.MIN_BYTES)))
-    assert len(opened) == 1 and opened[0] & os.O_DIRECT and len(synced) == 1
+    assert len(opened) == 1 and opened[0][1] & os.O_DIRECT and len(synced) == 1
 
 
 def test_a_small_file_is_left_to_a_buffered_write(tmp_path):
