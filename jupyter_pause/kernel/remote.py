@@ -38,7 +38,7 @@ def _pause(request: PauseRequest) -> PauseReply:
 def _resume(request: ResumeRequest) -> ResumeReply:
     from ..session import preimport
 
-    preimport.begin(request.imports)  # beside everything below, which imports and reads first
+    preimport.begin(request.imports, request.import_files)  # beside everything below, which imports and reads first
     from ..session.cycle import resume_and_verify
     from ..session.options import ResumeOptions
     from ..store.catalog import Decision

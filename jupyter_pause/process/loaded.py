@@ -1,6 +1,11 @@
 """What this process has loaded, read once per checkpoint: the files its modules came from, the
 folders of its regular packages, and the folders of the Python installation.
 
+``Loaded.package_files`` names the files a package's modules came from, relative to the package's
+folder: a checkpoint keeps them for its slow imports, so that a
+resume on a node whose disk has not read them yet can ask for them all at once
+(``session.preimport``).
+
 A checkpoint asks this several times (which files are local modules, which ``sys.path`` entries
 are the user's, which modules variables need that are not kept); each answer walks thousands of
 modules and asks ``sysconfig`` and ``site`` for the installation's folders. ``Loaded.now`` takes
@@ -13,7 +18,9 @@ import os
 import site
 import sys
 import sysconfig
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePath
 
 
 def installed_roots() -> list[str]:
@@ -66,6 +73,24 @@ class Loaded:
             if found.get("__path__") is not None:
                 packages.update(_folders(found["__path__"]))
         return cls(files=tuple(files), packages=frozenset(packages), roots=tuple(installed_roots()))
+
+    def package_files(self, packages: Iterable[str]) -> dict[str, list[str]]:
+        """For each of the top-level ``packages`` loaded from a folder of its own, the files its
+        modules came from, in the order their imports ended (``sys.modules``'s), as paths
+        relative to that folder with ``/`` between parts: a module's source (the reader finds
+        the compiled file its own Python keeps for it), an extension module's library."""
+        wanted = set(packages)
+        folders = {
+            name: PurePath(path).parent
+            for name, path in self.files
+            if name in wanted and PurePath(path).name.startswith("__init__.")
+        }
+        found: dict[str, dict[str, None]] = {name: {} for name in folders}  # each file once (an
+        for name, path in self.files:  # extension library holds several modules), first seen first
+            top = name.partition(".")[0]
+            if top in folders and PurePath(path).is_relative_to(folders[top]):
+                found[top].setdefault(PurePath(path).relative_to(folders[top]).as_posix())
+        return {name: list(files) for name, files in found.items()}
 
 
 def _folders(path: object) -> set[str]:

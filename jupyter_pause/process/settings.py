@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store.manifest import Manifest
+from ..store.manifest import SLOW_IMPORTS, Manifest
 from ..store.storage import Store
 from . import localmodules, places
 from .loaded import Loaded
@@ -255,6 +255,8 @@ class Kept:
     settings: dict[str, Any]
     local_modules: localmodules.Kept
     notes: list[str]
+    #: The files each slow import's modules came from (``Loaded.package_files``), where loaded.
+    import_files: dict[str, list[str]]
 
 
 def keep(notebook: str | None, algorithm: str, values: Mapping[str, Any] | None = None) -> Kept:
@@ -270,7 +272,8 @@ def keep(notebook: str | None, algorithm: str, values: Mapping[str, Any] | None 
             entries = []
             notes.append(f"sys.path folders not searched for local modules: {type(e).__name__}: {e}")
         modules = localmodules.capture(notebook, algorithm, entries, values, loaded)
-    return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes)
+    import_files = loaded.package_files(SLOW_IMPORTS.values())
+    return Kept(settings=settings, local_modules=modules, notes=notes + modules.notes, import_files=import_files)
 
 
 def restore(store: Store, manifest: Manifest, notebook: str | None, *, full: bool, overwrite: bool) -> list[str]:

@@ -19,7 +19,8 @@ from ..errors import PauseError
 #: 4: a resume names the slow imports (``imports``) the kernel begins beside the restore.
 #: 5: a resume hands on the manifest the server read (``manifests``), and the server writes the
 #:    run report and the resume's ledger events (``report_by_server``).
-PROTOCOL = 5
+#: 6: a resume names the files of those imports (``import_files``) for the kernel to read ahead.
+PROTOCOL = 6
 
 
 class RemoteError(PauseError):
@@ -74,7 +75,9 @@ class ResumeRequest(Request):
     out rebuilding by replay what the checkpoint could not save; a request without it rebuilds.
     ``imports``: modules the kernel starts importing on threads of its own before anything else
     (torch, where the checkpoint holds tensors), beside opening the store and reading the blobs;
-    the restore waits for them before it unpickles (``session.preimport``). ``manifests``: the
+    the restore waits for them before it unpickles (``session.preimport``); ``import_files``: the
+    files of their modules (``Manifest.import_files``), which the kernel asks the disk for before
+    it imports them. ``manifests``: the
     candidates' manifests as the server read them (id: ``Manifest.as_read``'s text), which the
     kernel verifies with its own key instead of reading them from the store. ``report_by_server``:
     the kernel leaves the run report and the resume's ledger events to the server, which writes
@@ -95,6 +98,7 @@ class ResumeRequest(Request):
     taken: dict[str, float] = field(default_factory=dict)
     rebuild: bool = True
     imports: list[str] = field(default_factory=list)
+    import_files: dict[str, list[str]] = field(default_factory=dict)
     manifests: dict[str, str] = field(default_factory=dict)
     report_by_server: bool = False
 

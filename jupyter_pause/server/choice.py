@@ -52,6 +52,7 @@ class Asked:
             taken=dict(decision.taken) if decision else {},
             rebuild=rebuild,
             imports=manifest.slow_imports(),
+            import_files=manifest.import_files,
             manifests={manifest.id: manifest.as_read().decode()} if handed else {},
             report_by_server=True,
         )

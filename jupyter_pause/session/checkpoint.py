@@ -306,6 +306,8 @@ def _commit(p: Prepared, step: activity.Activity, writer: BlobWriter) -> Checkpo
         data_files=p.data_files,
         format=FORMAT if p.references else POOL_FORMAT,
     )
+    slow = manifest.slow_imports()
+    manifest.import_files = {k: v for k, v in (p.kept.import_files if p.kept else {}).items() if k in slow}
     notes = list(p.notes)
     if p.position.new:
         others = {m.lineage for m in catalog.checkpoints(ctx.session)}

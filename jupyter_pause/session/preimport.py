@@ -12,6 +12,12 @@ cold, their static initialisers run) left a restore's reads unable to send their
 and the store idle, for as long. So the libraries a package loads first (``NATIVE``) are loaded
 before its import, through the C library's ``dlopen``, which ctypes calls with the GIL released;
 the import then finds them loaded.
+
+On a node whose disk has not read the package yet (a new node, a new container), the import
+reads its compiled modules one after another, each a wait on the disk: torch's 770, beside a
+restore's reads, cost a cold import about 0.5 s more than a warm one. A checkpoint names the files
+its slow imports' modules came from (``Manifest.import_files``), and ``begin`` asks the disk for
+them all (``read_ahead``) before the import starts reading them.
 """
 
 from __future__ import annotations
@@ -22,7 +28,10 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePosixPath
+
+from ..store import readahead
 
 #: The native libraries a package's import loads first, relative to the package's folder.
 NATIVE: dict[str, tuple[str, ...]] = {"torch": ("lib/libtorch_cpu.so",)}
@@ -30,28 +39,60 @@ NATIVE: dict[str, tuple[str, ...]] = {"torch": ("lib/libtorch_cpu.so",)}
 #: ``TORCH_USE_RTLD_GLOBAL``, shares their symbols with every library): none is loaded ahead then.
 OWN_LOADING = {"torch": "TORCH_USE_RTLD_GLOBAL"}
 
+#: At most this many files of one package are asked for ahead of its import.
+MOST_FILES = 20_000
+
 _lock = threading.Lock()
 _pending: dict[str, threading.Thread] = {}
 
 
-def _import(name: str) -> None:
+def _import(name: str, files: Sequence[str]) -> None:
     try:
-        load_native(name)
+        folder = package_folder(name)
+        if folder is not None and files:
+            read_ahead(folder, files)
+        load_native(name, folder)
         importlib.import_module(name)
     except Exception:  # the restore's own import of it (the unpickler's) names the problem
         pass
 
 
-def load_native(name: str) -> list[str]:
-    """Load the native libraries top-level package ``name`` loads first (``NATIVE``), with the GIL
-    released; those loaded. None where they are not there (another platform or build, a package
-    not installed) or cannot be loaded so: the import loads what it needs, as it always does."""
+def package_folder(name: str) -> str | None:
+    """The folder of top-level package ``name``, found without importing it; None where it is
+    not installed or not a package of one folder."""
+    spec = importlib.util.find_spec(name)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    return folders[0] if folders else None
+
+
+def read_ahead(folder: str, files: Sequence[str]) -> int:
+    """Ask the disk for ``files`` of the package in ``folder`` (``Manifest.import_files``: paths
+    relative to it) ahead of the import that reads them; how many were asked for. A module's
+    source stands for the compiled file this Python keeps for it, where there is one; a path
+    that is not relative, or leaves the folder, is passed over."""
+    paths: list[str] = []
+    for relative in files[:MOST_FILES]:
+        parts = PurePosixPath(relative).parts if isinstance(relative, str) else ()
+        if not parts or PurePosixPath(relative).is_absolute() or ".." in parts:
+            continue
+        path = os.path.join(folder, *parts)
+        if path.endswith(".py") and sys.implementation.cache_tag is not None:
+            compiled = importlib.util.cache_from_source(path)
+            path = compiled if os.path.exists(compiled) else path
+        paths.append(path)
+    return readahead.ask(paths)
+
+
+def load_native(name: str, folder: str | None = None) -> list[str]:
+    """Load the native libraries top-level package ``name`` (in ``folder``, found where not
+    given) loads first (``NATIVE``), with the GIL released; those loaded. None where they are not
+    there (another platform or build, a package not installed) or cannot be loaded so: the
+    import loads what it needs, as it always does."""
     relative, own_way = NATIVE.get(name, ()), OWN_LOADING.get(name)
     if not relative or (own_way and os.environ.get(own_way)):
         return []
-    spec = importlib.util.find_spec(name)  # found, not imported
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    paths = [os.path.join(folders[0], r) for r in relative] if folders else []
+    folder = folder or package_folder(name)
+    paths = [os.path.join(folder, r) for r in relative] if folder else []
     return [path for path in paths if os.path.isfile(path) and _dlopen(path)]
 
 
@@ -66,14 +107,19 @@ def _dlopen(path: str) -> bool:
     return bool(dlopen(os.fsencode(path), os.RTLD_NOW))
 
 
-def begin(modules: Iterable[str]) -> None:
-    """Start importing each of ``modules`` not imported yet, each on a thread of its own."""
+def begin(modules: Iterable[str], files: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Start importing each of ``modules`` not imported yet, each on a thread of its own, which
+    first asks the disk for the module's ``files`` (``Manifest.import_files``) where given."""
     for name in modules:
         with _lock:
             if name in sys.modules or name in _pending:
                 continue
+            named = (files or {}).get(name)
             thread = _pending[name] = threading.Thread(
-                target=_import, args=(name,), name=f"jupyter-pause-import-{name}", daemon=True
+                target=_import,
+                args=(name, named if isinstance(named, list) else []),
+                name=f"jupyter-pause-import-{name}",
+                daemon=True,
             )
         thread.start()
 

@@ -177,7 +177,7 @@ def _start_torch(catalog: Catalog, manifest: Manifest, keys: list[str]) -> None:
         readahead.advise(
             readahead.blob_paths(catalog.store, manifest, keys), sum(manifest.blobs.get(k, 0) for k in keys)
         )
-    preimport.begin(slow)
+    preimport.begin(slow, manifest.import_files)
     if first:
         preimport.wait()
 

@@ -22,6 +22,10 @@ FORMAT = 3
 #: The format of a checkpoint that references no model file.
 POOL_FORMAT = 2
 
+#: The package whose import a restore of each array kind needs, and which a new kernel takes a
+#: second or more to import (``Manifest.slow_imports``): begun ahead, beside the reads.
+SLOW_IMPORTS: dict[str, str] = {"torch": "torch"}
+
 #: Fields of ``Manifest`` known only once it is read, never written into its body.
 NOT_IN_BODY = frozenset({"signature", "canonical"})
 
@@ -219,6 +223,12 @@ class Manifest:
     #: Files values read by path (a ``datasets`` Arrow file), by the digest of their bytes: each is
     #: a blob of the pool, in ``blobs`` too. Empty for older checkpoints and those without any.
     data_files: dict[str, DataFileRecord] = field(default_factory=dict)
+    #: The files the modules of each slow import (``SLOW_IMPORTS``) had been loaded from when it
+    #: was taken: package -> paths relative to the package's folder, in the order their imports
+    #: ended. A resume on a node whose disk has not read them yet asks for them all before the
+    #: import reads them one by one (``session.preimport``). Empty for older checkpoints and
+    #: those taken where no slow import was loaded.
+    import_files: dict[str, list[str]] = field(default_factory=dict)
     #: The id of the key that named its objects in the pool (``store.names``): a keyed checkpoint's
     #: blobs and model files are found under an HMAC of their digest. None: under their digest
     #: (without a key, and for older checkpoints).
@@ -245,7 +255,8 @@ class Manifest:
 
     def slow_imports(self) -> list[str]:
         """The slow imports a restore of this checkpoint needs: torch where it holds tensors."""
-        return ["torch"] if any(a.kind == "torch" for a in self.arrays.values()) else []
+        kinds = {a.kind for a in self.arrays.values()}
+        return [package for kind, package in SLOW_IMPORTS.items() if kind in kinds]
 
     def blob_key(self, digest: str, names: Names | None = None) -> str:
         """The store key of this checkpoint's blob ``digest``: where it lives (``names``: the

@@ -32,7 +32,7 @@ def advise(paths: Iterable[str], size: int) -> threading.Thread | None:
     paths = list(paths)
     if not paths or not hasattr(os, "posix_fadvise") or size > SHARE * memory.available():
         return None
-    asking = threading.Thread(target=_advise, args=(paths,), name="jupyter-pause-readahead", daemon=True)
+    asking = threading.Thread(target=ask, args=(paths,), name="jupyter-pause-readahead", daemon=True)
     asking.start()
     return asking
 
@@ -49,15 +49,23 @@ def blob_paths(store: Store, manifest: Manifest, digests: Iterable[str]) -> list
         return []
 
 
-def _advise(paths: list[str]) -> None:
+def ask(paths: Iterable[str]) -> int:
+    """Ask for each of ``paths`` to be read ahead, here and now (each request returns at once:
+    the disk reads behind it); how many were asked for. Missing and unreadable files are passed
+    over (whoever reads them says why), and nothing is asked where the system cannot be."""
+    if not hasattr(os, "posix_fadvise"):
+        return 0
+    asked = 0
     for path in paths:
         try:
             fd = os.open(path, os.O_RDONLY)
-        except OSError:  # gone, or unreadable: the reader says which
+        except OSError:
             continue
         try:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            asked += 1
         except OSError:
             pass
         finally:
             os.close(fd)
+    return asked

@@ -62,13 +62,14 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_5():
+def test_the_request_format_is_version_6():
     """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial``, version 3
     the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow,
     version 4 the slow ``imports`` it begins at once, version 5 the manifests the server read
-    (``manifests``) and ``report_by_server``; a kernel of another version refuses it by its
-    version, saying to align the two."""
-    assert PROTOCOL == 5
+    (``manifests``) and ``report_by_server``, version 6 the files of those imports
+    (``import_files``) for the kernel to read ahead; a kernel of another version refuses it by
+    its version, saying to align the two."""
+    assert PROTOCOL == 6
     request = ResumeRequest(
         "latest",
         "s",
@@ -76,12 +77,13 @@ def test_the_request_format_is_version_5():
         candidates=["b", "a"],
         passed_over={"c": "why"},
         imports=["torch"],
+        import_files={"torch": ["__init__.py", "_C.so"]},
         manifests={"b": '{"manifest":{}}'},
         report_by_server=True,
     )
     wire = json.loads(encode_request(request))
     args = wire["args"]
-    assert (wire["protocol"], wire["entry"]) == (5, "resume")
+    assert (wire["protocol"], wire["entry"]) == (6, "resume")
     assert {k: args[k] for k in ("checkpoint", "session", "map_location", "moments", "paused_from")} == {
         "checkpoint": "latest",
         "session": "s",
@@ -97,9 +99,13 @@ def test_the_request_format_is_version_5():
         ["torch"],
     )
     assert (args["manifests"], args["report_by_server"]) == ({"b": '{"manifest":{}}'}, True)
+    assert args["import_files"] == {"torch": ["__init__.py", "_C.so"]}
     assert decode_request(encode_request(request)) == request
     plain = decode_request(_request_text("resume", {"checkpoint": "c", "session": "s"}))
     assert plain == ResumeRequest("c", "s") and (plain.manifests, plain.report_by_server) == ({}, False)
+    assert plain.import_files == {}
+    with pytest.raises(PauseError, match="import_files"):
+        decode_request(_request_text("resume", {"checkpoint": "c", "session": "s", "import_files": {"torch": "x"}}))
 
 
 @pytest.mark.parametrize("value", HOSTILE)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,3 +64,14 @@ def test_no_collection_runs_while_the_kernel_waits_and_the_collector_is_left_as_
         assert not gc.isenabled()  # left off, as the notebook had it
     finally:
         gc.enable()
+
+
+def test_a_checkpoint_of_tensors_names_the_files_torch_was_imported_from(tmp_path):
+    import torch
+
+    folder = Path(torch.__file__).parent
+    files = jp.checkpoint(store=str(tmp_path), session="t", namespace={"w": torch.ones(4)}).manifest.import_files
+    assert list(files) == ["torch"] and "__init__.py" in files["torch"] and len(files["torch"]) > 100
+    assert all((folder / relative).is_file() for relative in files["torch"])  # relative to torch's folder
+    without = jp.checkpoint(store=str(tmp_path), session="n", namespace={"a": np.arange(3)}).manifest
+    assert without.import_files == {}  # torch is loaded, but restoring these values does not need it

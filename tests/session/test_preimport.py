@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 from pathlib import Path
@@ -93,3 +94,67 @@ def test_no_native_library_is_loaded_where_the_package_loads_its_own_way_or_lack
     assert preimport.load_native("jp_imports_native") == []
     assert preimport.load_native("jp_imports_not_installed") == []
     assert "jp_imports_native" not in sys.modules  # looked for, never imported
+
+
+def _noting(log: list, real):
+    """``readahead.ask`` that notes the paths it is asked for, then asks."""
+
+    def ask(paths):
+        paths = list(paths)
+        log.append(("asked", paths))
+        return real(paths)
+
+    return ask
+
+
+@pytest.fixture
+def compiled_package(module_dir: Path) -> Path:
+    """A package ``jp_imports_files`` whose modules are compiled into ``__pycache__`` (one is not),
+    with an extension library beside them; its ``__init__`` notes in ``threading.JP_LOG`` that it ran."""
+    import py_compile
+
+    package = module_dir / "jp_imports_files"
+    (package / "nn").mkdir(parents=True)
+    (package / "__init__.py").write_text("import threading\nthreading.JP_LOG.append(('ran', __name__))\n")
+    (package / "nn" / "linear.py").write_text("W = 1\n")
+    (package / "plain.py").write_text("")  # never compiled: its source is what an import reads
+    (package / "_native.so").write_bytes(b"\x7fELF")
+    for source in (package / "__init__.py", package / "nn" / "linear.py"):
+        py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    return package
+
+
+def test_a_packages_files_are_asked_for_as_compiled_here_never_outside_its_folder(compiled_package, monkeypatch):
+    from jupyter_pause.store import readahead
+
+    log: list = []
+    monkeypatch.setattr(readahead, "ask", _noting(log, readahead.ask))
+    files = ["__init__.py", "nn/linear.py", "plain.py", "_native.so", "missing.py"]
+    hostile = ["../outside.py", "/etc/passwd", "nn/../../outside.py", "", 42]
+    asked = preimport.read_ahead(str(compiled_package), files + hostile)
+    ((_, paths),) = log
+    assert paths == [
+        importlib.util.cache_from_source(str(compiled_package / "__init__.py")),
+        importlib.util.cache_from_source(str(compiled_package / "nn" / "linear.py")),
+        str(compiled_package / "plain.py"),
+        str(compiled_package / "_native.so"),
+        str(compiled_package / "missing.py"),  # asked, passed over: not there
+    ]
+    assert asked == 4  # each file that is there, once
+
+
+def test_an_import_begun_with_its_files_asks_for_them_before_it_runs(compiled_package, monkeypatch):
+    from jupyter_pause.store import readahead
+
+    log: list = []
+    monkeypatch.setattr(threading, "JP_LOG", log, raising=False)
+    monkeypatch.setattr(readahead, "ask", _noting(log, readahead.ask))
+    preimport.begin(["jp_imports_files"], {"jp_imports_files": ["__init__.py", "nn/linear.py"], "other": ["x.py"]})
+    preimport.wait()
+    assert [entry[0] for entry in log] == ["asked", "ran"]
+    assert len(log[0][1]) == 2
+    log.clear()
+    del sys.modules["jp_imports_files"]
+    preimport.begin(["jp_imports_files"], {"jp_imports_files": "not a list"})  # a value of the wrong kind
+    preimport.wait()
+    assert log == [("ran", "jp_imports_files")]  # nothing asked, imported all the same

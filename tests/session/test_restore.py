@@ -517,6 +517,7 @@ IMPORT_SPY = """
 import importlib.abc, importlib.util, sys, threading
 import jupyter_pause
 from jupyter_pause.session import restore
+from jupyter_pause.store import readahead
 from jupyter_pause.store.storage import Store
 
 def say(*words):  # one write a line: two threads say things
@@ -524,7 +525,12 @@ def say(*words):  # one write a line: two threads say things
 
 say("torch" in sys.modules)
 imported, reading, first = threading.Event(), threading.Event(), threading.Lock()
-read = Store.read
+read, ask, asked = Store.read, readahead.ask, []
+
+def noting(paths):
+    paths = list(paths)
+    asked.extend(paths)
+    return ask(paths)
 
 def watched(self, key, *args, **kwargs):
     with first:
@@ -549,6 +555,7 @@ class Spy(importlib.abc.MetaPathFinder):
         def exec_module(module):
             say("torch imported on", threading.current_thread().name)
             say("its library loaded first:", any("libtorch_cpu" in line for line in open("/proc/self/maps")))
+            say("its modules' files asked for first:", sum("/torch/" in path for path in asked) > 100)
             if sys.argv[2] == "s3":  # held until a read begins: one that waits for the import never does
                 say("a read began meanwhile:", reading.wait(60))
             run(module)
@@ -564,6 +571,7 @@ def loading(*args, **kwargs):
     return load(*args, **kwargs)
 
 Store.read = watched
+readahead.ask = noting
 restore.load_variables = loading
 sys.meta_path.insert(0, Spy())
 ns = {}
@@ -584,7 +592,11 @@ def test_a_new_process_imports_torch_before_a_folders_reads_and_beside_a_remote_
         [sys.executable, "-c", IMPORT_SPY, url, where], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
-    said = ["torch imported on jupyter-pause-import-torch", "its library loaded first: True"]
+    said = [
+        "torch imported on jupyter-pause-import-torch",
+        "its library loaded first: True",
+        "its modules' files asked for first: True",  # as the checkpoint named them
+    ]
     if where == "folder":
         said += ["first blob read; torch imported: True"]
     else:  # which thread says its first line first is theirs to race for

@@ -42,6 +42,7 @@ def sample(**changes: object) -> Manifest:
         process={"pid": 42, "token": "t"},
         timings={"requested": 1.5},
         stats={"bytes_total": 254},
+        import_files={"torch": ["__init__.py", "nn/modules/linear.py", "_C.cpython-311-x86_64-linux-gnu.so"]},
     )
     fields.update(changes)
     return Manifest(**fields)  # type: ignore[arg-type]
@@ -55,6 +56,19 @@ def test_round_trip_is_exact() -> None:
     assert isinstance(back.arrays["a0"], ArrayRecord)
     assert back.variables[1].pickler == "dill"
     assert back.devices() == {"cuda:0"}
+
+
+def test_a_checkpoint_of_tensors_names_torch_as_its_slow_import_with_the_files_it_loaded() -> None:
+    back = Manifest.from_bytes(sample().to_bytes())
+    assert back.slow_imports() == ["torch"]
+    assert back.import_files["torch"][:2] == ["__init__.py", "nn/modules/linear.py"]
+    numpy_only = {"a0": ArrayRecord("numpy", "float32", [10], "cpu", "c" * 32, 64, 40, "C")}
+    assert sample(arrays=numpy_only).slow_imports() == []
+    older = json.loads(sample().to_bytes())
+    del older["manifest"]["import_files"]  # written before the field: nothing to read ahead
+    body = json.dumps(older["manifest"], sort_keys=True, separators=(",", ":"))
+    older["checksum"] = xxhash.xxh3_128_hexdigest(body.encode())
+    assert Manifest.from_bytes(json.dumps(older).encode()).import_files == {}
 
 
 def test_a_manifest_read_is_handed_on_as_it_was_read() -> None:
