@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -71,6 +72,9 @@ class StatusBoard:
         self.ignored: dict[str, dict[str, str]] = {}
         self.local: dict[str, Status] = {}
         self._read_at: dict[str, tuple[float, Status | None]] = {}
+        #: Writes to the store one at a time, each session's newest last (``persist``).
+        self._writing = threading.Lock()
+        self._written: dict[str, float] = {}
 
     def record(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
         """Move ``session`` to ``state`` in this server's view (no I/O: safe inside the event loop)."""
@@ -94,11 +98,17 @@ class StatusBoard:
         return status
 
     def persist(self, status: Status) -> None:
-        """Write ``status`` to the store so other servers see it."""
+        """Write ``status`` to the store so other servers see it; not where a newer state of
+        its session was written already (a write left to run beside the work it describes may
+        come after the next one's)."""
         try:
-            record = {k: v for k, v in asdict(status).items() if k != "ignored"}
-            sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(status.session), self.keys)
-            self.store.write(status_key(status.session), sealed)
+            with self._writing:
+                if status.updated < self._written.get(status.session, 0.0):
+                    return
+                record = {k: v for k, v in asdict(status).items() if k != "ignored"}
+                sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(status.session), self.keys)
+                self.store.write(status_key(status.session), sealed)
+                self._written[status.session] = status.updated
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.

@@ -29,6 +29,17 @@ def test_alices_own_status_reads_back(tmp_path: Path) -> None:
     assert status.state == "paused" and status.checkpoint == "c2" and status.ignored == ""
 
 
+def test_a_state_written_late_never_replaces_a_newer_one_in_the_store(tmp_path: Path) -> None:
+    board = StatusBoard(Store(str(tmp_path)), "node-a")
+    progress = board.record("s", "restoring", "starting a python3 kernel")  # written beside the resume
+    done = board.record("s", "ready", "restored")
+    board.persist(done)
+    board.persist(progress)  # its write ends last
+    assert (board.read("s", fresh=True).state, board.read("s", fresh=True).detail) == ("ready", "restored")
+    board.persist(board.record("s", "checkpointing", "pausing"))  # a later state is written as ever
+    assert board.read("s", fresh=True).state == "checkpointing"
+
+
 @pytest.mark.parametrize("forged_with", [None, MALLORY_KEY], ids=["unsigned", "mallory's key"])
 def test_a_status_another_user_wrote_is_ignored_and_named(tmp_path: Path, forged_with: str | None) -> None:
     """Attack 3: mallory's status.json ("restoring on another node", alice's newest checkpoint
