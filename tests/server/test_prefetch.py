@@ -148,23 +148,23 @@ def test_without_room_on_the_disk_nothing_is_copied_and_the_status_says_why(take
     fetching.discard()
 
 
-def test_a_local_store_copies_nothing_and_asks_for_its_blob_files_to_be_read_ahead(tmp_path, monkeypatch):
+def test_a_local_store_copies_nothing_and_reads_its_blob_files_into_the_page_cache(tmp_path, monkeypatch):
     config = PauseConfig(store=str(tmp_path / "store"), prefetch_dir=str(tmp_path / "p"))
     manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
     store = config.open_store()
-    advised = []
-    real = os.posix_fadvise
+    sent = []
+    real = os.sendfile
 
-    def posix_fadvise(fd, offset, length, advice):  # the readahead asked of the kernel, passed on
-        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
-        real(fd, offset, length, advice)
+    def sendfile(out, fd, offset, count):  # the reads asked of the kernel, passed on
+        sent.append((os.readlink(f"/proc/self/fd/{fd}"), os.readlink(f"/proc/self/fd/{out}")))
+        return real(out, fd, offset, count)
 
-    monkeypatch.setattr(os, "posix_fadvise", posix_fadvise)
+    monkeypatch.setattr(os, "sendfile", sendfile)
     fetching = prefetch.begin(store, manifest)
     assert fetching.finished.is_set() and fetching.said() == "" and fetching.progress() == {}
     fetching.advising.join(30)
     paths = {store.path(key) for key in manifest.blob_keys(manifest.blobs, store.names)}
-    assert {path for path, _ in advised} == paths and {a for _, a in advised} == {os.POSIX_FADV_WILLNEED}
+    assert {path for path, _ in sent} == paths and {out for _, out in sent} == {os.devnull}
     assert not (tmp_path / "p").exists() or not any((tmp_path / "p").rglob("*.*"))  # no copies
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -14,22 +15,51 @@ from jupyter_pause.store import memory, readahead
 pytestmark = pytest.mark.usefixtures("new_process", "no_pause_env")
 
 
-def test_the_files_that_fit_are_asked_for_and_a_missing_one_is_passed_over(tmp_path, monkeypatch):
+def test_the_files_that_fit_are_read_one_after_another_and_a_missing_one_is_passed_over(tmp_path, monkeypatch):
+    files = [tmp_path / "a", tmp_path / "b"]
+    for f, size in zip(files, (4096, 3 * 4096), strict=True):
+        f.write_bytes(b"x" * size)
+    monkeypatch.setattr(readahead, "SEND", 8192)  # several sends to a file
+    sent = []
+    real = os.sendfile
+
+    def sendfile(out, fd, offset, count):  # what is asked of the operating system, passed on
+        sent.append((os.readlink(f"/proc/self/fd/{out}"), os.readlink(f"/proc/self/fd/{fd}"), offset, count))
+        return real(out, fd, offset, count)
+
+    monkeypatch.setattr(os, "sendfile", sendfile)
+    asking = readahead.advise([str(files[0]), str(tmp_path / "gone"), str(files[1])], 4 * 4096)
+    assert asking is not None
+    asking.join(30)
+    a, b = (str(f) for f in files)
+    assert sent == [
+        (os.devnull, a, 0, 8192),
+        (os.devnull, a, 4096, 8192),  # 0: the end
+        (os.devnull, b, 0, 8192),
+        (os.devnull, b, 8192, 8192),
+        (os.devnull, b, 3 * 4096, 8192),
+    ]
+
+
+def test_where_files_cannot_be_sent_to_the_null_device_the_rest_are_asked_for_at_once(tmp_path, monkeypatch):
     files = [tmp_path / "a", tmp_path / "b"]
     for f in files:
         f.write_bytes(b"x" * 4096)
+
+    def sendfile(out, fd, offset, count):  # as on macOS: only to a socket
+        raise OSError(errno.ENOTSOCK, "Socket operation on non-socket")
+
     advised = []
     real = os.posix_fadvise
 
-    def posix_fadvise(fd, offset, length, advice):  # what is asked of the operating system, passed on
-        advised.append((os.readlink(f"/proc/self/fd/{fd}"), offset, length, advice))
+    def posix_fadvise(fd, offset, length, advice):
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
         real(fd, offset, length, advice)
 
+    monkeypatch.setattr(os, "sendfile", sendfile)
     monkeypatch.setattr(os, "posix_fadvise", posix_fadvise)
-    asking = readahead.advise([str(files[0]), str(tmp_path / "gone"), str(files[1])], 8192)
-    assert asking is not None
-    asking.join(30)
-    assert advised == [(str(f), 0, 0, os.POSIX_FADV_WILLNEED) for f in files]
+    assert readahead.read_through([str(f) for f in files]) == 2
+    assert advised == [(str(f), os.POSIX_FADV_WILLNEED) for f in files]
 
 
 def test_files_larger_than_the_memory_can_spare_are_not_read_ahead(tmp_path, monkeypatch):
