@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from queue import Empty
 from typing import Any
 
 from jupyter_client.session import Session
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Client session ids of the code this server runs, or just ran, in kernels (the ledger leaves it out of activity).
 OWN_SESSIONS: set[str] = set()
+#: Seconds a new client waits for the kernel's output after its first answer, before asking again.
+OUTPUT_CONNECTED = 0.2
 #: How long a session stays the server's own after its call returned: the server's IOPub listener
 #: may read the kernel's last status of that call after the call's own client did.
 OWN_GRACE = 30.0
@@ -43,6 +46,33 @@ def own_client(kernel: Any) -> Any:
     client.start_channels()
     OWN_SESSIONS.add(session.session)  # the server's own asking, not the user's use
     return client
+
+
+async def answered(client: Any, timeout: float) -> None:
+    """Return once the kernel has answered ``client`` on its request channel and its output
+    reaches the client too; ``RuntimeError`` where the kernel died first or ``timeout`` seconds
+    passed. jupyter-client's ``wait_for_ready`` does this, then waits for the output channel to
+    stay quiet for a fifth of a second, to drop what came before; ``execute`` reads only the
+    replies and output of its own request, so that fifth of a second is not spent here."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client.kernel_info()
+        try:
+            reply = await maybe_await(client.shell_channel.get_msg(timeout=1))
+        except Empty:
+            reply = None
+        if reply is not None and reply["msg_type"] == "kernel_info_reply":
+            try:  # any output at all (the status of that request): the output channel is connected
+                await maybe_await(client.iopub_channel.get_msg(timeout=OUTPUT_CONNECTED))
+            except Empty:
+                pass  # joined too late for that request's output: ask again
+            else:
+                client._handle_kernel_info_reply(reply)  # the kernel's protocol version, as jupyter-client keeps it
+                return
+        if not await maybe_await(client.is_alive()):
+            raise RuntimeError("the kernel died before it answered")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the kernel did not answer in {timeout:g} s")
 
 
 class KernelCodeError(PauseError):
@@ -92,9 +122,9 @@ async def answering(kernel_manager: Any, kernel_id: str, timeout: float) -> None
 
 
 async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
-    """A client of a kernel just started, once the kernel answers it: connected, its output
-    channel included, for ``execute`` to run code with at once (each new client's wait for a
-    first answer costs a fifth of a second and more); the caller hands it to ``execute`` or stops
+    """A client of a kernel just started, once the kernel answers it (``answered``): connected,
+    its output channel included, for ``execute`` to run code with at once (each new client waits
+    for a first answer again); the caller hands it to ``execute`` or stops
     it (``stop``). One that died before its first answer (a port another process took between
     the pick and the bind) held nothing yet: Jupyter's restarter starts it again on new ports,
     and this waits for that one; so it does for one that lost a port and waits instead of
@@ -116,7 +146,7 @@ async def connect(kernel_manager: Any, kernel_id: str, timeout: float) -> Any:
                     stop(client)
                 client = own_client(kernel)
             try:
-                await client.wait_for_ready(timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
+                await answered(client, timeout=min(ANSWER_ATTEMPT, max(1.0, deadline - time.monotonic())))
             except RuntimeError:  # it died, or has not answered yet (on the ports it was given)
                 pass
             else:
@@ -195,7 +225,7 @@ async def execute(
 
     try:
         if not connected:
-            await client.wait_for_ready(timeout=60)
+            await answered(client, timeout=60)
         run = asyncio.ensure_future(
             client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False, allow_stdin=False)
         )
