@@ -71,6 +71,8 @@ def test_files_larger_than_the_memory_can_spare_are_not_read_ahead(tmp_path, mon
 
 RESUME = """
 import json, sys
+if sys.argv[2] == "imported":
+    import torch
 from jupyter_pause.store import readahead
 asked = []
 real = readahead.advise
@@ -85,7 +87,8 @@ print(json.dumps({"verdict": cycle.verdict.kind, "asked": asked}))
 """
 
 
-def test_a_resume_from_a_local_store_reads_ahead_before_it_imports_torch(tmp_path):
+@pytest.mark.parametrize("torch_was", ["not imported", "imported"])
+def test_a_resume_from_a_local_store_reads_ahead_while_it_imports_torch(tmp_path, torch_was):
     import torch
 
     import jupyter_pause as jp
@@ -93,10 +96,15 @@ def test_a_resume_from_a_local_store_reads_ahead_before_it_imports_torch(tmp_pat
 
     store = tmp_path / "store"
     manifest = jp.checkpoint(store=str(store), session="s", namespace={"w": torch.arange(100_000.0)}).manifest
-    done = subprocess.run([sys.executable, "-c", RESUME, str(store)], capture_output=True, text=True, timeout=120)
+    run = [sys.executable, "-c", RESUME, str(store), torch_was]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     expected = sorted(Store(str(store)).path(k) for k in manifest.blob_keys(manifest.blobs))
     assert out["verdict"] == "restored"
-    (asked,) = [a for a in out["asked"] if a["paths"] == expected]
-    assert not asked["torch_imported"] and asked["size"] == sum(manifest.blobs.values())
+    asked = [a for a in out["asked"] if a["paths"] == expected]
+    if torch_was == "imported":  # nothing to read beside: the reads begin at once, read once
+        assert asked == []
+    else:
+        assert len(asked) == 1 and not asked[0]["torch_imported"]
+        assert asked[0]["size"] == sum(manifest.blobs.values())
