@@ -13,8 +13,6 @@ import os
 import time
 from typing import Any
 
-from tornado import web
-
 from .. import ledger
 from ..config import PauseConfig
 from ..errors import CheckpointDamaged, CheckpointNotFound
@@ -246,7 +244,7 @@ class PauseManager:
         refused unless ``force``: for when that node is gone for good. The kernel started is the
         kernelspec the session ran on, unless ``kernel_name`` picks one (``kernelspecs``).
         """
-        path = await self._pulled_if_missing(path)
+        path = await self.notebook(await pulling.pulled_if_missing(self, path))
         session = self.session_name(path)
         if map_location not in (None, "auto", "cpu"):
             raise http_error(400, f'"map_location" must be "auto" or "cpu", not {map_location!r}')
@@ -311,21 +309,6 @@ class PauseManager:
     def resume_listing(self, session: str, status: Status | None) -> Listing:
         """The session's checkpoints as its resume of "latest" sees them (see ``choice``)."""
         return self.choice.listing(session, status)
-
-    async def _pulled_if_missing(self, path: Any) -> str:
-        """``path``, checked; a notebook missing here (a fresh pod without a persistent volume)
-        is first pulled from its session's newest checkpoint."""
-        checked = checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
-        if not await maybe_await(self.contents.file_exists(checked)):
-            try:
-                await self.pull(self.session_name(checked), checked)
-            except web.HTTPError as e:
-                if e.status_code != 404:
-                    raise
-                raise http_error(
-                    404, f"{checked} is not on this server, and no checkpoint holds it: {e.log_message}"
-                ) from None
-        return await self.notebook(checked)
 
     async def _resume(
         self,

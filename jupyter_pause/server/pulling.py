@@ -1,4 +1,5 @@
-"""Pulling a paused session's notebook from the store into this server's root (another node)."""
+"""Pulling a paused session's notebook from the store into this server's root (another node), on
+request or where a resume finds it missing."""
 
 from __future__ import annotations
 
@@ -7,9 +8,26 @@ import json
 import os
 from typing import Any
 
+from tornado import web
+
 from ..errors import CheckpointDamaged, CheckpointNotFound, PauseError
 from ..store.integrity import fetch
-from .http import MAX_PATH, http_error, maybe_await
+from .http import MAX_PATH, checked_path, http_error, maybe_await
+
+
+async def pulled_if_missing(manager: Any, path: Any) -> str:
+    """``path``, checked; a notebook missing here (a fresh pod without a persistent volume) is
+    first pulled from its session's newest checkpoint."""
+    checked = checked_path(path, 'give the notebook\'s path, relative to the server root, as "path"')
+    if not await maybe_await(manager.contents.file_exists(checked)):
+        try:
+            await pull(manager, manager.session_name(checked), checked)
+        except web.HTTPError as e:
+            if e.status_code != 404:
+                raise
+            missing = f"{checked} is not on this server, and no checkpoint holds it: {e.log_message}"
+            raise http_error(404, missing) from None
+    return checked
 
 
 async def pull(manager: Any, session: Any, path: Any = None, overwrite: bool = False) -> dict[str, Any]:
