@@ -114,7 +114,7 @@ def begin(modules: Iterable[str], files: Mapping[str, Sequence[str]] | None = No
         with _lock:
             if name in sys.modules or name in _pending:
                 continue
-            named = (files or {}).get(name)
+            named = files.get(name) if isinstance(files, Mapping) else None  # a manifest's, as read
             thread = _pending[name] = threading.Thread(
                 target=_import,
                 args=(name, named if isinstance(named, list) else []),

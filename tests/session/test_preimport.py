@@ -158,3 +158,8 @@ def test_an_import_begun_with_its_files_asks_for_them_before_it_runs(compiled_pa
     preimport.begin(["jp_imports_files"], {"jp_imports_files": "not a list"})  # a value of the wrong kind
     preimport.wait()
     assert log == [("ran", "jp_imports_files")]  # nothing asked, imported all the same
+    log.clear()
+    del sys.modules["jp_imports_files"]
+    preimport.begin(["jp_imports_files"], "not a mapping")  # a manifest's field of the wrong kind
+    preimport.wait()
+    assert log == [("ran", "jp_imports_files")]
