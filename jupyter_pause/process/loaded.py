@@ -2,9 +2,8 @@
 folders of its regular packages, and the folders of the Python installation.
 
 ``Loaded.package_files`` names the files a package's modules came from, relative to the package's
-folder: a checkpoint keeps them for its slow imports, so that a
-resume on a node whose disk has not read them yet can ask for them all at once
-(``session.preimport``).
+folder: a checkpoint keeps them for its slow imports, so that a resume on a node whose disk has
+not read them yet can ask for them all at once (``session.preimport``).
 
 A checkpoint asks this several times (which files are local modules, which ``sys.path`` entries
 are the user's, which modules variables need that are not kept); each answer walks thousands of

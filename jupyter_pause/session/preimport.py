@@ -14,8 +14,8 @@ before its import, through the C library's ``dlopen``, which ctypes calls with t
 the import then finds them loaded.
 
 On a node whose disk has not read the package yet (a new node, a new container), the import
-reads its compiled modules one after another, each a wait on the disk: torch's 770, beside a
-restore's reads, cost a cold import about 0.5 s more than a warm one. A checkpoint names the files
+reads its compiled modules one after another, each a wait on the disk: torch's 720 or so, beside
+a restore's reads, cost a cold import about half a second more than a warm one. A checkpoint names the files
 its slow imports' modules came from (``Manifest.import_files``), and ``begin`` asks the disk for
 them all (``read_ahead``) before the import starts reading them.
 """
