@@ -72,9 +72,8 @@ class StatusBoard:
         self.ignored: dict[str, dict[str, str]] = {}
         self.local: dict[str, Status] = {}
         self._read_at: dict[str, tuple[float, Status | None]] = {}
-        #: Writes to the store one at a time, each session's newest last (``persist``).
+        #: Writes to the store one at a time (``persist``).
         self._writing = threading.Lock()
-        self._written: dict[str, float] = {}
 
     def record(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
         """Move ``session`` to ``state`` in this server's view (no I/O: safe inside the event loop)."""
@@ -98,17 +97,16 @@ class StatusBoard:
         return status
 
     def persist(self, status: Status) -> None:
-        """Write ``status`` to the store so other servers see it; not where a newer state of
-        its session was written already (a write left to run beside the work it describes may
-        come after the next one's)."""
+        """Write ``status`` to the store so other servers see it: its session's newest state in
+        this server's view, which is ``status`` unless a later one was recorded meanwhile (a write
+        left to run beside the work it describes may come after the next one's; the order of
+        recording decides, not the clock)."""
         try:
             with self._writing:
-                if status.updated < self._written.get(status.session, 0.0):
-                    return
-                record = {k: v for k, v in asdict(status).items() if k != "ignored"}
-                sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(status.session), self.keys)
-                self.store.write(status_key(status.session), sealed)
-                self._written[status.session] = status.updated
+                newest = self.local.get(status.session, status)
+                record = {k: v for k, v in asdict(newest).items() if k != "ignored"}
+                sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(newest.session), self.keys)
+                self.store.write(status_key(newest.session), sealed)
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.
