@@ -107,7 +107,9 @@ class PauseManager:
         status = self.board.local.get(session)
         return status if status is not None and status.state in BUSY_STATES else None
 
-    async def _state(self, session: str, state: str, detail: str = "", *, wait: bool = True, **fields: Any) -> Status:
+    async def change_state(
+        self, session: str, state: str, detail: str = "", *, wait: bool = True, **fields: Any
+    ) -> Status:
         """Change a session's state: at once in this server's view (so the check-then-set of a
         request stays atomic), then in the store, off the event loop. Without ``wait``, the
         work goes on while it is written (a resume's progress: a local store's write is synced,
@@ -144,7 +146,7 @@ class PauseManager:
         busy = self._busy(session)
         if busy is not None:
             raise http_error(409, f"{path} is already {busy.state}: {busy.detail}")
-        status = await self._state(
+        status = await self.change_state(
             session,
             SessionState.CHECKPOINTING,
             because(why, "waiting for the running cell to finish"),
@@ -171,14 +173,14 @@ class PauseManager:
             previous = await asyncio.to_thread(self._newest, session)
             tail = f"; checkpoint {previous} stays the newest" if previous else ""
             kernel = "" if isinstance(e, kernelrun.KernelDied) else "; the kernel keeps running"
-            await self._state(session, SessionState.FAILED, because(why, f"pause failed: {e}{tail}{kernel}"))
+            await self.change_state(session, SessionState.FAILED, because(why, f"pause failed: {e}{tail}{kernel}"))
             return
         checkpoint = reply.checkpoint
         moments["checkpoint_committed"] = time.time()
         metrics.checkpointed(trigger, True, moments["checkpoint_committed"] - moments["pause_requested"], reply.bytes)
         await maybe_await(self.sessions_manager.delete_session(model["id"]))
         moments["kernel_stopped"] = time.time()
-        await self._state(
+        await self.change_state(
             session,
             SessionState.PAUSED,
             because(why, f"kernel shut down; checkpoint {checkpoint}{reply.elsewhere_note()}{note}"),
@@ -199,7 +201,7 @@ class PauseManager:
             timeout = min(timeout, self.settings.shutdown_budget)
 
         async def tell(detail: str) -> None:
-            await self._state(session, SessionState.CHECKPOINTING, detail)
+            await self.change_state(session, SessionState.CHECKPOINTING, detail)
 
         request = SafePointRequest(session, trigger, requested=requested)
         unsaved = await self.shared.save(path)  # the last edit before the click, in the file the kernel reads
@@ -209,7 +211,7 @@ class PauseManager:
         if line is not None:
             reply = parse_reply(line, PauseReply)
             checkpoint = reply.checkpoint
-            await self._state(
+            await self.change_state(
                 session, SessionState.CHECKPOINTING, f"checkpoint {checkpoint} taken at a safe point; stopping"
             )
             try:  # the cell stops at once (CellPaused); shut down after it, or anyway
@@ -217,7 +219,7 @@ class PauseManager:
             except kernelrun.KernelCodeError:
                 pass
             return reply, unsaved
-        await self._state(session, SessionState.CHECKPOINTING, "checkpointing the kernel")
+        await self.change_state(session, SessionState.CHECKPOINTING, "checkpointing the kernel")
         unsaved = await self.shared.save(path)  # and what came while the cell ran (its outputs)
         source = call_source(request)  # travels as the plain pause request
         output = await kernelrun.execute(self.kernels, kernel_id, source, self.settings.checkpoint_timeout, process)
@@ -292,7 +294,7 @@ class PauseManager:
         finally:
             self.board.ignore(session, "lease", lease.IGNORED.pop(session, None))
         location = map_location or ("cpu" if self.settings.allow_cpu_fallback else "auto")
-        status = await self._state(
+        status = await self.change_state(
             session,
             SessionState.WAITING,
             noted("checking resources", note),
@@ -333,7 +335,7 @@ class PauseManager:
         # The lease is free before anyone can read the outcome and try again.
         metrics.resumed(outcome.verdict if outcome is not None else None)
         if outcome is None:
-            await self._state(session, SessionState.FAILED, noted(failure, note))
+            await self.change_state(session, SessionState.FAILED, noted(failure, note))
         else:
             passed_over = outcome.report.get("damaged") or {}
             found: dict[str, str] = {}
@@ -345,7 +347,7 @@ class PauseManager:
             known = dict(previous.damaged) if previous is not None else {}
             if self.config.keyring is None and os.environ.get("JUPYTERHUB_USER"):
                 note = "; ".join(filter(None, [note, str(outcome.report.get("signature") or "")]))
-            await self._state(
+            await self.change_state(
                 session,
                 SessionState.READY,
                 noted(f"{outcome.verdict}: {outcome.detail}", note),
@@ -368,12 +370,16 @@ class PauseManager:
             async def waiting(lack: str) -> None:
                 warming.begin()
                 progress = fetching.progress()
-                await self._state(session, SessionState.WAITING, fetching.after(lack), wait=False, prefetched=progress)
+                await self.change_state(
+                    session, SessionState.WAITING, fetching.after(lack), wait=False, prefetched=progress
+                )
 
             await resources.wait(manifest, self.settings, location, waiting)
             moments["resources_available"] = time.time()
             metrics.waited(moments["resources_available"] - moments["resume_requested"])
-            await self._state(session, SessionState.RESTORING, f"starting a {kernel} kernel", wait=False, kernel=kernel)
+            await self.change_state(
+                session, SessionState.RESTORING, f"starting a {kernel} kernel", wait=False, kernel=kernel
+            )
             kernel_id = await warming.kernel()
             answer_within = self.settings.kernel_start_timeout
             client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, answer_within)
@@ -381,7 +387,9 @@ class PauseManager:
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest
                 said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
-                await self._state(session, SessionState.RESTORING, said, wait=False, prefetched=fetching.progress())
+                await self.change_state(
+                    session, SessionState.RESTORING, said, wait=False, prefetched=fetching.progress()
+                )
 
             # The kernel chooses ("latest" or an id) by %resume's rule, passing over one whose blobs are damaged.
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest)

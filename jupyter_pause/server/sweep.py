@@ -68,8 +68,8 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
         return f"not taken: it is {current.state}"
     # The kernelspec too: a resume elsewhere, should this node be lost, starts the same one.
     fields = {"path": path, "kernel": model["kernel"].get("name") or None}
-    await _tell(
-        manager, session, SessionState.CHECKPOINTING, f"checkpoint on {why}; the kernel keeps running", **fields
+    await manager.change_state(
+        session, SessionState.CHECKPOINTING, f"checkpoint on {why}; the kernel keeps running", **fields
     )
     started = time.time()
     unsaved = await manager.shared.save(path)  # the notebook as collaborators hold it, in the file the kernel reads
@@ -86,15 +86,9 @@ async def _checkpoint(manager: Any, model: dict[str, Any], trigger: str, why: st
         metrics.checkpointed(trigger, ok=False)
         log.warning("jupyter-pause: the checkpoint of %s on %s failed: %s", path, why, e)
         failed = f"the checkpoint on {why} failed: {e}; the kernel keeps running"
-        await _tell(manager, session, SessionState.READY, failed)
+        await manager.change_state(session, SessionState.READY, failed)
         return f"failed: {e}"
     metrics.checkpointed(trigger, True, time.time() - started, reply.bytes)
     detail = f"checkpoint {reply.checkpoint} taken on {why}; the kernel keeps running{unsaved}"
-    await _tell(manager, session, SessionState.READY, detail)
+    await manager.change_state(session, SessionState.READY, detail)
     return reply.checkpoint
-
-
-async def _tell(manager: Any, session: str, state: str, detail: str, **fields: Any) -> None:
-    """Change the session's state (and ``fields``) here at once, then in the store off the event loop."""
-    status = manager.board.record(session, state, detail, **fields)
-    await asyncio.to_thread(manager.board.persist, status)

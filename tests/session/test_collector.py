@@ -34,13 +34,13 @@ def note_the_collector():
 
 @pytest.fixture
 def collector_on():
+    """The collector on for the test, and as it was found after it (a test may turn it off)."""
     was = gc.isenabled()
     gc.enable()
     SEEN.clear()
     yield
     SEEN.clear()
-    if not was:
-        gc.disable()
+    (gc.enable if was else gc.disable)()
 
 
 def test_paused_holds_the_collector_off_and_puts_it_back_as_it_was(collector_on):
