@@ -16,6 +16,7 @@ import time
 from queue import Empty
 from typing import Any
 
+from jupyter_client import protocol_version_info
 from jupyter_client.session import Session
 
 from ..errors import PauseError
@@ -67,12 +68,23 @@ async def answered(client: Any, timeout: float) -> None:
             except Empty:
                 pass  # joined too late for that request's output: ask again
             else:
-                client._handle_kernel_info_reply(reply)  # the kernel's protocol version, as jupyter-client keeps it
+                _adapt(client, reply)
                 return
         if not await maybe_await(client.is_alive()):
             raise RuntimeError("the kernel died before it answered")
         if time.monotonic() > deadline:
             raise RuntimeError(f"the kernel did not answer in {timeout:g} s")
+
+
+def _adapt(client: Any, reply: dict[str, Any]) -> None:
+    """Speak the kernel's major protocol version where it is not jupyter-client's own, as
+    jupyter-client does with the kernel_info reply it reads itself."""
+    try:
+        major = int(str(reply["content"]["protocol_version"]).split(".")[0])
+    except (KeyError, TypeError, ValueError):  # a kernel that does not say: the current protocol
+        return
+    if major != protocol_version_info[0]:
+        client.session.adapt_version = major
 
 
 class KernelCodeError(PauseError):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from queue import Empty
 from typing import Any
 
 import pytest
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
 
@@ -53,3 +55,40 @@ def test_a_kernel_that_dies_before_it_answers_is_said_so():
         return str(info.value)
 
     assert asyncio.run(_with_new_kernel(run)) == "the kernel died before it answered"
+
+
+class _Channel:
+    """A client channel holding the messages a kernel sent, read one at a time."""
+
+    def __init__(self, *messages: dict[str, Any]) -> None:
+        self.messages = list(messages)
+
+    async def get_msg(self, timeout: float) -> dict[str, Any]:
+        if not self.messages:
+            raise Empty
+        return self.messages.pop(0)
+
+
+class _Client:
+    """A client of a kernel that answers its first kernel_info request with ``protocol``."""
+
+    def __init__(self, protocol: str | None) -> None:
+        content = {} if protocol is None else {"protocol_version": protocol}
+        self.shell_channel = _Channel({"msg_type": "kernel_info_reply", "content": content})
+        self.iopub_channel = _Channel({"msg_type": "status", "content": {"execution_state": "busy"}})
+        self.session = Session()
+        self.asked = 0
+
+    def kernel_info(self) -> None:
+        self.asked += 1
+
+    async def is_alive(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("protocol", "adapted"), [("4.1", 4), ("5.4", 0), (None, 0), ("five", 0)])
+def test_the_client_speaks_the_protocol_version_the_kernel_answers_with(protocol, adapted):
+    client = _Client(protocol)
+    asyncio.run(kernelrun.answered(client, timeout=5))
+    assert client.asked == 1
+    assert client.session.adapt_version == adapted  # 0: jupyter-client's own version, nothing adapted
