@@ -52,11 +52,12 @@ class ArrayPlan:
     watched: writewatch.Watched
 
 
-def _unwritten_blob(found: Any, algorithm: str) -> str | None:
-    """The key of the blob ``found`` was mapped from by a resume, if not a byte of it changed."""
+def _unwritten_blob(found: Any, algorithm: str, flags: int | None) -> str | None:
+    """The key of the blob ``found`` was mapped from by a resume, if not a byte of it changed
+    (``flags``: ``mapping.pagemap()``'s)."""
     if found.origin is None or found.origin[0] != "cpu" or found.private:
         return None
-    return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm)
+    return mapping.unchanged_blob(found.origin[1], found.origin[2], algorithm, flags)
 
 
 def _large_keys(
@@ -73,9 +74,10 @@ def _large_keys(
     # checkpoint's (``devicehash``: not even copied), then memory a resume mapped from a blob
     # that nothing wrote since.
     keys = {k: f.reused for k, f in large if f.reused is not None}
-    for k, f in large:
-        if k not in keys and (unread_key := _unwritten_blob(f, algorithm)) is not None:
-            keys[k] = unread_key
+    with mapping.pagemap() as flags:
+        for k, f in large:
+            if k not in keys and (unread_key := _unwritten_blob(f, algorithm, flags)) is not None:
+                keys[k] = unread_key
     unread = {k for k, f in large if k in keys and f.reused is None}
     if matched is not None:  # hashed already, looking for model files' tensors
         keys.update((k, matched.hashed[k]) for k, _ in large if k not in keys and k in matched.hashed)

@@ -21,12 +21,14 @@ file is safe, so this holds for every blob of a checkpoint that verifies.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,33 +119,54 @@ def remember_blob(view: Any, algorithm: str, digest: str) -> None:
             owner.blob = (algorithm, digest)
 
 
-def unwritten(address: int, size: int) -> bool | None:
-    """Whether no page of ``[address, address + size)`` was written since it was mapped from
-    its file; None where the page flags cannot be read."""
-    first, last = address // _PAGE, (address + size - 1) // _PAGE
+@contextlib.contextmanager
+def pagemap() -> Iterator[int | None]:
+    """This process's page flags (``/proc/self/pagemap``) held open for a batch of ``unwritten``
+    calls: one open for a checkpoint's hundreds of mapped arrays, not one each (a fifth of the
+    time the flags of 1.6 GB took, 18.6 ms against 14.5); None where it cannot be opened."""
     try:
-        with open("/proc/self/pagemap", "rb", buffering=0) as f:
-            f.seek(first * 8)
-            raw = f.read((last - first + 1) * 8)
+        fd = os.open("/proc/self/pagemap", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def unwritten(address: int, size: int, flags: int | None = None) -> bool | None:
+    """Whether no page of ``[address, address + size)`` was written since it was mapped from
+    its file; None where the page flags cannot be read. ``flags``: ``pagemap()``'s descriptor."""
+    first, last = address // _PAGE, (address + size - 1) // _PAGE
+    length, offset = (last - first + 1) * 8, first * 8
+    try:
+        if flags is None:
+            with open("/proc/self/pagemap", "rb", buffering=0) as f:
+                f.seek(offset)
+                raw = f.read(length)
+        else:
+            raw = os.pread(flags, length, offset)
     except OSError:
         return None
-    if len(raw) != (last - first + 1) * 8:
+    if len(raw) != length:
         return None
-    flags = np.frombuffer(raw, dtype="<u8") >> np.uint64(61)  # bits 2..0: present, swapped, file page
-    swapped = flags & np.uint64(2)
-    private = flags & np.uint64(4) & ~(flags << np.uint64(2))  # present, and not the file's page
+    bits = np.frombuffer(raw, dtype="<u8") >> np.uint64(61)  # bits 2..0: present, swapped, file page
+    swapped = bits & np.uint64(2)
+    private = bits & np.uint64(4) & ~(bits << np.uint64(2))  # present, and not the file's page
     return not bool(np.any(swapped | private))
 
 
-def unchanged_blob(address: int, size: int, algorithm: str) -> str | None:
+def unchanged_blob(address: int, size: int, algorithm: str, flags: int | None = None) -> str | None:
     """The digest of the mapped blob whose memory is exactly ``[address, address + size)``,
-    provided none of it was written since; None otherwise (the caller hashes the bytes)."""
+    provided none of it was written since; None otherwise (the caller hashes the bytes).
+    ``flags``: ``pagemap()``'s descriptor, for a batch."""
     with _live_lock:
         owner = _live.get(address)
         blob = owner.blob if owner is not None and owner.size == size else None
     if blob is None or blob[0] != algorithm:
         return None
-    return blob[1] if unwritten(address, size) else None
+    return blob[1] if unwritten(address, size, flags) else None
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,22 @@ def test_an_unwritten_mapping_names_its_blob_and_a_write_unnames_it(tmp_path):
     assert mapping.unwritten(address, len(data) - mapping._PAGE) is True
 
 
+def test_page_flags_read_through_one_descriptor_say_the_same(tmp_path):
+    path, data = _file(tmp_path)
+    view = mapping.map_file(str(path))
+    array = np.frombuffer(view, dtype=np.uint8)
+    address = array.__array_interface__["data"][0]
+    mapping.remember_blob(view, "xxh3_128", "cd" * 16)
+    with mapping.pagemap() as flags:
+        assert flags is not None
+        assert mapping.unchanged_blob(address, len(data), "xxh3_128", flags) == "cd" * 16
+        array[0] ^= 1  # the first page, read again through the same descriptor
+        assert mapping.unchanged_blob(address, len(data), "xxh3_128", flags) is None
+        assert mapping.unwritten(address + mapping._PAGE, len(data) - mapping._PAGE, flags) is True
+        assert mapping.unwritten(address, len(data), flags) is False
+    assert mapping.unwritten(address, len(data)) is False  # the same, read on its own
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="no /proc here")
 def test_one_reading_of_the_maps_tells_files_from_private_anonymous_memory(tmp_path):
     import ctypes
