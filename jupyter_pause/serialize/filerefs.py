@@ -114,8 +114,11 @@ class Matcher:
                 tensors.sort(key=lambda t: t.start - t.stop)
         return self._heads
 
-    def _mapped(self, found: Any, regions: list[tuple[int, int, int, ModelFile]]) -> tuple[str, FileRange] | None:
-        """The tensor whose file bytes ``found`` still maps, unwritten, if it is exactly one."""
+    def _mapped(
+        self, found: Any, regions: list[tuple[int, int, int, ModelFile]], flags: int | None
+    ) -> tuple[str, FileRange] | None:
+        """The tensor whose file bytes ``found`` still maps, unwritten, if it is exactly one
+        (``flags``: ``mapping.pagemap()``'s)."""
         if found.origin is None or found.origin[0] != "cpu" or found.private:
             return None
         _, address, size = found.origin
@@ -123,7 +126,7 @@ class Matcher:
             if lo <= address and address + size <= hi:
                 start = address - lo + offset
                 t = self.by_range.get((f.index.file, start, start + size))
-                if t is not None and mapping.unwritten(address, size):
+                if t is not None and mapping.unwritten(address, size, flags):
                     return t.digest, FileRange(f.index.file, t.name, t.start, t.stop)
         return None
 
@@ -153,13 +156,14 @@ class Matcher:
             return out
         regions = _regions(self.files, self.mappings)
         rest = {}
-        for key, f in found.items():
-            if f.reused is not None and f.reused in self.known:
-                out.references[key] = (f.reused, self.known[f.reused])
-            elif f.data is not None and f.size and (hit := self._mapped(f, regions)) is not None:
-                out.references[key] = (hit[0], [hit[1]])
-            elif f.data is not None and f.size and (f.size in self.sizes or f.size >= 2 * self.smallest):
-                rest[key] = f
+        with mapping.pagemap() as flags:
+            for key, f in found.items():
+                if f.reused is not None and f.reused in self.known:
+                    out.references[key] = (f.reused, self.known[f.reused])
+                elif f.data is not None and f.size and (hit := self._mapped(f, regions, flags)) is not None:
+                    out.references[key] = (hit[0], [hit[1]])
+                elif f.data is not None and f.size and (f.size in self.sizes or f.size >= 2 * self.smallest):
+                    rest[key] = f
         sized = [k for k, f in rest.items() if f.size in self.sizes]
         with ThreadPoolExecutor(THREADS) as pool:
             digests = pool.map(lambda k: signing.digest(rest[k].data, self.algorithm), sized)

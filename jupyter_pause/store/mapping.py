@@ -138,15 +138,13 @@ def pagemap() -> Iterator[int | None]:
 def unwritten(address: int, size: int, flags: int | None = None) -> bool | None:
     """Whether no page of ``[address, address + size)`` was written since it was mapped from
     its file; None where the page flags cannot be read. ``flags``: ``pagemap()``'s descriptor."""
+    if flags is None:
+        with pagemap() as opened:
+            return None if opened is None else unwritten(address, size, opened)
     first, last = address // _PAGE, (address + size - 1) // _PAGE
-    length, offset = (last - first + 1) * 8, first * 8
+    length = (last - first + 1) * 8
     try:
-        if flags is None:
-            with open("/proc/self/pagemap", "rb", buffering=0) as f:
-                f.seek(offset)
-                raw = f.read(length)
-        else:
-            raw = os.pread(flags, length, offset)
+        raw = os.pread(flags, length, first * 8)
     except OSError:
         return None
     if len(raw) != length:
