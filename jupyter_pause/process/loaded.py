@@ -85,9 +85,9 @@ class Loaded:
         }
         found: dict[str, dict[str, None]] = {name: {} for name in prefixes}  # each file once (an
         for name, path in self.files:  # extension library holds several modules), first seen first
-            prefix = prefixes.get(name.partition(".")[0])
-            if prefix is not None and path.startswith(prefix):
-                found[name.partition(".")[0]].setdefault(path[len(prefix) :].replace(os.sep, "/"))
+            top = name.partition(".")[0]
+            if top in prefixes and path.startswith(prefixes[top]):
+                found[top].setdefault(path[len(prefixes[top]) :].replace(os.sep, "/"))
         return {name: list(files) for name, files in found.items()}
 
 

@@ -14,8 +14,6 @@ from jupyter_client.session import Session
 
 from jupyter_pause.server import kernelrun
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("jupyter_dirs")]
-
 
 async def _with_new_kernel(then: Any) -> Any:
     """``then(manager, client)`` with a python3 kernel just started and a client of it, both
@@ -32,6 +30,8 @@ async def _with_new_kernel(then: Any) -> Any:
             await manager.shutdown_kernel(now=True)
 
 
+@pytest.mark.integration  # starts a kernel (the tests below talk to a stand-in client)
+@pytest.mark.usefixtures("jupyter_dirs")
 def test_once_a_new_kernel_has_answered_the_output_of_the_next_code_reaches_the_client():
     async def run(manager: AsyncKernelManager, client: Any) -> tuple[str, str]:
         await kernelrun.answered(client, timeout=60)  # asked from the moment the process starts
@@ -47,6 +47,8 @@ def test_once_a_new_kernel_has_answered_the_output_of_the_next_code_reaches_the_
     assert asyncio.run(_with_new_kernel(run)) == ("ok", "after 42\n")  # nothing lost to a channel joining late
 
 
+@pytest.mark.integration  # starts a kernel
+@pytest.mark.usefixtures("jupyter_dirs")
 def test_a_kernel_that_dies_before_it_answers_is_said_so():
     async def run(manager: AsyncKernelManager, client: Any) -> str:
         os.kill(manager.provisioner.process.pid, signal.SIGKILL)

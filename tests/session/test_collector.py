@@ -40,7 +40,10 @@ def collector_on():
     SEEN.clear()
     yield
     SEEN.clear()
-    (gc.enable if was else gc.disable)()
+    if was:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 def test_paused_holds_the_collector_off_and_puts_it_back_as_it_was(collector_on):
