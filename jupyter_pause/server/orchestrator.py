@@ -115,7 +115,7 @@ class PauseManager:
         work goes on while it is written (a resume's progress: a local store's write is synced,
         and on a disk busy reading the checkpoint that took 0.1-0.4 s of a click's start)."""
         status = self.board.record(session, state, detail, **fields)
-        writing = asyncio.to_thread(self.board.persist, status)
+        writing = asyncio.to_thread(self.board.persist, session)
         if wait:
             await writing
         else:

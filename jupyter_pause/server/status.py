@@ -96,26 +96,25 @@ class StatusBoard:
             self.ignored.pop(session, None)  # a new pause: what was ignored before was said
         return status
 
-    def persist(self, status: Status) -> None:
-        """Write ``status`` to the store so other servers see it: its session's newest state in
-        this server's view, which is ``status`` unless a later one was recorded meanwhile (a write
-        left to run beside the work it describes may come after the next one's; the order of
-        recording decides, not the clock)."""
+    def persist(self, session: str) -> None:
+        """Write ``session``'s newest state in this server's view to the store, so other servers
+        see it. A write left to run beside the work it describes may come after the next one's:
+        each writes what was recorded last, so the order of recording decides, not the clock."""
         try:
             with self._writing:
-                newest = self.local.get(status.session, status)
+                newest = self.local[session]
                 record = {k: v for k, v in asdict(newest).items() if k != "ignored"}
-                sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(newest.session), self.keys)
-                self.store.write(status_key(newest.session), sealed)
+                sealed = seals.sealed_json(record, seals.STATUS, seals.session_place(session), self.keys)
+                self.store.write(status_key(session), sealed)
         except StoreError as e:
             # The store being down must not stop a pause from failing cleanly: this server's
             # view stays right, other servers see the state once the store is back.
-            log.warning("jupyter-pause: state of %s not written to the store: %s", status.session, e)
+            log.warning("jupyter-pause: state of %s not written to the store: %s", session, e)
 
     def set(self, session: str, state: str, detail: str = "", **fields: Any) -> Status:
         """``record`` then ``persist``."""
         status = self.record(session, state, detail, **fields)
-        self.persist(status)
+        self.persist(session)
         return status
 
     def get(self, session: str) -> Status | None:

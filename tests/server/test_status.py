@@ -31,12 +31,13 @@ def test_alices_own_status_reads_back(tmp_path: Path) -> None:
 
 def test_a_state_written_late_never_replaces_a_newer_one_in_the_store(tmp_path: Path) -> None:
     board = StatusBoard(Store(str(tmp_path)), "node-a")
-    progress = board.record("s", "restoring", "starting a python3 kernel")  # written beside the resume
-    done = board.record("s", "ready", "restored")
-    board.persist(done)
-    board.persist(progress)  # its write ends last
+    board.record("s", "restoring", "starting a python3 kernel")  # its write is left to run beside the resume
+    board.record("s", "ready", "restored")
+    board.persist("s")  # the final state's write
+    board.persist("s")  # the progress's write, ending last
     assert (board.read("s", fresh=True).state, board.read("s", fresh=True).detail) == ("ready", "restored")
-    board.persist(board.record("s", "checkpointing", "pausing"))  # a later state is written as ever
+    board.record("s", "checkpointing", "pausing")
+    board.persist("s")  # a later state is written as ever
     assert board.read("s", fresh=True).state == "checkpointing"
 
 
