@@ -21,7 +21,7 @@ from itertools import chain
 from typing import Any, Iterator
 
 from ..serialize import devicehash
-from . import hardware, modelinputs, outputs
+from . import hardware, modelinputs, outputs, twin
 from .modelinputs import NoInput
 from .outputs import Comparison
 
@@ -82,17 +82,21 @@ def watch_all(namespace: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def _quiet(module: Any, device: Any) -> Iterator[None]:
-    """No grad, eval mode and the caller's RNG untouched, all put back afterwards."""
+def _quiet(module: Any, device: Any, stand_in: Any = None) -> Iterator[Any]:
+    """No grad, eval mode and the caller's RNG untouched. Yields what to run: ``stand_in`` or else
+    the module's eval-mode twin (``twin``), or, where none can stand in, the module itself,
+    switched to eval mode for the pass and put back afterwards."""
     import torch
 
-    modes = [(m, m.training) for m in module.modules()]
+    if stand_in is None:
+        stand_in = twin.of(module)
+    modes = [(m, m.training) for m in module.modules()] if stand_in is None else []
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad(), modelinputs.replaying():
         for m, _ in modes:
             m.training = False  # what eval() does, without calling a train() a class overrides
         try:
-            yield
+            yield module if stand_in is None else stand_in
         finally:
             for m, training in modes:
                 m.training = training
@@ -124,9 +128,12 @@ def _autocast(device: Any, dtype: str) -> contextlib.AbstractContextManager[Any]
     return torch.autocast(device.type, dtype=getattr(torch, dtype.removeprefix("torch.")))
 
 
-def run(module: Any, recipe: dict[str, Any], autocast: str | None = None) -> tuple[list[dict[str, Any]], str, str]:
-    """Run the recipe's input through ``module``: (the output's leaves, the device it ran on, the
-    autocast dtype it ran under). ``autocast`` None: as the caller's context has it."""
+def run(
+    module: Any, recipe: dict[str, Any], autocast: str | None = None, stand_in: Any = None
+) -> tuple[list[dict[str, Any]], str, str]:
+    """Run the recipe's input through ``module`` in eval mode (through ``stand_in``, its twin, when
+    given): (the output's leaves, the device it ran on, the autocast dtype it ran under).
+    ``autocast`` None: as the caller's context has it."""
     import torch
 
     param = _first_parameter(module)
@@ -137,8 +144,8 @@ def run(module: Any, recipe: dict[str, Any], autocast: str | None = None) -> tup
         autocast, context = _autocast_now(device), contextlib.nullcontext()
     else:  # exactly the autocast recorded, whatever the caller's context has on
         context = _autocast(device, autocast) if autocast else _no_autocast(device)
-    with _quiet(module, device), context:
-        out = module(*args, **kwargs)
+    with _quiet(module, device, stand_in) as target, context:
+        out = target(*args, **kwargs)
         return outputs.leaves(out), str(device), autocast
 
 
@@ -151,8 +158,10 @@ def _no_autocast(device: Any) -> contextlib.AbstractContextManager[Any]:
 
 
 _SEED = secrets.token_hex(16)
-#: Per module: the state of its storages at its last check, and that check.
-_last: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], ModelCheck]] = weakref.WeakKeyDictionary()
+#: Per module: the state of its storages at its last check, that check, and its tensors' versions then.
+_last: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], ModelCheck, tuple[int, ...] | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _fingerprint(storage: Any, known: Known) -> str:
@@ -186,18 +195,26 @@ def state(module: Any, known: Known | None = None) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def record(module: Any, known: Known | None = None) -> ModelCheck | str:
-    """Record the model check for ``module``, or say why there can be none.
+def versions(module: Any) -> tuple[int, ...] | None:
+    """The version counters of ``module``'s parameters and buffers (each in-place change bumps
+    its tensor's), or None where a tensor keeps none (an inference tensor)."""
+    try:
+        return tuple(t._version for t in chain(module.parameters(), module.buffers()))
+    except RuntimeError:
+        return None
 
-    Where none of the module's storages changed since its last check (``known`` holds the
-    fingerprints a capture took already), that check is returned without a forward pass. The
-    module's real calls are replayed once it is watched (``watch_all``, before it is pickled: the
-    hook is part of the module's state, so its digest must see it from then on).
-    """
-    now = state(module, known)
+
+def likely_changed(module: Any) -> bool:
+    """Whether ``module`` has no check yet, or an in-place change since its last one: its forward
+    pass is worth starting before its storages' fingerprints are known. (A write past the
+    counters, through ``.data`` or a NumPy view, is found by ``record`` all the same.)"""
     last = _last.get(module)
-    if last is not None and last[0] == now:
-        return last[1]
+    return last is None or last[2] is None or last[2] != versions(module)
+
+
+def forward(module: Any, stand_in: Any = None) -> ModelCheck | str:
+    """Run ``module``'s probe input through it (through ``stand_in``, its twin, when given): the
+    check, or why there can be none. The first recipe the forward accepts is the one recorded."""
     try:
         candidates = modelinputs.recipes(module)
     except NoInput as e:
@@ -205,17 +222,34 @@ def record(module: Any, known: Known | None = None) -> ModelCheck | str:
     failure = ""
     for recipe in candidates:
         try:
-            found, device, autocast = run(module, recipe)
+            found, device, autocast = run(module, recipe, stand_in=stand_in)
         except Exception as e:  # a forward this input does not suit: the next recipe, or the reason
             failure = (
                 f"a forward pass on a probe input ({modelinputs.described(recipe)}, from its "
                 f"{recipe.get('source', 'first layer')}) failed: {type(e).__name__}: {e}"
             )
             continue
-        check = ModelCheck(recipe, device, outputs=found, autocast=autocast)
-        _last[module] = (now, check)
-        return check
+        return ModelCheck(recipe, device, outputs=found, autocast=autocast)
     return failure
+
+
+def record(module: Any, known: Known | None = None, ran: ModelCheck | str | None = None) -> ModelCheck | str:
+    """Record the model check for ``module``, or say why there can be none.
+
+    Where none of the module's storages changed since its last check (``known`` holds the
+    fingerprints a capture took already), that check is returned without a forward pass; else
+    ``ran``, the forward pass already run on these same tensors, or a new one. The module's real
+    calls are replayed once it is watched (``watch_all``, before it is pickled: the hook is part
+    of the module's state, so its digest must see it from then on).
+    """
+    now = state(module, known)
+    last = _last.get(module)
+    if last is not None and last[0] == now:
+        return last[1]
+    check = forward(module) if ran is None else ran
+    if isinstance(check, ModelCheck):
+        _last[module] = (now, check, versions(module))
+    return check
 
 
 def matmul_mode(check: ModelCheck, device: str, recorded: dict[str, Any] | None) -> str:

@@ -83,9 +83,10 @@ class Prepared:
     algorithm: str
     position: lineage.Position
     #: The digests, rehearsal and model checks (``evidence.take``), once taken, and what the
-    #: model checks need beside ``known``.
+    #: model checks need beside ``known``: the device fingerprints, the passes under way.
     evidence: evidence.Evidence | None = None
     device_known: modelcheck.Known
+    passes: evidence.Started
     unread: int
     unhashed: dict[str, Any]
     watched: writewatch.Watched  # arrays protected before hashing, settled at the commit
@@ -157,6 +158,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     rng_state = rng.to_bytes(rng.capture())
     positions = running.capture()
     modelcheck.watch_all(chosen.values)  # before pickling: the saved module is watched, as digested
+    passes = evidence.start(chosen.values)  # the changed modules' forward passes, beside the pickling
     dump, data = datafiles.dump(chosen.values, ctx.config, algorithm)  # with the files values read by path
     failed = [SkippedRecord(name=n, type=type_name(chosen.values[n]), reason=r) for n, r in dump.failed.items()]
     uninspectable = [r for r in chosen.skipped if r.reason.startswith("cannot be inspected")]
@@ -166,7 +168,9 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
     recipes = _recipes(chosen, dump, failed)
     taken = None
     if not plan.unhashed:  # every digest is known: the model checks run while the rest is captured and sent
-        taken = evidence.take(chosen.values, dump, plan.arrays, plan.known, device_known, algorithm, request.trigger)
+        taken = evidence.take(
+            chosen.values, dump, plan.arrays, plan.known, device_known, algorithm, request.trigger, passes
+        )
     rng_ref = _payload(plan.payloads, rng_state, algorithm)
     loop_ref = None if positions.state is None else _payload(plan.payloads, positions.state, algorithm)
     kept = settings.keep(ctx.notebook, algorithm, chosen.values)
@@ -194,6 +198,7 @@ def capture(request: CheckpointOptions, ctx: Context, *, defer_hashing: bool) ->
         position=position,
         evidence=taken,
         device_known=device_known,
+        passes=passes,
         unread=plan.unread,
         watched=plan.watched,
         references=plan.references,
@@ -266,7 +271,9 @@ def describe(p: Prepared, surroundings: bool = True) -> None:
     reads them in its thread.
     """
     if p.evidence is None:
-        p.evidence = evidence.take(p.values, p.dump, p.arrays, p.known, p.device_known, p.algorithm, p.trigger)
+        p.evidence = evidence.take(
+            p.values, p.dump, p.arrays, p.known, p.device_known, p.algorithm, p.trigger, p.passes
+        )
     taken = p.evidence
     p.variables, p.rehearsal = taken.variables, taken.rehearsal
     p.small.update(taken.segments)

@@ -2,11 +2,15 @@
 variable's record and value digest, the rehearsal of the small ones, the library fingerprints,
 and the model checks.
 
-The model checks run in a thread of their own (a forward pass releases the GIL) and flip the
-modules to eval mode for a moment, so they start only once everything that reads the modules
-has read them: the pickle, the digests, the rehearsal (which pickles the small ones again) and
-the fingerprints. ``take`` does those in that order and then starts the checks, so the capture's
-remaining work (the process settings, the local modules) and the writing overlap them.
+The model checks run in a thread of their own (a forward pass releases the GIL). A module that
+changed since its last check has its forward pass started as the capture begins (``start``), on
+its eval-mode twin (``proof.twin``): the live modules keep their modes, so the pass runs while
+the capture pickles and digests them. Which changed storages the check records is known only
+once the capture has fingerprinted them, so ``take`` finishes the checks after that. A module
+no twin can stand in for is switched to eval mode for its pass: its check starts only once
+everything that reads the modules has read them (the pickle, the digests, the rehearsal, which
+pickles the small ones again, and the fingerprints), so the capture's remaining work (the
+process settings, the local modules) and the writing overlap it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..process.selection import type_name
-from ..proof import libvalues, modelcheck
+from ..proof import libvalues, modelcheck, twin
 from ..proof.rehearsal import Rehearsal, rehearse
 from ..serialize.digests import Known, value_digest
 from ..serialize.pickler import DumpResult
@@ -47,6 +51,25 @@ class Evidence:
     models: Future[dict[str, Any]]
 
 
+#: Module name -> its forward pass under way on its twin (``start``).
+Started = dict[str, Future[modelcheck.ModelCheck | str]]
+
+
+def start(values: dict[str, Any]) -> Started:
+    """Start the forward pass of each module among ``values`` that likely changed since its last
+    check (``modelcheck.likely_changed``) on its eval-mode twin, where one can stand in for it.
+    Call it once the process's random streams are captured (a pass forks them) and before the
+    pickling it is to overlap."""
+    started: Started = {}
+    for name, value in values.items():
+        if not modelcheck.is_module(value) or not modelcheck.likely_changed(value) or not _has_parameters(value):
+            continue
+        stand_in = twin.of(value)
+        if stand_in is not None:
+            started[name] = workers.shared(CHECKS, 1).submit(modelcheck.forward, value, stand_in)
+    return started
+
+
 def take(
     values: dict[str, Any],
     dump: DumpResult,
@@ -55,10 +78,11 @@ def take(
     device_known: modelcheck.Known,
     algorithm: str,
     trigger: str,
+    started: Started,
 ) -> Evidence:
     """Digest and rehearse the saved variables of ``dump`` (``known``: the digests already taken
-    of their storages, every one of them), take their library fingerprints, then start the
-    model checks of the modules among them."""
+    of their storages, every one of them), take their library fingerprints, then finish the
+    model checks of the modules among them (``started``: their passes under way)."""
     variables, segments = [], {}
     for name, segment in dump.segments.items():
         key = signing.digest(segment.data, algorithm)
@@ -82,7 +106,7 @@ def take(
     fingerprints = libvalues.record(values, digests)  # for library upgrades
     modules = {v.name: values[v.name] for v in variables if v.kind == "module" and _has_parameters(values[v.name])}
     checks_known = {**device_known, **{where: digest.hex() for where, digest in known.items()}}
-    models = workers.shared(CHECKS, 1).submit(_model_checks, modules, checks_known)
+    models = workers.shared(CHECKS, 1).submit(_model_checks, modules, checks_known, started)
     return Evidence(variables, segments, rehearsal, fingerprints, models)
 
 
@@ -122,13 +146,15 @@ def _has_parameters(module: Any) -> bool:
     return any(True for _ in module.parameters())
 
 
-def _model_checks(modules: dict[str, Any], known: modelcheck.Known) -> dict[str, Any]:
+def _model_checks(modules: dict[str, Any], known: modelcheck.Known, started: Started) -> dict[str, Any]:
     """Per module, its recorded forward pass (or why there is none): a module none of whose
     storages changed since its last check is not run again (``modelcheck.record``), and its
-    storages are not read again to tell (``known``)."""
+    storages are not read again to tell (``known``). Run on the checks' own thread, after the
+    passes ``started`` there: those are done."""
     models: dict[str, Any] = {}
     for name, module in modules.items():
-        check = modelcheck.record(module, known)
+        ran = started[name].result() if name in started else None
+        check = modelcheck.record(module, known, ran)
         models[name] = check.to_record() if isinstance(check, modelcheck.ModelCheck) else {"none": check}
     return models
 

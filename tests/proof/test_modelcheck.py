@@ -426,3 +426,31 @@ def test_a_check_recorded_again_unchanged_is_not_copied_again() -> None:
         module[0].weight[0, 0] += 1.0
     again = record(module)
     assert again.to_record() == asdict(again) and again.to_record()["outputs"] != first.to_record()["outputs"]
+
+
+def test_a_change_in_place_is_a_likely_change_and_a_write_past_the_counters_is_found_all_the_same() -> None:
+    module = linear_stack()
+    assert modelcheck.likely_changed(module)  # never checked
+    first = record(module)
+    assert not modelcheck.likely_changed(module)
+    with torch.no_grad():
+        module[0].weight[0, 0] += 1.0  # bumps the tensor's version counter
+    assert modelcheck.likely_changed(module)
+    second = record(module)
+    assert not modelcheck.likely_changed(module) and second.outputs != first.outputs
+    module[0].weight.data[0, 0] += 1.0  # .data has a counter of its own: no likely change...
+    assert not modelcheck.likely_changed(module)
+    third = record(module)  # ...but the storage's fingerprint tells
+    assert third.outputs != second.outputs and reproduce(module, third).ok
+
+
+def test_a_pass_run_beforehand_is_recorded_only_where_the_storages_changed() -> None:
+    from jupyter_pause.proof import twin
+
+    module = linear_stack()
+    passes = _counted(module)
+    ran = modelcheck.forward(module, twin.of(module))
+    assert record(module, ran=ran) is ran and len(passes) == 1  # recorded without a pass of its own
+    again = modelcheck.forward(module, twin.of(module))
+    assert record(module, ran=again) is ran and len(passes) == 2  # nothing changed: the check recorded before
+    assert _outcome(reproduce(module, ran)) == (True, "output bit-identical")

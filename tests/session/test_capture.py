@@ -56,12 +56,15 @@ def test_an_unchanged_model_is_neither_run_nor_read_again_and_a_changed_one_is(t
         ns["model"][0].weight[0, 0] += 1.0
     take()
     assert counts == {"passes": 2, "read": 0}
-    expected = ns["model"][0].weight.detach().clone()
+    ns["model"][2].bias.data[0] += 1.0  # past the version counters: no pass started early, one after
+    take()
+    assert counts == {"passes": 3, "read": 0}
+    expected = ns["model"][0].weight.detach().clone(), ns["model"][2].bias.detach().clone()
     another_process()
     target: dict = {}
     cycle = jp.resume_and_verify(store=str(tmp_path), session="s", namespace=target, write_report=False)
     assert cycle.verdict.kind == "restored", cycle.verdict.details
-    assert torch.equal(target["model"][0].weight, expected)
+    assert torch.equal(target["model"][0].weight, expected[0]) and torch.equal(target["model"][2].bias, expected[1])
 
 
 def test_the_store_is_looked_at_before_the_first_checkpoint_of_a_process_only(tmp_path, monkeypatch):
