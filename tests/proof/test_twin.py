@@ -72,12 +72,29 @@ def test_a_submodule_shared_in_the_tree_has_one_twin():
     assert stand_in[0] is stand_in[2] and stand_in[0] is not shared
 
 
-def _plain_attribute(module: nn.Sequential) -> None:
-    object.__setattr__(module, "shortcut", module[0])  # past nn.Module's registration
+class KernelHolder(nn.Module):
+    """Holds a parameterless module in a plain dict, past its submodules, as a Hugging Face attention
+    layer holds its kernel functions, and a module in a plain attribute; its pass goes through both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        object.__setattr__(self, "kernels", {"act": nn.Dropout(0.5)})
+        object.__setattr__(self, "shortcut", self.linear)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.kernels["act"](self.shortcut(x))
 
 
-def _list_attribute(module: nn.Sequential) -> None:
-    object.__setattr__(module, "steps", [module[0], module[3]])
+def test_a_module_held_in_a_plain_attribute_or_dict_is_swapped_for_its_twin():
+    module = KernelHolder().train()
+    stand_in = twin.of(module)
+    assert stand_in.shortcut is stand_in.linear and stand_in.linear is not module.linear
+    act = stand_in.kernels["act"]
+    assert act is not module.kernels["act"] and not act.training and module.kernels["act"].training
+    x = torch.ones(2, 4)
+    with torch.no_grad():
+        assert torch.equal(stand_in(x), module.linear(x))  # dropout off: the twin's own, in eval mode
 
 
 def _bound_method(module: nn.Sequential) -> None:
@@ -97,10 +114,17 @@ def _too_long_to_look_through(module: nn.Sequential) -> None:
     module.history = list(range(twin._LONGEST + 1))
 
 
+def _container_of_its_own_class(module: nn.Sequential) -> None:
+    class Pair(tuple):
+        pass
+
+    object.__setattr__(module, "pair", Pair((module[0], module[3])))
+
+
 @pytest.mark.parametrize(
-    "reach", [_plain_attribute, _list_attribute, _bound_method, _partial, _closure, _too_long_to_look_through]
+    "reach", [_bound_method, _partial, _closure, _too_long_to_look_through, _container_of_its_own_class]
 )
-def test_a_tree_that_reaches_a_module_past_its_submodules_gets_no_twin(reach):
+def test_a_tree_that_reaches_a_module_where_no_twin_can_be_put_gets_none(reach):
     module = _net()
     assert twin.of(module) is not None
     reach(module)
