@@ -19,17 +19,20 @@ until their next cell has run.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.asynchronous import AsyncKernelClient
 
 from jupyter_pause.cli.othernode import FOLDER_VARIABLES
+from jupyter_pause.server import kernelrun
 from tests.support.server_process import ServerProcess, running_server
 
 #: The notebook resumed by clicking Resume; its session is ``new-node``.
@@ -97,7 +100,7 @@ class FreshNode:
     async def _kernel_cells(self, path: str, cells: list[str]) -> dict[str, Any]:
         started = time.perf_counter()
         kernel = await self.server.open_kernel(path)
-        client = await self.server.client(kernel)
+        client = await _lab_client(self.server, kernel)
         out: dict[str, Any] = {"ready": time.perf_counter() - started, "cells": [], "outputs": []}
         try:
             for cell in cells:
@@ -111,7 +114,9 @@ class FreshNode:
         return out
 
     def click_resume(self, wait: float = 0.0) -> dict[str, Any]:
-        """Click Resume on ``NOTEBOOK``, then run a next cell once it is ready. With ``wait``, the
+        """Click Resume on ``NOTEBOOK`` and run a next cell as JupyterLab lets a user: the notebook
+        connects to the resume's kernel once its session names one, and the cell, run at once,
+        waits in the kernel until the restore is done (seconds to its end). With ``wait``, the
         resources check names a lack for ``wait`` seconds first; ``after_wait`` is then the seconds
         from the server's first check that found nothing lacking to the next cell's end.
         ``prefetched``: the most bytes the status said the server had fetched onto the node ahead
@@ -131,23 +136,33 @@ class FreshNode:
             if "waiting" not in watch.states:
                 raise RuntimeError(f"the resume never waited for resources: {watch.seen}")
             self.open_gate()
-        await watch.until(self.server, lambda: watch.last.get("state") in ("ready", "failed"))
-        if watch.last.get("verdict") != "restored":
-            raise RuntimeError(f"the resume did not restore: {watch.seen}\n{self.server.log_tail()}")
-        ready = time.perf_counter()
-        kernels = await self.server.kernels_of(NOTEBOOK)
-        client = await self.server.client(kernels[0])
+        # As JupyterLab does: the notebook connects to the resume's kernel once its session names
+        # one, and the next cell, run at once, waits in the kernel until the restore is done.
+        kernels: list[str] = []
+
+        async def kernel_is_there() -> bool:
+            nonlocal kernels
+            if watch.last.get("state") in ("ready", "failed"):
+                return True
+            kernels = await self.server.kernels_of(NOTEBOOK) if watch.last.get("state") == "restoring" else []
+            return bool(kernels)
+
+        await watch.until(self.server, kernel_is_there)
+        kernels = kernels or await self.server.kernels_of(NOTEBOOK)
+        client = await _lab_client(self.server, kernels[0])
         try:
             await _execute(client, "1 + 1")
         finally:
             client.stop_channels()
         done, now = time.perf_counter(), time.time()
+        await watch.until(self.server, lambda: watch.last.get("state") in ("ready", "failed"))
+        if watch.last.get("verdict") != "restored":
+            raise RuntimeError(f"the resume did not restore: {watch.seen}\n{self.server.log_tail()}")
         await self._stop_kernels()
         opened = float(self.opened.read_text()) if wait else now - (done - started)
         return {
             "total": done - started,
             "after_wait": now - opened,
-            "ready": ready - started,
             "prefetched": watch.prefetched,
             "seen": watch.seen,
         }
@@ -178,10 +193,12 @@ class _Watch:
     def states(self) -> set[str]:
         return {state for state, _, _ in self.seen}
 
-    async def until(self, server: ServerProcess, done: Callable[[], bool], timeout: float = 1800) -> None:
+    async def until(
+        self, server: ServerProcess, done: Callable[[], bool | Awaitable[bool]], timeout: float = 1800
+    ) -> None:
         """Poll the status of ``NOTEBOOK`` until ``done()``."""
         deadline = time.monotonic() + timeout
-        while not done():
+        while not await _now(done()):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the resume went through {self.seen} and stopped\n{server.log_tail()}")
             self.last = await server.status(NOTEBOOK)
@@ -189,8 +206,28 @@ class _Watch:
             if not self.seen or self.seen[-1][:2] != said:
                 self.seen.append((*said, time.perf_counter() - self.started))
             self.prefetched = max(self.prefetched, int((self.last.get("prefetched") or {}).get("bytes", 0)))
-            if not done():
+            if not await _now(done()):
                 await asyncio.sleep(POLL)
+
+
+async def _now(answer: bool | Awaitable[bool]) -> bool:
+    return await answer if inspect.isawaitable(answer) else bool(answer)
+
+
+async def _lab_client(server: ServerProcess, kernel_id: str, timeout: float = 1800) -> AsyncKernelClient:
+    """A client of one of the server's kernels, ready as JupyterLab's connection to a kernel is:
+    once the kernel answered its first request (``kernelrun.answered``; a kernel busy restoring
+    answers after that), without jupyter-client's fifth of a second of waiting for the output
+    channel to go quiet, which every contender would otherwise pay once more."""
+    client = AsyncKernelClient()
+    client.load_connection_file(str(server.runtime / f"kernel-{kernel_id}.json"))
+    client.start_channels()
+    try:
+        await kernelrun.answered(client, timeout)
+    except BaseException:
+        client.stop_channels()
+        raise
+    return client
 
 
 async def _execute(client: Any, code: str) -> str:

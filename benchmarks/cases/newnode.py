@@ -9,8 +9,12 @@ after another in rotating order (``shared.orders``), each in a kernel of its own
 
 - **by hand**: a kernel is started for the notebook and runs ``%load_ext jupyter_pause`` and
   ``%resume`` in one cell, then a next cell (what a user does without the server's button);
-- **click**: Resume is clicked (``POST jupyter-pause/api/resume``), and a next cell runs in the
-  resumed kernel as soon as the status says ``ready`` (polled every ``freshnode.POLL`` s);
+- **click**: Resume is clicked (``POST jupyter-pause/api/resume``) and a next cell is run at once,
+  as in JupyterLab: the notebook connects to the resume's kernel once its session names one
+  (looked for at each status poll, every ``freshnode.POLL`` s, while the resume restores), which
+  is once the restore's request is on its way, and the cell waits in the kernel until the
+  restore is done; the resume must end ``restored``. Every contender's client is ready as
+  JupyterLab's is, once the kernel answers (``freshnode._lab_client``);
 - **waited**: the same click while the resources check names a lack (the node's gate), for
   ``wait`` seconds: the largest of ``new_node_wait_s``, twice the raw read of the warm-up round
   and that round's raw total, long enough to fetch the whole checkpoint at the raw read's speed

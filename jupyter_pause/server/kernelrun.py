@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from queue import Empty
 from typing import Any
 
@@ -215,10 +216,12 @@ async def execute(
     process: tuple[int, Any] | None = None,
     client: Any = None,
     keep: bool = False,
+    begun: Callable[[], Awaitable[None]] | None = None,
 ) -> str:
     """Run ``code`` in the kernel; its printed output, or ``KernelCodeError``. ``client``: one
     ``connect`` gave, used here rather than a new one; it is stopped afterwards unless ``keep``
-    (the caller then stops it)."""
+    (the caller then stops it). ``begun()`` is awaited once the request is on its way: whatever
+    any client asks of the kernel after that runs after ``code``."""
     try:
         process = process or process_of(kernel_manager, kernel_id)
         kernel = await check_process(kernel_manager, kernel_id, process, "before the code could run")
@@ -241,6 +244,13 @@ async def execute(
         run = asyncio.ensure_future(
             client.execute_interactive(code, timeout=timeout, output_hook=hook, store_history=False, allow_stdin=False)
         )
+        if begun is not None:
+            await asyncio.sleep(0)  # the task's first step sends the request, before it waits for anything
+            try:
+                await begun()
+            except BaseException:
+                run.cancel()
+                raise
         while not run.done():
             await asyncio.wait([run], timeout=0.5)
             if not run.done():

@@ -381,8 +381,8 @@ class PauseManager:
                 session, SessionState.RESTORING, f"starting a {kernel} kernel", wait=False, kernel=kernel
             )
             kernel_id = await warming.kernel()
-            answer_within = self.settings.kernel_start_timeout
-            client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, answer_within)
+            timeouts = self.settings.kernel_start_timeout, self.settings.checkpoint_timeout
+            client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, timeouts[0])
             moments["kernel_ready"] = time.time()
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest
@@ -391,16 +391,16 @@ class PauseManager:
                     session, SessionState.RESTORING, said, wait=False, prefetched=fetching.progress()
                 )
 
+            async def begun() -> None:  # the notebook takes the kernel: a cell run in it now runs after the restore
+                await warming.bind()
+                await restoring()
+
             # The kernel chooses ("latest" or an id) by %resume's rule, passing over one whose blobs are damaged.
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest)
-            async with prefetch.showing(fetching, restoring):
-                said = asyncio.ensure_future(restoring())  # while the kernel begins
-                try:  # the restore owns the client from here on, and stops it
-                    output = await kernelrun.execute(
-                        self.kernels, kernel_id, call_source(request), self.settings.checkpoint_timeout, client=client
-                    )
-                finally:
-                    await said
+            async with prefetch.showing(fetching, restoring):  # the restore owns the client, and stops it
+                output = await kernelrun.execute(
+                    self.kernels, kernel_id, call_source(request), timeouts[1], client=client, begun=begun
+                )
             reply = parse_reply(output, ResumeReply)
             await self.recorder.resumed(reply.report)  # the kernel left its report and ledger events to us
             return reply

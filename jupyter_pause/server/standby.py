@@ -8,11 +8,15 @@ those imports in it (with that of the library the store talks through, s3fs, whe
 will read the store itself rather than copies the prefetch made), and keeps the client it did
 them with for the restore (a new client waits 0.2 s for its first answer).
 Importing torch touches no GPU (CUDA starts at a tensor's first use), so the kernel takes nothing
-the wait is for. Until the wait ends no session names the kernel: the notebook has no kernel
-while its resume waits, and a wait that gives up shuts it down. Once the resources are there the
-notebook's session takes the warmed kernel, and the resume costs the reading and mapping of its
+the wait is for. Until the restore is under way no session names the kernel: the notebook has
+no kernel while its resume waits, and a wait that gives up shuts it down. Once the resources are
+there the restore runs in the warmed kernel, and the resume costs the reading and mapping of its
 bytes (already on this node where the prefetch fetched them). Where the warmed kernel cannot be
-had (it died, the culler took it), the resume starts one as before.
+had (it died, the culler took it), or the resume never waited, a kernel is started then.
+
+Either way the notebook's session takes the kernel only once the restore's request is on its way
+(``bind``): a notebook connected to it from then on (JupyterLab connects as soon as its session
+names a kernel) runs a cell after the restore, never before it in an empty kernel.
 """
 
 from __future__ import annotations
@@ -63,17 +67,23 @@ class Warming:
         if self._task is None:
             self._task = asyncio.ensure_future(self._warm())
 
-    async def _warm(self) -> str:
+    async def _start(self) -> str:
+        """Start the kernel as the notebook's session would, but named by no session yet."""
         sessions, kernels = self.manager.sessions_manager, self.manager.kernels
         name = self.path.rsplit("/", 1)[-1]
         where = await maybe_await(sessions.contents_manager.get_kernel_path(path=self.path))
         env = sessions.get_kernel_env(self.path, name)  # as a session would start it
         self.kernel_id = str(await maybe_await(kernels.start_kernel(path=where, kernel_name=self.kernel_name, env=env)))
+        return self.kernel_id
+
+    async def _warm(self) -> str:
+        kernels = self.manager.kernels
+        kernel_id = await self._start()
         timeout = self.manager.settings.checkpoint_timeout
-        client = await kernelrun.connect(kernels, self.kernel_id, self.manager.settings.kernel_start_timeout)
+        client = await kernelrun.connect(kernels, kernel_id, self.manager.settings.kernel_start_timeout)
         imports = import_source(modules_for(self.manifest, self.manager.store, self.copied))
         try:
-            await kernelrun.execute(kernels, self.kernel_id, imports, timeout, client=client, keep=True)
+            await kernelrun.execute(kernels, kernel_id, imports, timeout, client=client, keep=True)
         except kernelrun.KernelCodeError as e:
             if isinstance(e, kernelrun.KernelDied):
                 kernelrun.stop(client)
@@ -83,11 +93,11 @@ class Warming:
             kernelrun.stop(client)
             raise
         self._client = client  # kept for the restore: a new client would wait for a first answer again
-        return self.kernel_id
+        return kernel_id
 
     async def kernel(self) -> str:
-        """The notebook's kernel for the restore: the warmed one, bound to the notebook's session
-        now, else one started for it as a session starts one."""
+        """The kernel for the restore, named by no session yet (``bind``): the warmed one, else one
+        started now."""
         if self._task is not None:
             try:
                 warmed = await self._task
@@ -95,33 +105,39 @@ class Warming:
                 log.warning("jupyter-pause: the kernel warmed for %s during the wait failed: %s", self.path, e)
             else:
                 if warmed in self.manager.kernels:
-                    kernel_id = await kernelspecs.start(self.manager, self.path, self.kernel_name, running=warmed)
-                    self._adopted = True
-                    return kernel_id
-        return await kernelspecs.start(self.manager, self.path, self.kernel_name)
+                    return warmed
+        return await self._start()
+
+    async def bind(self) -> None:
+        """Make the kernel the notebook's, in its session (call it once the restore's request is
+        on its way)."""
+        if self.kernel_id is None:
+            raise RuntimeError("no kernel to bind: kernel() starts one first")
+        await kernelspecs.start(self.manager, self.path, self.kernel_name, running=self.kernel_id)
+        self._adopted = True
 
     def client(self) -> Any:
         """The warmed kernel's client, connected, for the restore to run with (the caller stops
         it); None where there is none, or the kernel is no longer where that client connected."""
         client, self._client = self._client, None
-        if client is None or (
-            self._adopted and kernelrun.still_connected(self.manager.kernels, self.kernel_id, client)
-        ):
+        if client is None or kernelrun.still_connected(self.manager.kernels, self.kernel_id, client):
             return client
         kernelrun.stop(client)
         return None
 
     async def close(self) -> None:
-        """Shut the warmed kernel down unless the notebook's session took it (the wait gave up,
-        or the resume failed before): once its start has ended, so that no kernel is left."""
+        """Shut the kernel down unless the notebook's session took it (the wait gave up, or the
+        resume failed before its restore began): once its start has ended, so that no kernel is
+        left."""
         if self._client is not None:
             kernelrun.stop(self._client)
             self._client = None
-        if self._task is None or self._adopted:
+        if self._adopted:
             return
-        await asyncio.wait([self._task])
-        if not self._task.cancelled() and self._task.exception() is not None:
-            log.info("jupyter-pause: the kernel warmed for %s had failed: %s", self.path, self._task.exception())
+        if self._task is not None:
+            await asyncio.wait([self._task])
+            if not self._task.cancelled() and self._task.exception() is not None:
+                log.info("jupyter-pause: the kernel warmed for %s had failed: %s", self.path, self._task.exception())
         kernels = self.manager.kernels
         if self.kernel_id is not None and self.kernel_id in kernels:
             await maybe_await(kernels.shutdown_kernel(self.kernel_id))

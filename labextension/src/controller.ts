@@ -197,7 +197,8 @@ export class NotebookPauseController implements IDisposable {
           return false;
         case 'busy':
           Notification.warning(
-            `${this.path} is being resumed (${this.model.text}); cells run once its kernel is ready.`,
+            `${this.path} is being resumed (${this.model.text}); its kernel is not here yet: ` +
+              'run the cell again in a moment, and it runs as soon as the restore is done.',
             { autoClose: 5000 }
           );
           return false;
@@ -241,6 +242,11 @@ export class NotebookPauseController implements IDisposable {
   ): void {
     this._emitChanged();
     const { previous, current } = change;
+    if (current?.state === SessionState.RESTORING) {
+      // The resume's kernel is the notebook's from its start: connect to it while it restores,
+      // so that a cell run now waits in it and runs as soon as the restore is done.
+      void this._adoptServerKernel();
+    }
     if (!previous || !current || previous.state === current.state) {
       return;
     }
@@ -280,9 +286,19 @@ export class NotebookPauseController implements IDisposable {
   }
 
   /**
-   * A resume starts the kernel on the server; connect this notebook to it.
+   * A resume starts the kernel on the server; connect this notebook to it (once: a call while
+   * one is under way waits for that one).
    */
-  private async _adoptServerKernel(): Promise<void> {
+  private _adoptServerKernel(): Promise<void> {
+    if (!this._adopting) {
+      this._adopting = this._adoptOnce().finally(() => {
+        this._adopting = null;
+      });
+    }
+    return this._adopting;
+  }
+
+  private async _adoptOnce(): Promise<void> {
     const sessionContext = this.panel.sessionContext;
     if (this._isDisposed || sessionContext.isDisposed || sessionContext.session?.kernel) {
       return;
@@ -307,7 +323,8 @@ export class NotebookPauseController implements IDisposable {
       }
     } catch (error) {
       showError(
-        `${this.path} was resumed, but connecting to its kernel failed: ${errorMessage(error)}`
+        `${this.path}: connecting to the kernel of its resume failed: ${errorMessage(error)}; ` +
+          'reopen the notebook to connect to it'
       );
     }
   }
@@ -324,6 +341,7 @@ export class NotebookPauseController implements IDisposable {
   }
 
   private _acting = false;
+  private _adopting: Promise<void> | null = null;
   private _askKernel: (path: string, choice: IResumeKernelChoice) => Promise<string | null>;
   private _changed = new Signal<this, void>(this);
   private _dialogOpen = false;

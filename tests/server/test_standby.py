@@ -1,6 +1,7 @@
 """A kernel made ready while a resume waits for resources (server/standby.py), with a real server
-and real kernels: warmed beside the wait with torch imported, named by no session until the wait
-ends, then the notebook's kernel; shut down where the wait gives up."""
+and real kernels: warmed beside the wait with torch imported, named by no session until the
+restore is under way, then the notebook's kernel; shut down where the wait gives up. A cell run
+in the notebook's kernel as soon as its session names one runs after the restore."""
 
 from __future__ import annotations
 
@@ -192,4 +193,31 @@ async def test_the_restore_runs_through_the_client_that_warmed_the_kernel(
     ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
     assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
     assert connects == [kernel]  # the warming's; the restore connected no other client
+    await manager.wait()
+
+
+@pytest.mark.parametrize("waits", [False, True], ids=["cold", "after a wait"])
+async def test_a_cell_run_as_soon_as_the_notebook_has_its_kernel_runs_after_the_restore(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, waits
+):
+    """What JupyterLab does: connect to the notebook's kernel once its session names one, and run
+    the cell the user ran meanwhile. The cell finds the restored state, never an empty kernel."""
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, f"first-{waits}.ipynb")
+    if not waits:
+        gate.set()
+    await call(jp_fetch, "resume", path=path, map_location="cpu")
+    if waits:
+        await warmed(jp_fetch, jp_serverapp)
+        gate.set()
+    deadline = time.monotonic() + 60
+    while (kernel := await kernel_of(jp_fetch, path)) is None:
+        assert time.monotonic() < deadline, "the notebook's session never named a kernel"
+        await asyncio.sleep(0.01)
+    client = await kernelrun.connect(jp_serverapp.kernel_manager, kernel, 60)
+    printed = await kernelrun.execute(
+        jp_serverapp.kernel_manager, kernel, "print(weights.sum().item(), note)", 60, client=client
+    )
+    assert printed.split() == ["15.0", "kept"]  # not a NameError: the restore ran first
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
+    assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
     await manager.wait()

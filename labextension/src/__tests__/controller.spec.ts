@@ -253,3 +253,50 @@ describe('Pause', () => {
     Notification.dismiss();
   });
 });
+
+describe("the resume's kernel", () => {
+  /** A notebook resuming, whose server session holds the resume's kernel once `started`. */
+  function resuming() {
+    const fake = fakeNotebook();
+    const adopted: unknown[] = [];
+    const kernel = { id: 'k1', name: 'python3' };
+    let started = false;
+    const running = () =>
+      (started ? [{ id: 's1', path: 'a.ipynb', kernel }] : [])[Symbol.iterator]();
+    const connectTo = jest.fn(({ model }: { model: unknown }) => ({ model }));
+    Object.assign(fake.sessions, { running, connectTo });
+    Object.assign(fake.sessionContext, {
+      _handleNewSession: (connection: unknown) => {
+        adopted.push(connection);
+        (fake.sessionContext as any).session = { kernel };
+      }
+    });
+    controller = new NotebookPauseController({
+      panel: fake.panel,
+      sessions: fake.sessions,
+      onResumeRequested: () => undefined
+    });
+    return { adopted, start: () => (started = true), refreshRunning: fake.sessions.refreshRunning as jest.Mock };
+  }
+
+  it('is connected to the notebook while it restores, once it is there, and only once', async () => {
+    const { adopted, start, refreshRunning } = resuming();
+    fetchStatus.mockResolvedValue(status('paused'));
+    await controller!.model.ready;
+    fetchStatus.mockResolvedValue(status('restoring', { detail: 'starting a python3 kernel' }));
+    await controller!.model.refresh();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(refreshRunning).toHaveBeenCalled();
+    expect(adopted).toEqual([]); // the server has not started it yet
+    start();
+    fetchStatus.mockResolvedValue(status('restoring', { detail: 'restoring checkpoint c1' }));
+    await controller!.model.refresh();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(adopted).toEqual([{ model: { id: 's1', path: 'a.ipynb', kernel: { id: 'k1', name: 'python3' } } }]);
+    fetchStatus.mockResolvedValue(status('ready', { verdict: 'restored', detail: 'restored: bit-identical' }));
+    await controller!.model.refresh();
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(adopted).toHaveLength(1); // the notebook holds it already
+    Notification.dismiss();
+  });
+});
