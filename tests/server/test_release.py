@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -96,6 +97,7 @@ async def test_a_release_with_one_pause_failing_stops_nothing_and_names_the_sess
     idle_kernel = await open_kernel(jp_fetch, idle)
     busy_kernel = await open_kernel(jp_fetch, busy)
     await run(jp_serverapp, idle_kernel, "x = 1")
+    await _followed(jp_fetch, jp_serverapp, busy_kernel)
     client = jp_serverapp.kernel_manager.get_kernel(busy_kernel).client()
     client.start_channels()
     try:
@@ -119,6 +121,15 @@ async def test_a_release_with_one_pause_failing_stops_nothing_and_names_the_sess
 async def _kernel_state(jp_fetch, kernel_id: str) -> dict:
     model = json.loads((await jp_fetch("api", "kernels", kernel_id)).body)
     return {"state": model["execution_state"], "detail": ""}
+
+
+async def _followed(jp_fetch, jp_serverapp, kernel_id: str, timeout: float = 60) -> None:
+    """Run empty cells until the server's view of the kernel says idle: its listener on the
+    kernel's output has joined (one that joins after a cell began never sees it busy)."""
+    deadline = time.monotonic() + timeout
+    while (await _kernel_state(jp_fetch, kernel_id))["state"] != "idle":
+        assert time.monotonic() < deadline, f"the server never followed kernel {kernel_id}'s state"
+        await run(jp_serverapp, kernel_id, "pass")
 
 
 async def test_resume_pulls_a_notebook_this_server_does_not_have(jp_fetch, jp_serverapp, jp_root_dir):
