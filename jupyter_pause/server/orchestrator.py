@@ -363,16 +363,15 @@ class PauseManager:
         moments: dict[str, float | None] = dict(getattr(previous, "moments", None) or {})
         moments["resume_requested"] = time.time()
         kernel = await kernelspecs.present(self, asked.kernel, manifest.id)
-        fetching = prefetch.begin(self.store, manifest)  # the wait and the kernel's start are spent reading
+        fetching = prefetch.begin(self.store, manifest)  # the wait and the kernel's start are spent fetching
         warming = standby.Warming(self, path, kernel, manifest, fetching.copies)  # and a wait, in its imports
         try:
 
             async def waiting(lack: str) -> None:
                 warming.begin()
-                progress = fetching.progress()
-                await self.change_state(
-                    session, SessionState.WAITING, fetching.after(lack), wait=False, prefetched=progress
-                )
+                fetching.read_ahead()  # a wait has time for it
+                said, progress = fetching.after(lack), fetching.progress()
+                await self.change_state(session, SessionState.WAITING, said, wait=False, prefetched=progress)
 
             await resources.wait(manifest, self.settings, location, waiting)
             moments["resources_available"] = time.time()
@@ -384,12 +383,12 @@ class PauseManager:
             timeouts = self.settings.kernel_start_timeout, self.settings.checkpoint_timeout
             client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, timeouts[0])
             moments["kernel_ready"] = time.time()
+            fetching.read_ahead()  # not before: a new kernel's start reads the disk too
 
             async def restoring() -> None:  # the kernel reads what is here, and claims the rest
                 said = noted(f"restoring checkpoint {manifest.id}", fetching.after(note))
-                await self.change_state(
-                    session, SessionState.RESTORING, said, wait=False, prefetched=fetching.progress()
-                )
+                progress = fetching.progress()
+                await self.change_state(session, SessionState.RESTORING, said, wait=False, prefetched=progress)
 
             async def begun() -> None:  # the notebook takes the kernel: a cell run in it now runs after the restore
                 await warming.bind()

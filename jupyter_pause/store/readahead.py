@@ -4,8 +4,8 @@ A resume from a local folder maps its blob files and reads them where they lie. 
 cache that read waits on the disk, and it used to begin only after the kernel had started and
 imported torch. ``advise`` reads the files into the page cache from a thread of its own (the
 disk works while the CPU does something else), where they fit in ``SHARE`` of the memory the node
-has available: the server does it as soon as Resume is clicked, and a kernel's resume before it
-imports torch.
+has available: the server does it once a resume waits or its kernel has answered, and a kernel's
+resume before it imports torch.
 
 The files are read one after another (``read_through``), each sent to the null device: the pages
 land in the page cache and nothing is copied into this process. Asked for all at once instead

@@ -162,6 +162,9 @@ def test_a_local_store_copies_nothing_and_reads_its_blob_files_into_the_page_cac
     monkeypatch.setattr(os, "sendfile", sendfile)
     fetching = prefetch.begin(store, manifest)
     assert fetching.finished.is_set() and fetching.said() == "" and fetching.progress() == {}
+    assert fetching.advising is None and sent == []  # not before the resume waits or its kernel answered
+    fetching.read_ahead()
+    fetching.read_ahead()  # once
     fetching.advising.join(30)
     paths = {store.path(key) for key in manifest.blob_keys(manifest.blobs, store.names)}
     assert {path for path, _ in sent} == paths and {out for _, out in sent} == {os.devnull}
@@ -173,9 +176,12 @@ def test_a_local_checkpoint_larger_than_the_memory_can_spare_is_not_read_ahead(t
     manifest = jp.checkpoint(session="s", namespace={"a": bytes(range(256)) * 4096}, config=config).manifest
     monkeypatch.setattr(memory, "available", lambda: 2 * sum(manifest.blobs.values()) - 1)
     fetching = prefetch.begin(config.open_store(), manifest)
+    fetching.read_ahead()
     assert fetching.paths and fetching.advising is None
     monkeypatch.setattr(memory, "available", lambda: 2 * sum(manifest.blobs.values()))
-    assert prefetch.begin(config.open_store(), manifest).advising is not None
+    fetching = prefetch.begin(config.open_store(), manifest)
+    fetching.read_ahead()
+    assert fetching.advising is not None
 
 
 def test_a_server_takes_folders_of_its_own_and_removes_those_of_stopped_servers(tmp_path):
