@@ -88,9 +88,20 @@ def _held(value: Any, module_type: type, depth: int) -> list[Any] | None:
                 return None
             held += inner
         return None if held and type(value) not in _CONTAINERS else held
-    if isinstance(value, (functools.partial, types.MethodType, types.FunctionType)):
-        return None if _may_reach_module(value, module_type, depth) else []
+    if depth and isinstance(value, (functools.partial, types.MethodType, types.FunctionType)):
+        # Whatever module a callable reaches, it reaches past the twin: none may be there.
+        parts = _callable_parts(value)
+        return None if any(_held(v, module_type, depth - 1) != [] for v in parts) else []
     return []
+
+
+def _callable_parts(value: Any) -> list[Any]:
+    """What a function, partial or bound method holds: its function, arguments, closure."""
+    if isinstance(value, functools.partial):
+        return [value.func, *value.args, *value.keywords.values()]
+    if isinstance(value, types.MethodType):
+        return [value.__self__, value.__func__]
+    return [*_cells(value.__closure__), getattr(value, "__wrapped__", None)]
 
 
 def _twinnable(m: Any, torch: Any) -> bool:
@@ -98,31 +109,6 @@ def _twinnable(m: Any, torch: Any) -> bool:
     if kind.__module__.startswith(_WRAPPERS) or not hasattr(m, "__dict__"):
         return False
     return not (isinstance(m, torch.nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params())
-
-
-def _may_reach_module(value: Any, module_type: type, depth: int) -> bool:
-    """Whether ``value`` is or holds a module: inside containers, partials, bound methods, closures
-    (a container too long to look through is taken to)."""
-    if isinstance(value, module_type):
-        return True
-    if depth == 0:
-        return False
-    inner: list[Any]
-    if isinstance(value, _CONTAINERS) and len(value) > _LONGEST:
-        return True
-    if isinstance(value, dict):
-        inner = list(value.values())
-    elif isinstance(value, _CONTAINERS):
-        inner = list(value)
-    elif isinstance(value, functools.partial):
-        inner = [value.func, *value.args, *value.keywords.values()]
-    elif isinstance(value, types.MethodType):
-        inner = [value.__self__, value.__func__]
-    elif isinstance(value, types.FunctionType):
-        inner = [*_cells(value.__closure__), getattr(value, "__wrapped__", None)]
-    else:
-        return False
-    return any(_may_reach_module(v, module_type, depth - 1) for v in inner)
 
 
 def _cells(closure: tuple[Any, ...] | None) -> list[Any]:
