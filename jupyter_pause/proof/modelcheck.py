@@ -83,13 +83,11 @@ def watch_all(namespace: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def _quiet(module: Any, device: Any, stand_in: Any = None) -> Iterator[Any]:
-    """No grad, eval mode and the caller's RNG untouched. Yields what to run: ``stand_in`` or else
-    the module's eval-mode twin (``twin``), or, where none can stand in, the module itself,
-    switched to eval mode for the pass and put back afterwards."""
+    """No grad, eval mode and the caller's RNG untouched. Yields what to run: ``stand_in``, the
+    module's eval-mode twin (``twin``), or without one the module itself, switched to eval mode
+    for the pass and put back afterwards."""
     import torch
 
-    if stand_in is None:
-        stand_in = twin.of(module)
     modes = [(m, m.training) for m in module.modules()] if stand_in is None else []
     devices = [device] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad(), modelinputs.replaying():
@@ -131,8 +129,8 @@ def _autocast(device: Any, dtype: str) -> contextlib.AbstractContextManager[Any]
 def run(
     module: Any, recipe: dict[str, Any], autocast: str | None = None, stand_in: Any = None
 ) -> tuple[list[dict[str, Any]], str, str]:
-    """Run the recipe's input through ``module`` in eval mode (through ``stand_in``, its twin, when
-    given): (the output's leaves, the device it ran on, the autocast dtype it ran under).
+    """Run the recipe's input through ``module`` in eval mode (through ``stand_in``, its twin, where
+    there is one): (the output's leaves, the device it ran on, the autocast dtype it ran under).
     ``autocast`` None: as the caller's context has it."""
     import torch
 
@@ -212,9 +210,19 @@ def likely_changed(module: Any) -> bool:
     return last is None or last[2] is None or last[2] != versions(module)
 
 
+def forward_on_twin(module: Any) -> ModelCheck | str | None:
+    """``forward`` through ``module``'s eval-mode twin, or None (nothing run) where no twin can
+    stand in for it: a pass that may run beside what reads the module's modes."""
+    stand_in = twin.of(module)
+    return None if stand_in is None else forward(module, stand_in)
+
+
 def forward(module: Any, stand_in: Any = None) -> ModelCheck | str:
-    """Run ``module``'s probe input through it (through ``stand_in``, its twin, when given): the
-    check, or why there can be none. The first recipe the forward accepts is the one recorded."""
+    """Run ``module``'s probe input through it (through ``stand_in``, its twin, when given, else
+    through its twin where one can stand in): the check, or why there can be none. The first
+    recipe the forward accepts is the one recorded."""
+    if stand_in is None:
+        stand_in = twin.of(module)
     try:
         candidates = modelinputs.recipes(module)
     except NoInput as e:
@@ -265,7 +273,7 @@ def reproduce(module: Any, check: ModelCheck, recorded: dict[str, Any] | None = 
     """Run the recorded probe again and compare; ``recorded``: the precision settings in effect
     at the checkpoint (``hardware.precision()`` as its environment holds them)."""
     try:
-        found, device, _ = run(module, check.input, check.autocast)
+        found, device, _ = run(module, check.input, check.autocast, twin.of(module))
     except Exception as e:  # the restored module no longer runs: a failed check
         return Comparison(False, f"forward pass failed: {type(e).__name__}: {e}")
     mode = matmul_mode(check, device, recorded)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..process.selection import type_name
-from ..proof import libvalues, modelcheck, twin
+from ..proof import libvalues, modelcheck
 from ..proof.rehearsal import Rehearsal, rehearse
 from ..serialize.digests import Known, value_digest
 from ..serialize.pickler import DumpResult
@@ -51,22 +51,19 @@ class Evidence:
     models: Future[dict[str, Any]]
 
 
-#: Module name -> its forward pass under way on its twin (``start``).
-Started = dict[str, Future[modelcheck.ModelCheck | str]]
+#: Module name -> its forward pass under way on its twin, None where it has none (``start``).
+Started = dict[str, Future[modelcheck.ModelCheck | str | None]]
 
 
 def start(values: dict[str, Any]) -> Started:
     """Start the forward pass of each module among ``values`` that likely changed since its last
-    check (``modelcheck.likely_changed``) on its eval-mode twin, where one can stand in for it.
-    Call it once the process's random streams are captured (a pass forks them) and before the
-    pickling it is to overlap."""
+    check (``modelcheck.likely_changed``) on its eval-mode twin, where one can stand in for it
+    (made on the checks' thread too: a pass found None ran nothing). Call it once the process's
+    random streams are captured (a pass forks them) and before the pickling it is to overlap."""
     started: Started = {}
     for name, value in values.items():
-        if not modelcheck.is_module(value) or not modelcheck.likely_changed(value) or not _has_parameters(value):
-            continue
-        stand_in = twin.of(value)
-        if stand_in is not None:
-            started[name] = workers.shared(CHECKS, 1).submit(modelcheck.forward, value, stand_in)
+        if modelcheck.is_module(value) and modelcheck.likely_changed(value) and _has_parameters(value):
+            started[name] = workers.shared(CHECKS, 1).submit(modelcheck.forward_on_twin, value)
     return started
 
 
