@@ -380,8 +380,8 @@ class PauseManager:
                 session, SessionState.RESTORING, f"starting a {kernel} kernel", wait=False, kernel=kernel
             )
             kernel_id = await warming.kernel()
-            timeouts = self.settings.kernel_start_timeout, self.settings.checkpoint_timeout
-            client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, timeouts[0])
+            start_within, run_within = self.settings.kernel_start_timeout, self.settings.checkpoint_timeout
+            client = warming.client() or await kernelrun.first_client(self.kernels, kernel_id, start_within)
             moments["kernel_ready"] = time.time()
             fetching.read_ahead()  # not before: a new kernel's start reads the disk too
 
@@ -398,7 +398,7 @@ class PauseManager:
             request = asked.request(session, location, _known(moments), self.settings.rebuild, manifest)
             async with prefetch.showing(fetching, restoring):  # the restore owns the client, and stops it
                 output = await kernelrun.execute(
-                    self.kernels, kernel_id, call_source(request), timeouts[1], client=client, begun=begun
+                    self.kernels, kernel_id, call_source(request), run_within, client=client, begun=begun
                 )
             reply = parse_reply(output, ResumeReply)
             await self.recorder.resumed(reply.report)  # the kernel left its report and ledger events to us
