@@ -2,9 +2,10 @@
 
 The server runs the line ``jupyter_pause.protocol.call_source`` builds, which imports this module
 and hands ``call`` the request's JSON text. ``call`` decodes it (``protocol.decode_request``
-checks the version and every field), runs the entry point of its type (``pause``, ``resume``) and
-prints exactly one reply line (``protocol.reply_line``); a failure of any kind becomes an
-``ErrorReply``, so the server always learns what happened.
+checks the version and every field), runs the entry point of its type (``pause``, ``resume``, and
+``hold``, which reads a checkpoint ahead of its restore while the resume waits) and prints exactly
+one reply line (``protocol.reply_line``); a failure of any kind becomes an ``ErrorReply``, so the
+server always learns what happened.
 
 The session is imported inside the entry points: importing this module loads neither IPython nor torch.
 """
@@ -17,6 +18,8 @@ from typing import Any
 from ..errors import PauseError
 from ..protocol import (
     ErrorReply,
+    HoldReply,
+    HoldRequest,
     PauseReply,
     PauseRequest,
     Reply,
@@ -66,8 +69,19 @@ def _resume(request: ResumeRequest) -> ResumeReply:
     return ResumeReply.of(cycle)
 
 
+def _hold(request: HoldRequest) -> HoldReply:
+    from ..session.holding import hold
+
+    held = hold(request.session, request.checkpoint, request.manifest)
+    return HoldReply(held.checkpoint, held.blobs, held.bytes, held.bad)
+
+
 #: The entry point of each request type; a subclass of a request runs its base's entry point.
-ENTRIES: dict[type[Request], Callable[[Any], Reply]] = {PauseRequest: _pause, ResumeRequest: _resume}
+ENTRIES: dict[type[Request], Callable[[Any], Reply]] = {
+    PauseRequest: _pause,
+    ResumeRequest: _resume,
+    HoldRequest: _hold,
+}
 
 
 def reply_to(request: Request) -> Reply:

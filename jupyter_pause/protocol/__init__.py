@@ -1,8 +1,8 @@
 """The protocol between the Jupyter server and a kernel: what they say to each other, and how it travels.
 
-- ``messages``: every request (server to kernel: ``PauseRequest``, ``ResumeRequest``, and
-  ``SafePointRequest``, the pause request left for a busy loop) and every reply (``PauseReply``,
-  ``ResumeReply``, ``ErrorReply``) as frozen dataclasses; the version ``PROTOCOL``; ``RemoteError``.
+- ``messages``: every request (server to kernel: ``PauseRequest``, ``ResumeRequest``,
+  ``HoldRequest``, and ``SafePointRequest``, the pause request left for a busy loop) and every
+  reply (``PauseReply``, ``ResumeReply``, ``HoldReply``, ``ErrorReply``) as frozen dataclasses; the version ``PROTOCOL``; ``RemoteError``.
 - ``wire``: a request as JSON inside one fixed line of Python (``call_source``), decoded in the
   kernel with its version and field types checked (``decode_request``); a reply as one line
   marked with ``PREFIX`` (``reply_line``), found among the kernel's other output (``parse_reply``).
@@ -44,6 +44,8 @@ from __future__ import annotations
 from .messages import (
     PROTOCOL,
     ErrorReply,
+    HoldReply,
+    HoldRequest,
     PauseReply,
     PauseRequest,
     RemoteError,
@@ -59,6 +61,8 @@ __all__ = [
     "PREFIX",
     "PROTOCOL",
     "ErrorReply",
+    "HoldReply",
+    "HoldRequest",
     "PauseReply",
     "PauseRequest",
     "RemoteError",

@@ -20,7 +20,8 @@ from ..errors import PauseError
 #: 5: a resume hands on the manifest the server read (``manifests``), and the server writes the
 #:    run report and the resume's ledger events (``report_by_server``).
 #: 6: a resume names the files of those imports (``import_files``) for the kernel to read ahead.
-PROTOCOL = 6
+#: 7: ``hold``: the kernel of a resume that waits reads and verifies its checkpoint meanwhile.
+PROTOCOL = 7
 
 
 class RemoteError(PauseError):
@@ -103,8 +104,22 @@ class ResumeRequest(Request):
     report_by_server: bool = False
 
 
+@dataclass(frozen=True)
+class HoldRequest(Request):
+    """Read and verify the blobs of ``checkpoint`` of ``session`` into the kernel ahead of its
+    restore, and keep them for it: sent while the resume waits for resources. ``manifest``: its
+    manifest as the server read it (``Manifest.as_read``'s text), which the kernel verifies with
+    its own key; "": the kernel reads it from the store."""
+
+    entry: ClassVar[str] = "hold"
+
+    checkpoint: str
+    session: str
+    manifest: str = ""
+
+
 #: The request of each entry point, by its name on the wire.
-REQUESTS: dict[str, type[Request]] = {r.entry: r for r in (PauseRequest, ResumeRequest)}
+REQUESTS: dict[str, type[Request]] = {r.entry: r for r in (PauseRequest, ResumeRequest, HoldRequest)}
 
 
 # -- replies: kernel to server ---------------------------------------------------------------
@@ -172,6 +187,19 @@ class ResumeReply(Reply):
 
 
 @dataclass(frozen=True)
+class HoldReply(Reply):
+    """What ``hold`` read ahead: how many of the checkpoint's blobs the kernel holds, their
+    bytes, and why each other one is not held (it is read again by the restore)."""
+
+    kind: ClassVar[str] = "hold"
+
+    checkpoint: str
+    blobs: int = 0
+    bytes: int = 0
+    bad: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ErrorReply(Reply):
     """An entry point failed: the exception's type and message, as the kernel saw them."""
 
@@ -188,4 +216,4 @@ class ErrorReply(Reply):
 
 
 #: Each reply, by its ``kind`` on the wire.
-REPLIES: dict[str, type[Reply]] = {r.kind: r for r in (PauseReply, ResumeReply, ErrorReply)}
+REPLIES: dict[str, type[Reply]] = {r.kind: r for r in (PauseReply, ResumeReply, HoldReply, ErrorReply)}

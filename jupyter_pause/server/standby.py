@@ -14,6 +14,12 @@ there the restore runs in the warmed kernel, and the resume costs the reading an
 bytes (already on this node where the prefetch fetched them). Where the warmed kernel cannot be
 had (it died, the culler took it), or the resume never waited, a kernel is started then.
 
+Once imported, and while the wait goes on, the warmed kernel also reads the checkpoint's blobs
+and verifies them against the manifest it checks with its own key (a ``HoldRequest``:
+``session.holding``), as the restore would: the copies the prefetch makes as they arrive, or the
+store's objects. The restore then takes them from its memory and reads only what is not there:
+after a wait, a resume of a gigabyte from S3 costs unpickling and the restore test.
+
 Either way the notebook's session takes the kernel only once the restore's request is on its way
 (``bind``): a notebook connected to it from then on (JupyterLab connects as soon as its session
 names a kernel) runs a cell after the restore, never before it in an empty kernel.
@@ -25,6 +31,7 @@ import asyncio
 import logging
 from typing import Any
 
+from ..protocol import HoldReply, HoldRequest, RemoteError, call_source, parse_reply
 from ..protocol.wire import KERNEL_MODULE
 from ..store.manifest import Manifest
 from ..store.storage import Store
@@ -61,10 +68,15 @@ class Warming:
         self._task: asyncio.Task[str] | None = None
         self._adopted = False
         self._client: Any = None
+        self._waiting = False  # the resume still waits: the warmed kernel may read its checkpoint
+        self._reading: asyncio.Task[None] | None = None
+        #: What the warmed kernel read ahead of the restore (``hold``), once it did.
+        self.held: HoldReply | None = None
 
     def begin(self) -> None:
         """Start warming the kernel, once (the resume found something lacking and waits)."""
         if self._task is None:
+            self._waiting = True
             self._task = asyncio.ensure_future(self._warm())
 
     async def _start(self) -> str:
@@ -92,12 +104,45 @@ class Warming:
         except BaseException:  # cancelled, or anything else: no client is left open
             kernelrun.stop(client)
             raise
+        try:
+            if self._waiting:
+                self._reading = asyncio.ensure_future(self._hold(kernel_id, client, timeout))
+                await self._reading
+        except BaseException:  # the kernel died, or the resume gave up (``close``)
+            kernelrun.stop(client)
+            raise
         self._client = client  # kept for the restore: a new client would wait for a first answer again
         return kernel_id
+
+    async def _hold(self, kernel_id: str, client: Any, timeout: float) -> None:
+        """Have the kernel read and verify the checkpoint meanwhile, for its restore to take; a
+        kernel that cannot leaves the restore to read it all (``KernelDied`` is raised)."""
+        manifest = self.manifest
+        text = manifest.as_read().decode() if manifest.canonical is not None else ""
+        request = HoldRequest(manifest.id, self.manager.session_name(self.path), text)
+        try:
+            output = await kernelrun.execute(
+                self.manager.kernels, kernel_id, call_source(request), timeout, client=client, keep=True
+            )
+            self.held = parse_reply(output, HoldReply)
+        except (RemoteError, kernelrun.KernelCodeError) as e:
+            if isinstance(e, kernelrun.KernelDied):
+                raise
+            log.info("jupyter-pause: the kernel warmed for %s did not read ahead: %s", self.path, e)
+            return
+        log.info(
+            "jupyter-pause: the kernel warmed for %s read %d blob(s) of %s ahead, %d bytes%s",
+            self.path,
+            self.held.blobs,
+            manifest.id,
+            self.held.bytes,
+            f"; not: {self.held.bad}" if self.held.bad else "",
+        )
 
     async def kernel(self) -> str:
         """The kernel for the restore, named by no session yet (``bind``): the warmed one, else one
         started now."""
+        self._waiting = False  # the wait is over: a kernel still importing goes on to the restore
         if self._task is not None:
             try:
                 warmed = await self._task
@@ -134,6 +179,8 @@ class Warming:
             self._client = None
         if self._adopted:
             return
+        if self._reading is not None:
+            self._reading.cancel()  # the wait gave up: reading ahead for a restore that will not come
         if self._task is not None:
             await asyncio.wait([self._task])
             if not self._task.cancelled() and self._task.exception() is not None:

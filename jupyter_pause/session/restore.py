@@ -23,10 +23,10 @@ from ..serialize.pickler import load_variables
 from ..serialize.pinned import Uploads
 from ..store import readahead, references, signing
 from ..store.catalog import Catalog, Decision, Listing
-from ..store.integrity import describe, fetch, read_manifest
+from ..store.integrity import describe, read_manifest
 from ..store.manifest import Manifest
 from ..store.signing import Keys
-from . import activity, collector, datafiles, hooks, lineage, preimport, running
+from . import activity, collector, datafiles, holding, hooks, lineage, preimport, running
 from .context import Context, make_context
 from .options import ResumeOptions, with_overrides
 
@@ -199,7 +199,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     uploads = Uploads(places) if places else None
     _start_torch(catalog, manifest, keys)
     try:
-        good, bad = fetch(
+        good, bad = holding.fetch(  # what was read ahead while the resume waited first
             catalog.store,
             manifest,
             keys,

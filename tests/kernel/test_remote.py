@@ -93,7 +93,7 @@ def test_a_kernel_of_another_version_says_to_align_versions(capsys):
     first, second, third = _lines(capsys.readouterr().out)
     with pytest.raises(RemoteError, match="server speaks protocol 99 .* install the same jupyter-pause version"):
         parse_reply(first, PauseReply)
-    with pytest.raises(RemoteError, match="no entry point 'reboot' \\(it has pause, resume\\)"):
+    with pytest.raises(RemoteError, match="no entry point 'reboot' \\(it has pause, resume, hold\\)"):
         parse_reply(second, PauseReply)
     with pytest.raises(RemoteError, match="has session=5, not a str: install the same") as info:
         parse_reply(third, PauseReply)

@@ -15,6 +15,8 @@ from jupyter_pause.protocol import (
     PREFIX,
     PROTOCOL,
     ErrorReply,
+    HoldReply,
+    HoldRequest,
     PauseReply,
     PauseRequest,
     RemoteError,
@@ -49,6 +51,8 @@ def _request_text(entry: object, args: object, protocol: object = PROTOCOL) -> s
         PauseRequest("train", "spot"),
         ResumeRequest("20260101-120000-a1b2c3", "train"),
         ResumeRequest("20260101-120000-a1b2c3", "train", "cpu", {"kernel_stopped": 1.0, "kernel_ready": 2.5}),
+        HoldRequest("20260101-120000-a1b2c3", "train"),
+        HoldRequest("20260101-120000-a1b2c3", "train", '{"manifest": {}}'),
     ],
 )
 def test_each_request_survives_the_wire(request_):
@@ -62,14 +66,15 @@ def test_a_safe_point_request_travels_as_the_pause_request_it_is():
     assert decode_request(encode_request(request)) == PauseRequest("train", "button")
 
 
-def test_the_request_format_is_version_6():
+def test_the_request_format_is_version_7():
     """What travels: version 2 added the resume's ``paused_from`` and ``allow_partial``, version 3
     the server's decision (``candidates``, ``passed_over``, ``taken``) for the kernel to follow,
     version 4 the slow ``imports`` it begins at once, version 5 the manifests the server read
     (``manifests``) and ``report_by_server``, version 6 the files of those imports
-    (``import_files``) for the kernel to read ahead; a kernel of another version refuses it by
+    (``import_files``) for the kernel to read ahead, version 7 the ``hold`` entry (a waiting
+    resume's kernel reads its checkpoint ahead); a kernel of another version refuses it by
     its version, saying to align the two."""
-    assert PROTOCOL == 6
+    assert PROTOCOL == 7
     request = ResumeRequest(
         "latest",
         "s",
@@ -83,7 +88,7 @@ def test_the_request_format_is_version_6():
     )
     wire = json.loads(encode_request(request))
     args = wire["args"]
-    assert (wire["protocol"], wire["entry"]) == (6, "resume")
+    assert (wire["protocol"], wire["entry"]) == (7, "resume")
     assert {k: args[k] for k in ("checkpoint", "session", "map_location", "moments", "paused_from")} == {
         "checkpoint": "latest",
         "session": "s",
@@ -136,7 +141,7 @@ def test_a_kernel_of_another_version_refuses_with_what_to_do():
 
 
 def test_an_unknown_entry_is_refused():
-    with pytest.raises(PauseError, match=rf"no entry point 'reboot' \(it has pause, resume\): {ALIGN}"):
+    with pytest.raises(PauseError, match=rf"no entry point 'reboot' \(it has pause, resume, hold\): {ALIGN}"):
         decode_request(_request_text("reboot", {}))
     with pytest.raises(PauseError, match=f"pause request has args=\\['s'\\], not an object: {ALIGN}"):
         decode_request(_request_text("pause", ["s"]))
@@ -176,6 +181,7 @@ def test_the_server_refuses_to_send_what_a_kernel_could_not_read():
 REPLIES = [
     PauseReply("20260101-120000-a1b2c3", "saved 2 variable(s)\n  skipped 1", ["gen"]),
     ResumeReply("20260101-120000-a1b2c3", "partial", "gen was not restored", "resumed\nverdict", {"a": [1]}),
+    HoldReply("20260101-120000-a1b2c3", 3, 1024, {"sha": "missing"}),
     ErrorReply("pause", "StoreError", "cannot write to s3://b: check that the store is reachable"),
 ]
 

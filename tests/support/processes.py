@@ -10,13 +10,14 @@ from multiprocessing.context import BaseContext
 from jupyter_pause.loops import positions
 from jupyter_pause.proof import fingerprint, probe
 from jupyter_pause.serialize import devicehash, writewatch
-from jupyter_pause.session import lineage
+from jupyter_pause.session import holding, lineage
 from jupyter_pause.store import datafiles, modelfiles, pool, references
 
 
 def forget_session_state() -> None:
     """Hold no lineage position, probe value, remembered fingerprints or blobs, as a new kernel process."""
     lineage.forget()
+    holding.forget()
     probe.forget()
     devicehash.forget()
     positions.forget()

@@ -1,0 +1,117 @@
+"""A checkpoint's blobs read and verified in the kernel while its resume waits for resources.
+
+A resume that waits (for a GPU still busy) warms its kernel beside the wait (``server.standby``)
+while the server copies the checkpoint onto the node (``server.prefetch``). Once the wait ended,
+the restore still read those copies into the kernel's memory and checked them against the
+manifest: on two cores, 0.8-1.4 s for a gigabyte, most of what a resume after a wait cost.
+``hold`` does that reading during the wait, in the warmed kernel, and keeps what verified in this
+process's memory; the restore takes it from there (``fetch``) and reads only the rest.
+
+Nothing held is trusted beyond what was checked. ``hold`` reads exactly as the restore does
+(``integrity.fetch``), against a manifest the kernel verifies with its own key (signature, id,
+session); a blob is held under what names its content (the hash, the blob's key, which is its
+digest, and its size) and handed only to a restore whose manifest names the same. The bytes are
+in this process's own memory, which no other process writes, and a blob bound for a GPU is moved
+there by the restore (the wait is for that GPU: ``hold`` touches no device). The restore takes
+what it needs and lets go of the rest, so a held checkpoint it does not restore (a newer one was
+chosen) costs its memory only until then.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import PauseConfig
+from ..store.buffers import Buffer
+from ..store.catalog import Catalog
+from ..store.integrity import fetch as fetch_verified
+from ..store.integrity import read_manifest
+from ..store.manifest import Manifest
+from ..store.storage import Store
+from .context import make_context
+
+#: Verified blobs read ahead of a restore: (hash, blob key, size) -> the bytes.
+_held: dict[tuple[str, str, int], Buffer] = {}
+_lock = threading.Lock()
+
+
+@dataclass
+class Held:
+    """What ``hold`` read and verified, and why each other blob was not held."""
+
+    checkpoint: str
+    blobs: int = 0
+    bytes: int = 0
+    bad: dict[str, str] = field(default_factory=dict)
+
+
+def _name(manifest: Manifest, key: str) -> tuple[str, str, int]:
+    return manifest.hash, key, manifest.blobs.get(key) or manifest.referenced_size(key)
+
+
+def _manifest(store: Store, session: str, checkpoint: str, text: str, keys: Any) -> Manifest:
+    """The manifest of ``checkpoint``, verified with this kernel's ``keys``: from ``text`` (as
+    the server read it), else from the store; ``ValueError`` saying why where it does not verify."""
+    read = read_manifest(text.encode(), checkpoint, keys, session) if text else None
+    if not isinstance(read, Manifest):
+        read = Catalog(store).manifest(session, checkpoint, keys)
+    if not isinstance(read, Manifest):
+        raise ValueError(f"checkpoint {checkpoint} of session {session!r} was not read ahead: {read.why}")
+    return read
+
+
+def hold(
+    session: str, checkpoint: str, manifest_text: str = "", *, store: str | None = None, config: PauseConfig | None = None
+) -> Held:
+    """Read and verify the blobs ``checkpoint`` of ``session`` needs, in ``store`` (default: the
+    configured one), and keep those that verify for its restore; what was held, and what was not
+    and why. ``manifest_text``: the manifest as the server read it, verified here with this
+    process's key ("": read from the store)."""
+    ctx = make_context(store=store, session=session, config=config, namespace={})
+    manifest = _manifest(ctx.store, ctx.session, checkpoint, manifest_text, ctx.config.keyring)
+    keys = [k for k in manifest.needed() if _name(manifest, k) not in _held]
+    good, bad = fetch_verified(ctx.store, manifest, keys)
+    with _lock:
+        _held.update({_name(manifest, k): data for k, data in good.items()})
+        mine = [k for k in manifest.needed() if _name(manifest, k) in _held]
+    return Held(checkpoint, len(mine), sum(_name(manifest, k)[2] for k in mine), bad)
+
+
+def take(manifest: Manifest, keys: list[str]) -> dict[str, Buffer]:
+    """The held blobs among ``keys`` of ``manifest``; everything else held is let go."""
+    with _lock:
+        held = dict(_held)
+        _held.clear()
+    return {k: held[_name(manifest, k)] for k in keys if _name(manifest, k) in held}
+
+
+def fetch(
+    store: Store,
+    manifest: Manifest,
+    keys: list[str],
+    progress: Callable[[int], Any] | None = None,
+    then: Callable[[str, Buffer], Any] | None = None,
+    into: Callable[[str], Callable[[int], Buffer] | None] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``integrity.fetch`` of ``keys``, the blobs ``hold`` read ahead taken first; ``then`` runs
+    on those too (a GPU-bound blob is moved to its device)."""
+    held = take(manifest, keys)
+    if not held:
+        return fetch_verified(store, manifest, keys, progress, then, into)
+    base = sum(_name(manifest, k)[2] for k in held)
+    if progress is not None:
+        report = progress
+        report(base)
+        progress = lambda n: report(base + n)  # noqa: E731
+    good, bad = fetch_verified(store, manifest, [k for k in keys if k not in held], progress, then, into)
+    good.update({k: data if then is None else then(k, data) for k, data in held.items()})
+    return good, bad
+
+
+def forget() -> None:
+    """Hold nothing (as a new process)."""
+    with _lock:
+        _held.clear()
