@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 _probes: dict[str, str] = {}
 _as_restored: dict[str, dict[str, str | None]] = {}
@@ -17,6 +18,8 @@ _restore_failures: dict[str, dict[str, str]] = {}
 _rebuilt: dict[str, dict[str, str]] = {}
 _rebuilt_checks: dict[str, dict[str, tuple[str, str]]] = {}
 _rng_moved: dict[str, list[str]] = {}
+#: The checks blob of the checkpoint restored last, as loaded: its key (which names its digest) -> data.
+_checks: dict[str, dict[str, Any]] = {}
 
 
 def new_probe() -> str:
@@ -32,6 +35,20 @@ def fingerprint(value: str) -> str:
 def remember(checkpoint_id: str, value: str) -> None:
     """This process now holds ``value`` as the probe of ``checkpoint_id``."""
     _probes[checkpoint_id] = value
+
+
+def remember_checks(checkpoint_id: str, key: str, checks: dict[str, Any]) -> None:
+    """This process restored ``checkpoint_id``: it holds the probe in ``checks``, its checks
+    blob ``key`` as loaded, which the restore test then takes from here (``checks``) rather than
+    reading it from the store again."""
+    _probes[checkpoint_id] = checks["probe"]
+    _checks.clear()
+    _checks[key] = checks
+
+
+def checks(key: str) -> dict[str, Any] | None:
+    """The checks blob ``key`` as the restore loaded it, or None."""
+    return _checks.get(key)
 
 
 def held(checkpoint_id: str) -> str | None:
@@ -88,6 +105,7 @@ def rng_moved(checkpoint_id: str) -> list[str]:
 def forget() -> None:
     """Hold nothing (what a new process starts with; a test helper)."""
     _probes.clear()
+    _checks.clear()
     _as_restored.clear()
     _restore_failures.clear()
     _rebuilt.clear()

@@ -213,6 +213,15 @@ def _rebuilt_counts(
     return text + (f"; not rebuilt: {', '.join(lost)}" if lost else "")
 
 
+def _read_checks(store: Store, manifest: Manifest) -> dict[str, Any]:
+    """The checkpoint's checks blob, read from the store and verified."""
+    assert manifest.checks is not None
+    good, bad = fetch(store, manifest, [manifest.checks.key])
+    if bad:
+        raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
+    return moved.loads(bytes(good[manifest.checks.key]))
+
+
 def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None] | None = None) -> Verdict:
     """The restore test of ``ctx.namespace`` against a known checkpoint; ``taken``: digests of the
     namespace just taken."""
@@ -236,11 +245,8 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         verdict.details.append(f"run %resume {manifest.id} (or jupyter_pause.resume()) to bring the session back")
         return verdict
     checks: dict[str, Any] = {}
-    if manifest.checks is not None:
-        good, bad = fetch(ctx.store, manifest, [manifest.checks.key])
-        if bad:
-            raise IntegrityError(f"checkpoint {manifest.id}: its checks blob is {bad[manifest.checks.key]}")
-        checks = moved.loads(bytes(good[manifest.checks.key]))
+    if manifest.checks is not None:  # as the restore loaded it, else read (a later restore test)
+        checks = probe.checks(manifest.checks.key) or _read_checks(ctx.store, manifest)
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
     upgrades, by_value = _library_upgrades(manifest, verdict.variables, verdict.changed, checks, ctx.namespace)
     verdict.models, hardware_line = _model_status(manifest, checks, ctx.namespace, verdict.changed)

@@ -2,7 +2,8 @@
 
 - ``messages``: every request (server to kernel: ``PauseRequest``, ``ResumeRequest``,
   ``HoldRequest``, and ``SafePointRequest``, the pause request left for a busy loop) and every
-  reply (``PauseReply``, ``ResumeReply``, ``HoldReply``, ``ErrorReply``) as frozen dataclasses; the version ``PROTOCOL``; ``RemoteError``.
+  reply (``PauseReply``, ``ResumeReply``, ``HoldReply``, ``ErrorReply``) as frozen dataclasses;
+  the version ``PROTOCOL``; ``RemoteError``.
 - ``wire``: a request as JSON inside one fixed line of Python (``call_source``), decoded in the
   kernel with its version and field types checked (``decode_request``); a reply as one line
   marked with ``PREFIX`` (``reply_line``), found among the kernel's other output (``parse_reply``).

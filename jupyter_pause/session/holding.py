@@ -64,7 +64,12 @@ def _manifest(store: Store, session: str, checkpoint: str, text: str, keys: Any)
 
 
 def hold(
-    session: str, checkpoint: str, manifest_text: str = "", *, store: str | None = None, config: PauseConfig | None = None
+    session: str,
+    checkpoint: str,
+    manifest_text: str = "",
+    *,
+    store: str | None = None,
+    config: PauseConfig | None = None,
 ) -> Held:
     """Read and verify the blobs ``checkpoint`` of ``session`` needs, in ``store`` (default: the
     configured one), and keep those that verify for its restore; what was held, and what was not

@@ -421,7 +421,7 @@ def _resume_paused(ctx: Context, options: ResumeOptions) -> ResumeResult:
         notes += replay_notes
     notes += _arm_loops(manifest, blobs, only is None)
     if manifest.checks is not None and manifest.checks.key in blobs:
-        probe.remember(manifest.id, moved.loads(bytes(blobs[manifest.checks.key]))["probe"])
+        probe.remember_checks(manifest.id, manifest.checks.key, moved.loads(bytes(blobs[manifest.checks.key])))
     digests = {
         v.name: value_digest(values[v.name], known=loader.known, like=v.digest) if v.digest else None
         for v in manifest.variables

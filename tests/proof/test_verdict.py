@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import jupyter_pause as jp
-from jupyter_pause.errors import CheckpointNotFound
+from jupyter_pause.errors import CheckpointNotFound, IntegrityError
 from jupyter_pause.proof import probe
 from jupyter_pause.proof.verdict import UNKNOWN_FORMAT, verify_manifest
 from jupyter_pause.serialize.digests import value_digest
@@ -62,6 +62,24 @@ def test_the_process_that_took_the_checkpoint_is_live(tmp_path) -> None:
     assert verdict.checkpoint == cid
     assert "nothing was released" in verdict.summary()
     assert verdict.summary().startswith("verdict: live")
+
+
+def test_the_restore_test_reads_the_checks_the_restore_loaded_not_the_store_again(tmp_path) -> None:
+    """The checks blob (probe, model outputs) is read once per resume: a restore test run after
+    it takes the one the restore loaded; a process that did not restore it reads the store."""
+    cid = take(tmp_path, state())
+    another_process()
+    ns: dict = {}
+    manifest = jp.resume(store=str(tmp_path), session=SESSION, namespace=ns).manifest
+    (tmp_path / manifest.blob_key(manifest.checks.key)).unlink()
+    verdict = check(tmp_path, ns)
+    assert verdict.kind == "restored" and verdict.checkpoint == cid, verdict.summary()
+    assert verdict.models["model"].startswith("reproduces")
+    held = probe.held(cid)
+    probe.forget()
+    probe.remember(cid, held)  # the probe, and no checks: they are read, and the blob is gone
+    with pytest.raises(IntegrityError, match=f"checkpoint {cid}: its checks blob is missing"):
+        check(tmp_path, ns)
 
 
 def test_a_new_process_that_recomputed_the_variables_is_fresh(tmp_path) -> None:

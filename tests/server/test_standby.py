@@ -1,7 +1,8 @@
 """A kernel made ready while a resume waits for resources (server/standby.py), with a real server
-and real kernels: warmed beside the wait with torch imported, named by no session until the
-restore is under way, then the notebook's kernel; shut down where the wait gives up. A cell run
-in the notebook's kernel as soon as its session names one runs after the restore."""
+and real kernels: warmed beside the wait with torch imported and the checkpoint read ahead, named
+by no session until the restore is under way, then the notebook's kernel; shut down where the
+wait gives up. A cell run in the notebook's kernel as soon as its session names one runs after
+the restore."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ import pytest
 import torch
 
 import jupyter_pause as jp
+from jupyter_pause.notebook import session_from_path
 from jupyter_pause.protocol import ResumeRequest, decode_request
 from jupyter_pause.server import kernelrun, resources, standby
+from jupyter_pause.store.catalog import Catalog
 from jupyter_pause.store.storage import Store
 from tests.support.server_helpers import (
     call,
@@ -220,4 +223,40 @@ async def test_a_cell_run_as_soon_as_the_notebook_has_its_kernel_runs_after_the_
     assert printed.split() == ["15.0", "kept"]  # not a NameError: the restore ran first
     ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
     assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
+    await manager.wait()
+
+
+async def test_the_warmed_kernel_reads_the_checkpoint_during_the_wait_and_its_restore_reads_no_blob_again(
+    jp_fetch, jp_serverapp, jp_root_dir, store, manager, gate, monkeypatch
+):
+    """While the resume waits, the warmed kernel reads and verifies every blob the restore needs
+    (a ``HoldRequest``); once the GPU frees, the restore takes them from the kernel's memory: the
+    store's copies, removed in between, are not read."""
+    holds: list[Any] = []
+    hold = standby.Warming._hold
+
+    async def watched(self: standby.Warming, *args: Any) -> None:
+        await hold(self, *args)
+        holds.append(self.held)
+
+    monkeypatch.setattr(standby.Warming, "_hold", watched)
+    path, checkpoint = await paused_on_fake_gpu(jp_fetch, jp_serverapp, jp_root_dir, store, "held/train.ipynb")
+    manifest = Catalog(Store(str(store))).manifest(session_from_path(path), checkpoint)
+    await call(jp_fetch, "resume", path=path, map_location="cpu")
+    deadline = time.monotonic() + 60
+    while not holds:
+        assert time.monotonic() < deadline, "the warmed kernel never read the checkpoint ahead"
+        await asyncio.sleep(0.05)
+    (held,) = holds
+    assert (held.checkpoint, held.blobs, held.bad) == (checkpoint, len(manifest.needed()), {}), held
+    assert held.bytes == sum(manifest.blobs[k] for k in manifest.needed())
+    waiting = json.loads((await jp_fetch("jupyter-pause", "api", "status", params={"path": path})).body)
+    assert waiting["state"] == "waiting", waiting  # all of it read while the resume still waits
+    for key in manifest.needed():
+        (store / manifest.blob_key(key)).unlink()
+    gate.set()
+    ready = await wait_state(jp_fetch, path, ("ready", "failed"), timeout=60)
+    assert ready["state"] == "ready" and ready["verdict"] == "restored" and ready["checkpoint"] == checkpoint, ready
+    kernel = await kernel_of(jp_fetch, path)
+    assert (await run(jp_serverapp, kernel, "print(weights.sum().item(), note)")).split() == ["15.0", "kept"]
     await manager.wait()

@@ -78,12 +78,14 @@ def test_the_manifest_is_verified_with_this_process_s_key(tmp_path, monkeypatch)
     assert b'"step"' in edited
     edited = edited.replace(b'"step"', b'"stop"').decode()
     read: list[str] = []
-    monkeypatch.setattr(Catalog, "manifest", lambda self, *a, _read=Catalog.manifest: read.append(a[1]) or _read(self, *a))
+    original = Catalog.manifest
+    monkeypatch.setattr(Catalog, "manifest", lambda self, *a: read.append(a[1]) or original(self, *a))
     held = holding.hold("s", manifest.id, edited, store=str(tmp_path), config=signed)
     assert held.blobs == len(manifest.needed()) and read == [manifest.id]  # from the store's own manifest
     holding.forget()
     with pytest.raises(ValueError, match=f"checkpoint {manifest.id} of session 's' was not read ahead: .*signature"):
-        holding.hold("s", manifest.id, store=str(tmp_path), config=PauseConfig(signing_key="mallory's key", encrypt=False))
+        mallory = PauseConfig(signing_key="mallory's key", encrypt=False)
+        holding.hold("s", manifest.id, store=str(tmp_path), config=mallory)
     assert holding.take(manifest, manifest.needed()) == {}
 
 
