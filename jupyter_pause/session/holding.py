@@ -14,7 +14,8 @@ digest, and its size) and handed only to a restore whose manifest names the same
 in this process's own memory, which no other process writes, and a blob bound for a GPU is moved
 there by the restore (the wait is for that GPU: ``hold`` touches no device). The restore takes
 what it needs and lets go of the rest, so a held checkpoint it does not restore (a newer one was
-chosen) costs its memory only until then.
+chosen) costs its memory only until then. The node's copies of what is held are removed at
+once (``server.prefetch`` made them): the checkpoint is in memory once while the resume waits.
 """
 
 from __future__ import annotations
@@ -82,7 +83,21 @@ def hold(
     with _lock:
         _held.update({_name(manifest, k): data for k, data in good.items()})
         mine = [k for k in manifest.needed() if _name(manifest, k) in _held]
+    _drop_copies(ctx.store, manifest, list(good))
     return Held(checkpoint, len(mine), sum(_name(manifest, k)[2] for k in mine), bad)
+
+
+def _drop_copies(store: Store, manifest: Manifest, digests: list[str]) -> None:
+    """Remove this node's copies of what is held now (``store.prefetched``): a wait for a GPU may
+    last hours, and the node's memory would hold the checkpoint twice over meanwhile. Should
+    this kernel go away, the resume's next one reads the store."""
+    if store.prefetched is None or not digests:
+        return
+    try:
+        paths = manifest.blob_keys(digests, store.names)
+    except KeyError:  # named with a key this reader lacks: nothing of it was read, or copied
+        return
+    store.prefetched.drop(list(paths))
 
 
 def take(manifest: Manifest, keys: list[str]) -> dict[str, Buffer]:

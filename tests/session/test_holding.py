@@ -112,3 +112,27 @@ def test_what_the_restore_does_not_take_is_let_go(tmp_path):
     assert jp.resume(store=str(tmp_path), session="s", namespace=back).manifest.id == second.id
     assert back["step"] == 5 and torch.equal(back["w"], ns["w"])
     assert holding._held == {}
+
+
+def test_the_node_s_copies_of_what_is_held_are_removed(tmp_path):
+    """A remote store's blobs copied onto the node for the resume are read from there, then
+    removed: while the resume waits, the checkpoint is in the node's memory once."""
+    config = PauseConfig(
+        store=f"memory://hold-{tmp_path.name}",
+        prefetch_dir=str(tmp_path / "prefetch"),
+        prefetch_memory_dir=str(tmp_path / "shm"),
+        prefetch_keep_free=0.0,
+    )
+    ns = {"w": torch.arange(200_000, dtype=torch.float32), "step": 4}
+    manifest = jp.checkpoint(session="s", namespace=ns, config=config).manifest
+    another_process()
+    store = config.open_store()
+    paths = list(manifest.blob_keys(manifest.blobs, store.names))
+    for path in paths:  # as the server's prefetch leaves them
+        store.prefetched.put(path, bytes(store.read(path)), in_memory=True)
+    held = holding.hold("s", manifest.id, config=config)
+    assert held.blobs == len(manifest.needed()) and held.bad == {}
+    assert [p for p in paths if store.prefetched.find(p)] == []
+    back: dict = {}
+    jp.resume(session="s", namespace=back, config=config)
+    assert torch.equal(back["w"], ns["w"]) and back["step"] == 4
