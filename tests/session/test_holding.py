@@ -136,3 +136,18 @@ def test_the_node_s_copies_of_what_is_held_are_removed(tmp_path):
     back: dict = {}
     jp.resume(session="s", namespace=back, config=config)
     assert torch.equal(back["w"], ns["w"]) and back["step"] == 4
+
+
+def test_an_encrypted_store_s_blobs_are_held_as_plaintext_and_restored(tmp_path):
+    """With a key the store's blobs are sealed and named by keyed digests: what is held is what
+    the seal opened to, under the digest the manifest names."""
+    keyed = PauseConfig(signing_key="alice's key")
+    manifest = _paused(tmp_path, keyed)
+    held = holding.hold("s", manifest.id, store=str(tmp_path), config=keyed)
+    assert (held.blobs, held.bytes, held.bad) == (len(manifest.needed()), _sizes(manifest), {})
+    for key in manifest.needed():
+        path = tmp_path / manifest.blob_key(key, keyed.open_store(str(tmp_path), {}).names)
+        path.unlink()
+    ns: dict = {}
+    jp.resume(store=str(tmp_path), session="s", namespace=ns, config=keyed)
+    assert torch.equal(ns["w"], torch.arange(200_000, dtype=torch.float32)) and ns["step"] == 4
