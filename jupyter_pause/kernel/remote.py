@@ -73,7 +73,7 @@ def _hold(request: HoldRequest) -> HoldReply:
     from ..session.holding import hold
 
     held = hold(request.session, request.checkpoint, request.manifest)
-    return HoldReply(held.checkpoint, held.blobs, held.bytes, held.bad)
+    return HoldReply(held.checkpoint, held.blobs, held.bytes, held.bad, held.skipped)
 
 
 #: The entry point of each request type; a subclass of a request runs its base's entry point.

@@ -189,7 +189,8 @@ class ResumeReply(Reply):
 @dataclass(frozen=True)
 class HoldReply(Reply):
     """What ``hold`` read ahead: how many of the checkpoint's blobs the kernel holds, their
-    bytes, and why each other one is not held (it is read again by the restore)."""
+    bytes, and why each other one is not held (it is read again by the restore); ``skipped``:
+    why nothing was read ahead ("" where it was)."""
 
     kind: ClassVar[str] = "hold"
 
@@ -197,6 +198,7 @@ class HoldReply(Reply):
     blobs: int = 0
     bytes: int = 0
     bad: dict[str, str] = field(default_factory=dict)
+    skipped: str = ""
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,9 @@ class Warming:
                 raise
             log.info("jupyter-pause: the kernel warmed for %s did not read ahead: %s", self.path, e)
             return
+        if self.held.skipped:
+            log.info("jupyter-pause: the kernel warmed for %s did not read ahead: %s", self.path, self.held.skipped)
+            return
         log.info(
             "jupyter-pause: the kernel warmed for %s read %d blob(s) of %s ahead, %d bytes%s",
             self.path,

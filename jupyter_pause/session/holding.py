@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import units
 from ..config import PauseConfig
+from ..store import memory
 from ..store.buffers import Buffer
 from ..store.catalog import Catalog
 from ..store.integrity import fetch as fetch_verified
@@ -34,6 +36,9 @@ from ..store.manifest import Manifest
 from ..store.storage import Store
 from .context import make_context
 
+#: Share of the memory available (``store.memory``) a checkpoint read ahead from a remote store
+#: may take: a wait for a GPU can last hours, on a node whose other work needs memory too.
+SHARE = 0.5
 #: Verified blobs read ahead of a restore: (hash, blob key, size) -> the bytes.
 _held: dict[tuple[str, str, int], Buffer] = {}
 _lock = threading.Lock()
@@ -47,6 +52,8 @@ class Held:
     blobs: int = 0
     bytes: int = 0
     bad: dict[str, str] = field(default_factory=dict)
+    #: Why nothing was read ahead ("" where it was).
+    skipped: str = ""
 
 
 def _name(manifest: Manifest, key: str) -> tuple[str, str, int]:
@@ -79,6 +86,10 @@ def hold(
     ctx = make_context(store=store, session=session, config=config, namespace={})
     manifest = _manifest(ctx.store, ctx.session, checkpoint, manifest_text, ctx.config.keyring)
     keys = [k for k in manifest.needed() if _name(manifest, k) not in _held]
+    size, room = sum(_name(manifest, k)[2] for k in keys), int(SHARE * memory.available())
+    if not ctx.store.local and size > room:  # a local store's files are mapped: the page cache's to let go
+        why = f"{units.size(size)} would take more than {SHARE:.0%} of the memory available ({units.size(room)})"
+        return Held(checkpoint, skipped=f"{why}: the restore reads it once the wait is over")
     good, bad = fetch_verified(ctx.store, manifest, keys)
     with _lock:
         _held.update({_name(manifest, k): data for k, data in good.items()})

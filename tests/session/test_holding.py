@@ -14,6 +14,7 @@ import torch
 import jupyter_pause as jp
 from jupyter_pause.config import PauseConfig
 from jupyter_pause.session import holding
+from jupyter_pause.store import memory
 from jupyter_pause.store.catalog import Catalog
 from tests.support.processes import another_process
 
@@ -151,3 +152,20 @@ def test_an_encrypted_store_s_blobs_are_held_as_plaintext_and_restored(tmp_path)
     ns: dict = {}
     jp.resume(store=str(tmp_path), session="s", namespace=ns, config=keyed)
     assert torch.equal(ns["w"], torch.arange(200_000, dtype=torch.float32)) and ns["step"] == 4
+
+
+def test_a_remote_checkpoint_too_large_for_the_memory_available_is_not_read_ahead(tmp_path, monkeypatch):
+    """A wait for a GPU may last hours: a remote checkpoint is read ahead only where it takes at
+    most half the memory available (the restore reads it once the wait is over)."""
+    config = PauseConfig(store=f"memory://hold-{tmp_path.name}", prefetch_dir="")
+    ns = {"w": torch.arange(200_000, dtype=torch.float32), "step": 4}
+    manifest = jp.checkpoint(session="s", namespace=ns, config=config).manifest
+    another_process()
+    monkeypatch.setattr(memory, "available", lambda: 2 * _sizes(manifest) - 2)
+    held = holding.hold("s", manifest.id, config=config)
+    assert (held.blobs, held.bytes) == (0, 0)
+    assert "would take more than 50% of the memory available" in held.skipped, held.skipped
+    assert held.skipped.endswith("the restore reads it once the wait is over")
+    assert holding.take(manifest, manifest.needed()) == {}
+    monkeypatch.setattr(memory, "available", lambda: 2 * _sizes(manifest))
+    assert holding.hold("s", manifest.id, config=config).blobs == len(manifest.needed())
