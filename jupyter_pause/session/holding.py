@@ -33,6 +33,7 @@ from ..store.catalog import Catalog
 from ..store.integrity import fetch as fetch_verified
 from ..store.integrity import read_manifest
 from ..store.manifest import Manifest
+from ..store.signing import Keys
 from ..store.storage import Store
 from .context import make_context
 
@@ -60,7 +61,7 @@ def _name(manifest: Manifest, key: str) -> tuple[str, str, int]:
     return manifest.hash, key, manifest.blobs.get(key) or manifest.referenced_size(key)
 
 
-def _manifest(store: Store, session: str, checkpoint: str, text: str, keys: Any) -> Manifest:
+def _manifest(store: Store, session: str, checkpoint: str, text: str, keys: Keys) -> Manifest:
     """The manifest of ``checkpoint``, verified with this kernel's ``keys``: from ``text`` (as
     the server read it), else from the store; ``ValueError`` saying why where it does not verify."""
     read = read_manifest(text.encode(), checkpoint, keys, session) if text else None
