@@ -87,7 +87,7 @@ class _Kernel:
         # reach the drill as error messages.
         self.manager.start_kernel(cwd=str(cwd), env=env, stderr=subprocess.DEVNULL)
         self.client = self.manager.client()
-        self.client.start_channels()
+        self.client.start_channels(hb=False)  # its manager says whether it lives
         self.client.wait_for_ready(timeout=timeout)
 
     def run(self, code: str, what: str) -> str:

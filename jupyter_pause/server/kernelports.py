@@ -177,7 +177,7 @@ async def follow(kernels: Any, kernel: Any, kernel_id: str) -> None:
     kernels.stop_watching_activity(kernel_id)
     kernels.start_watching_activity(kernel_id)
     client = kernel.client()
-    client.start_channels()
+    client.start_channels(hb=False)  # its manager says whether it lives (``kernelrun.HEARTBEAT``)
     try:
         await client.wait_for_ready(timeout=ANSWER_WITHIN)
     except RuntimeError as e:  # it died again: Jupyter's restarter has it

@@ -59,6 +59,34 @@ def test_a_kernel_that_dies_before_it_answers_is_said_so():
     assert asyncio.run(_with_new_kernel(run)) == "the kernel died before it answered"
 
 
+@pytest.mark.integration  # starts a kernel
+@pytest.mark.usefixtures("jupyter_dirs")
+def test_the_servers_own_clients_start_no_heartbeat_and_still_know_a_dead_kernel():
+    """jupyter-client's heartbeat thread, stopped before it had begun, spins making sockets until
+    zmq refuses one ("Too many open files"), holding ``stop_channels`` (and the server's event
+    loop) meanwhile: the server's own clients do without it, and ask the kernel's manager whether
+    the kernel lives."""
+
+    async def run(manager: AsyncKernelManager, client: Any) -> list[Any]:
+        await kernelrun.answered(client, timeout=60)
+        clients = [kernelrun.own_client(manager) for _ in range(20)]
+        for started in clients:
+            kernelrun.stop(started)  # at once, as a failed call does
+        mine = kernelrun.own_client(manager)
+        try:
+            await kernelrun.answered(mine, timeout=60)
+            alive = await mine.is_alive()
+            os.kill(manager.provisioner.process.pid, signal.SIGKILL)
+            await asyncio.to_thread(manager.provisioner.process.wait)  # gone, and reaped
+            # a heartbeat thread never started has no thread id (``stop_channels`` makes the channel)
+            return [[getattr(c._hb_channel, "ident", None) for c in [*clients, mine]], alive, await mine.is_alive()]
+        finally:
+            kernelrun.stop(mine)
+
+    hearts, alive, after = asyncio.run(_with_new_kernel(run))
+    assert hearts == [None] * 21 and alive is True and after is False
+
+
 class _Channel:
     """A client channel holding the messages a kernel sent, read one at a time."""
 

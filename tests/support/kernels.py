@@ -75,7 +75,7 @@ class Kernel:
             self.manager = KernelManager(kernel_name="python3", **KERNEL_PORT_CONFIG["KernelManager"])
             self.manager.start_kernel(cwd=str(cwd), env=env)
             self.client = self.manager.client()
-            self.client.start_channels()
+            self.client.start_channels(hb=False)  # its manager says whether it lives
             if self._answered():
                 return
             self.close()  # it died, or lost a port: taken between the pick and the bind, or worse

@@ -57,7 +57,7 @@ async def user_cell(serverapp: Any, kernel_id: str, code: str) -> None:
     await kernelrun.answering(serverapp.kernel_manager, kernel_id, 60)
     kernel = serverapp.kernel_manager.get_kernel(kernel_id)
     client = kernel.client(session=Session(key=kernel.session.key, signature_scheme=kernel.session.signature_scheme))
-    client.start_channels()
+    client.start_channels(hb=False)  # its manager says whether it lives
     try:
         await client.wait_for_ready(timeout=60)
         reply = await client.execute_interactive(code, timeout=60)
