@@ -193,10 +193,13 @@ async def long_cell(serverapp: Any, kernel: str, go_on: Path) -> AsyncIterator[N
     kernel is then set back to idle, as it is in the moment between a cell's start and the server
     reading its "busy": what acts on the kernel must ask the kernel, not trust that view."""
     managed = serverapp.kernel_manager.get_kernel(kernel)
-    await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
     client = managed.client()
     client.start_channels()
     try:
+        # The kernel says its state around each request: a server whose watch of its output
+        # joined after the first cell's last status (both slow on a loaded machine) hears it now.
+        await client.wait_for_ready(timeout=30)
+        await until(lambda: idle(managed), 30, "the kernel idle after its first cell")
         started = client.execute(f"import os, time\nwhile not os.path.exists({str(go_on)!r}):\n    time.sleep(0.05)")
         await until(lambda: cell_started(client, started), 30, "the long cell started")
         await until(lambda: busy(managed), 30, "the server seeing the kernel busy")
