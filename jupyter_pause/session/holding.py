@@ -30,8 +30,8 @@ from ..config import PauseConfig
 from ..store import memory
 from ..store.buffers import Buffer
 from ..store.catalog import Catalog
+from ..store.integrity import after, read_manifest
 from ..store.integrity import fetch as fetch_verified
-from ..store.integrity import read_manifest
 from ..store.manifest import Manifest
 from ..store.signing import Keys
 from ..store.storage import Store
@@ -135,10 +135,9 @@ def fetch(
         return fetch_verified(store, manifest, keys, progress, then, into)
     base = sum(_name(manifest, k)[2] for k in held)
     if progress is not None:
-        report = progress
-        report(base)
-        progress = lambda n: report(base + n)  # noqa: E731
-    good, bad = fetch_verified(store, manifest, [k for k in keys if k not in held], progress, then, into)
+        progress(base)
+    rest = [k for k in keys if k not in held]
+    good, bad = fetch_verified(store, manifest, rest, after(progress, base), then, into)
     good.update({k: data if then is None else then(k, data) for k, data in held.items()})
     return good, bad
 

@@ -123,6 +123,14 @@ class _Mismatch(Exception):
     """A blob that was read but does not match its manifest entry."""
 
 
+def after(progress: Progress | None, base: int) -> Progress | None:
+    """``progress`` for what is read next, counted after ``base`` bytes already through."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda n: report(base + n)
+
+
 def fetch(
     store: Store,
     manifest: Manifest,
@@ -142,9 +150,8 @@ def fetch(
     keys = list(dict.fromkeys(keys))
     good, bad = references.read(store, manifest, keys, progress, then)
     keys = [k for k in keys if k not in manifest.references]
-    if good and progress is not None:
-        base, report = sum(manifest.referenced_size(k) for k in good), progress
-        progress = lambda n: report(base + n)  # noqa: E731
+    if good:
+        progress = after(progress, sum(manifest.referenced_size(k) for k in good))
     try:  # in the store's pool (by a keyed name where a key named them), or the session's folder
         paths = manifest.blob_keys(keys, store.names)
     except KeyError as e:  # named with a key this reader lacks
