@@ -41,7 +41,7 @@ def remember_checks(checkpoint_id: str, key: str, checks: dict[str, Any]) -> Non
     """This process restored ``checkpoint_id``: it holds the probe in ``checks``, its checks
     blob ``key`` as loaded, which the restore test then takes from here (``checks``) rather than
     reading it from the store again."""
-    _probes[checkpoint_id] = checks["probe"]
+    remember(checkpoint_id, checks["probe"])
     _checks.clear()
     _checks[key] = checks
 

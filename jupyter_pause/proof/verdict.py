@@ -246,7 +246,8 @@ def verify_manifest(ctx: Target, manifest: Manifest, taken: dict[str, str | None
         return verdict
     checks: dict[str, Any] = {}
     if manifest.checks is not None:  # as the restore loaded it, else read (a later restore test)
-        checks = probe.checks(manifest.checks.key) or _read_checks(ctx.store, manifest)
+        loaded = probe.checks(manifest.checks.key)
+        checks = _read_checks(ctx.store, manifest) if loaded is None else loaded
     verdict.variables, verdict.changed = _variable_status(manifest, ctx.namespace, taken)
     upgrades, by_value = _library_upgrades(manifest, verdict.variables, verdict.changed, checks, ctx.namespace)
     verdict.models, hardware_line = _model_status(manifest, checks, ctx.namespace, verdict.changed)

@@ -87,16 +87,23 @@ def hold(
     ctx = make_context(store=store, session=session, config=config, namespace={})
     manifest = _manifest(ctx.store, ctx.session, checkpoint, manifest_text, ctx.config.keyring)
     keys = [k for k in manifest.needed() if _name(manifest, k) not in _held]
-    size, room = sum(_name(manifest, k)[2] for k in keys), int(SHARE * memory.available())
-    if not ctx.store.local and size > room:  # a local store's files are mapped: the page cache's to let go
-        why = f"{units.size(size)} would take more than {SHARE:.0%} of the memory available ({units.size(room)})"
-        return Held(checkpoint, skipped=f"{why}: the restore reads it once the wait is over")
+    too_large = "" if ctx.store.local else _too_large(sum(_name(manifest, k)[2] for k in keys))
+    if too_large:  # a local store's files are mapped: their pages are the page cache's to let go
+        return Held(checkpoint, skipped=f"{too_large}: the restore reads it once the wait is over")
     good, bad = fetch_verified(ctx.store, manifest, keys)
     with _lock:
         _held.update({_name(manifest, k): data for k, data in good.items()})
         mine = [k for k in manifest.needed() if _name(manifest, k) in _held]
     _drop_copies(ctx.store, manifest, list(good))
     return Held(checkpoint, len(mine), sum(_name(manifest, k)[2] for k in mine), bad)
+
+
+def _too_large(size: int) -> str:
+    """Why ``size`` bytes are too many to read ahead here ("" where they are not)."""
+    room = int(SHARE * memory.available())
+    if size <= room:
+        return ""
+    return f"{units.size(size)} would take more than {SHARE:.0%} of the memory available ({units.size(room)})"
 
 
 def _drop_copies(store: Store, manifest: Manifest, digests: list[str]) -> None:
@@ -115,7 +122,7 @@ def _drop_copies(store: Store, manifest: Manifest, digests: list[str]) -> None:
 def take(manifest: Manifest, keys: list[str]) -> dict[str, Buffer]:
     """The held blobs among ``keys`` of ``manifest``; everything else held is let go."""
     with _lock:
-        held = dict(_held)
+        held = _held.copy()
         _held.clear()
     return {k: held[_name(manifest, k)] for k in keys if _name(manifest, k) in held}
 

@@ -199,7 +199,7 @@ def _fetch(catalog: Catalog, manifest: Manifest, map_location: str) -> Blobs:
     uploads = Uploads(places) if places else None
     _start_torch(catalog, manifest, keys)
     try:
-        good, bad = holding.fetch(  # what was read ahead while the resume waited first
+        good, bad = holding.fetch(  # taking first what was read ahead during a wait
             catalog.store,
             manifest,
             keys,
