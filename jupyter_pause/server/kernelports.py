@@ -10,8 +10,7 @@ answers: a notebook's kernel stays "starting", and a resume waiting for it waits
 timeout, then fails.
 
 ``install`` watches every kernel the server starts (``Watch``) until it holds all of its ports:
-``LOOK_EVERY`` seconds after its start, then twice as long after each look (up to
-``LOOK_AT_MOST``), ``look`` asks the system which process holds each one, unless the
+every ``LOOK_EVERY`` seconds ``look`` asks the system which process holds each one, unless the
 server has heard the kernel on its output already (``heard``: most kernels, by the first look). Where one
 that is neither the kernel's nor one it started holds a port (a kernelspec may launch the kernel
 through a wrapper: ``conda run``, a shell script) and the kernel is still running, it is started
@@ -51,12 +50,8 @@ _TROUBLE: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 PORTS = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 #: Socket states that hold a port against a bind: listening, or bound and not yet listening.
 HOLDING = (psutil.CONN_LISTEN, psutil.CONN_NONE, psutil.CONN_CLOSE)
-#: Seconds from a new kernel's start to the first look at its ports: most kernels hold them all
-#: then. Each later look waits twice as long as the one before, up to ``LOOK_AT_MOST``: a look
-#: lists every socket of the node, and when twenty kernels start at once on two cores each takes
-#: tens of seconds to answer, which would be ten looks apiece.
+#: Seconds between looks at a new kernel's ports: most kernels hold them all at the first.
 LOOK_EVERY = 2.0
-LOOK_AT_MOST = 16.0
 #: Seconds a kernel started again on new ports has to answer the request that makes it say its state.
 ANSWER_WITHIN = 30.0
 
@@ -116,10 +111,9 @@ def install(kernels: Any, timeout: float) -> None:
 
 
 class Watch:
-    """The looks at one new kernel's ports, ``LOOK_EVERY`` seconds apart and twice as far after
-    each (up to ``LOOK_AT_MOST``) until it holds them all or ``deadline`` (``time.monotonic()``);
-    each is scheduled on the event loop (not a task that waits), so that a server stopping
-    between two looks leaves nothing pending."""
+    """The looks at one new kernel's ports, every ``LOOK_EVERY`` seconds until it holds them all
+    or ``deadline`` (``time.monotonic()``); each is scheduled on the event loop (not a task that
+    waits), so that a server stopping between two looks leaves nothing pending."""
 
     #: The looks under way (a task is kept only as long as something refers to it).
     running: set[asyncio.Task[None]] = set()
@@ -128,11 +122,9 @@ class Watch:
         self.kernels, self.kernel_id, self.deadline = kernels, kernel_id, deadline
         #: The ports the server's watch of the kernel's output is connected to.
         self.watched = list(kernels.get_kernel(kernel_id).ports)
-        self.wait = LOOK_EVERY  # until the next look
 
     def later(self) -> None:
-        asyncio.get_running_loop().call_later(self.wait, self._begin)
-        self.wait = min(2 * self.wait, LOOK_AT_MOST)
+        asyncio.get_running_loop().call_later(LOOK_EVERY, self._begin)
 
     def _begin(self) -> None:
         task = asyncio.ensure_future(self.once())

@@ -137,16 +137,3 @@ def test_only_a_kernel_the_server_has_not_heard_on_the_ports_it_started_with_is_
     monkeypatch.setattr(kernelports, "follow", lambda *args: asyncio.sleep(0))
     asyncio.run(watch.once())
     assert calls == ([kernel] if looked else [])
-
-
-def test_the_looks_at_a_kernel_slow_to_hold_its_ports_come_further_apart(monkeypatch):
-    """Each look lists every socket of the node: a kernel that takes long to start (twenty
-    starting at once on two cores) is looked at after 2, 4, 8 and then every 16 seconds."""
-    delays: list[float] = []
-    loop = SimpleNamespace(call_later=lambda delay, callback: delays.append(delay))
-    monkeypatch.setattr(kernelports.asyncio, "get_running_loop", lambda: loop)
-    kernels = SimpleNamespace(get_kernel=lambda kernel_id: SimpleNamespace(ports=[1, 2, 3, 4, 5]))
-    watch = kernelports.Watch(kernels, "k", deadline=0.0)
-    for _ in range(6):
-        watch.later()
-    assert delays == [2.0, 4.0, 8.0, 16.0, 16.0, 16.0]
